@@ -1,0 +1,3 @@
+from handoffd.cli import main
+
+main()

@@ -1,0 +1,32 @@
+"""The blocks the helpers print (PROTOCOL.md §4): pure functions from items to text."""
+
+from __future__ import annotations
+
+from handoffd.handoff import Handoff
+from handoffd.inbox import DEFAULT_PRIORITY, Item
+
+
+def task(item: Item) -> str:
+    """A TASK block; the payload is the body verbatim, with no newline added."""
+    h: Handoff = item.handoff
+    lines = [
+        f"TASK: {item.path}",
+        f"FROM: {h.get('from') or 'unknown'}",
+        f"TYPE: {h.get('type') or 'unknown'}",
+        f"PRIORITY: {h.get('priority') or DEFAULT_PRIORITY}",
+    ]
+    if h.get("task") is not None:
+        lines.append(f"TASK_NAME: {h.get('task')}")
+    lines.append("PAYLOAD:")
+    return "\n".join(lines) + "\n" + h.body
+
+
+def batch(directory: str, items: list[Item]) -> str:
+    """A BATCH block: count, the first item's priority, then each item's TASK block."""
+    first = items[0].handoff.get("priority") if items else None
+    head = f"BATCH: {directory}\nCOUNT: {len(items)}\nPRIORITY: {first or DEFAULT_PRIORITY}\n"
+    return head + "".join(f"\nBATCH_ITEM: {n}\n{task(item)}" for n, item in enumerate(items, 1))
+
+
+def completed(paths: list[str]) -> str:
+    return "".join(f"COMPLETED: {path}\n" for path in paths)

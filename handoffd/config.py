@@ -1,0 +1,197 @@
+"""A project's configuration: where it is, which roles it has, and who is calling.
+
+`roles.tsv` is the only source of where a role's handoff directory lives; the
+working directory is used to *find* the project and the calling role, never as
+a handoff directory (the older tool's lost-handoff bug).
+"""
+
+from __future__ import annotations
+
+import os
+
+SWARMFORGE = ".swarmforge"
+ROLES_FILE = os.path.join(SWARMFORGE, "roles.tsv")
+RECEIVE_MODES = ("task", "batch")
+_ROLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+
+
+class ConfigError(Exception):
+    """A configuration problem a person must fix; the message says what and where."""
+
+
+class UnknownRole(ConfigError):
+    """The calling role is not in roles.tsv."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Unknown role: {name}")
+        self.name = name
+
+
+class Box:
+    """The queue's folders.  The directory is the state: each value is a folder name.
+
+    (A plain class, not an Enum: `import enum` alone costs a helper half its start-up budget.)
+    """
+
+    OUTBOX = "outbox"
+    DRAFTS = "outbox/tmp"
+    SENT = "sent"
+    FAILED = "failed"
+    NEW = "inbox/new"
+    IN_PROCESS = "inbox/in_process"
+    COMPLETED = "inbox/completed"
+
+
+class Role:
+    """One row of roles.tsv."""
+
+    __slots__ = ("agent", "display", "mode", "name", "session", "worktree", "worktree_name")
+
+    def __init__(
+        self,
+        name: str,
+        worktree_name: str,
+        worktree: str,
+        session: str = "",
+        display: str = "",
+        agent: str = "",
+        mode: str = "task",
+    ) -> None:
+        self.name = name
+        self.worktree_name = worktree_name
+        self.worktree = worktree
+        self.session = session
+        self.display = display
+        self.agent = agent
+        self.mode = mode
+
+    @property
+    def handoffs(self) -> str:
+        """The role's handoff directory: always derived from its worktree in roles.tsv."""
+        return os.path.join(self.worktree, SWARMFORGE, "handoffs")
+
+    def path(self, box: str, *names: str) -> str:
+        """The absolute path of `box` (a `Box` value), or of entries inside it."""
+        return os.path.join(self.handoffs, box, *names)
+
+    def __repr__(self) -> str:
+        return f"Role({self.name!r}, {self.worktree!r}, mode={self.mode!r})"
+
+
+def valid_role_name(name: str) -> bool:
+    """`[A-Za-z0-9][A-Za-z0-9-]*`: no `_` (it separates filename fields), no `.` or `/`."""
+    return bool(name) and name[0] != "-" and set(name) <= _ROLE_CHARS
+
+
+def parse_roles(text: str, source: str) -> dict[str, Role]:
+    """Parse roles.tsv text into roles by name, in file order."""
+    roles: dict[str, Role] = {}
+    owners: dict[str, str] = {}
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        role = _parse_row(line.rstrip("\r").split("\t"), f"{source}:{number}")
+        if role.name in roles:
+            raise ConfigError(f"{source}:{number}: role '{role.name}' is listed twice")
+        worktree = os.path.normpath(role.worktree)
+        if worktree in owners:
+            raise ConfigError(
+                f"{source}:{number}: roles '{owners[worktree]}' and '{role.name}' share the "
+                f"worktree {role.worktree}; each role needs its own worktree (its own inbox)"
+            )
+        owners[worktree] = role.name
+        roles[role.name] = role
+    return roles
+
+
+def _parse_row(fields: list[str], where: str) -> Role:
+    if len(fields) < 3:
+        raise ConfigError(
+            f"{where}: expected TAB-separated role, worktree-name, worktree-path "
+            f"[, session, display, agent, receive-mode]; got {len(fields)} field(s)"
+        )
+    fields = [*fields[:7], *[""] * (7 - min(len(fields), 7))]
+    name, worktree_name, worktree, session, display, agent, mode = fields
+    if not valid_role_name(name):
+        raise ConfigError(
+            f"{where}: invalid role name '{name}': use letters, digits and '-' "
+            "(no '_', '.' or '/'), starting with a letter or digit"
+        )
+    if not os.path.isabs(worktree):
+        raise ConfigError(f"{where}: worktree path of role '{name}' must be absolute: {worktree!r}")
+    return Role(name, worktree_name, worktree, session, display, agent, mode or "task")
+
+
+def load_roles(root: str) -> dict[str, Role]:
+    """Read `<root>/.swarmforge/roles.tsv`."""
+    path = os.path.join(root, ROLES_FILE)
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {error}") from None
+    return parse_roles(text, path)
+
+
+def find_root(cwd: str | None = None) -> str:
+    """The project root: the nearest ancestor holding .swarmforge/roles.tsv, else git's main
+    checkout if it holds one."""
+    start = os.path.abspath(cwd or os.getcwd())
+    directory = start
+    while True:
+        if os.path.isfile(os.path.join(directory, ROLES_FILE)):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    main = _git_main_checkout(start)
+    if main and os.path.isfile(os.path.join(main, ROLES_FILE)):
+        return main
+    raise ConfigError("Cannot find SwarmForge project root")
+
+
+def _git_main_checkout(cwd: str) -> str | None:
+    """The parent of `git rev-parse --git-common-dir`: the main checkout of any worktree."""
+    import subprocess  # only on this fallback path: it costs a helper ~20 ms
+
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    common = result.stdout.strip()
+    return os.path.dirname(common) if result.returncode == 0 and common else None
+
+
+def calling_role(roles: dict[str, Role], env_role: str | None, cwd: str | None = None) -> Role:
+    """The calling role: `$SWARMFORGE_ROLE`, else the role whose worktree holds the cwd."""
+    name = env_role or role_for_directory(roles, cwd or os.getcwd())
+    if not name:
+        raise ConfigError("Set SWARMFORGE_ROLE.")
+    if name not in roles:
+        raise UnknownRole(name)
+    return roles[name]
+
+
+def role_for_directory(roles: dict[str, Role], directory: str) -> str | None:
+    """The role whose worktree is `directory` or an ancestor of it; the deepest one wins.
+
+    Paths are compared component by component: `/w/coder-b` is not inside `/w/coder`.
+    """
+    here = _components(directory)
+    best: tuple[int, str] | None = None
+    for role in roles.values():
+        tree = _components(role.worktree)
+        if here[: len(tree)] == tree and (best is None or len(tree) > best[0]):
+            best = (len(tree), role.name)
+    return best[1] if best else None
+
+
+def _components(path: str) -> list[str]:
+    return [part for part in os.path.realpath(path).split(os.sep) if part]

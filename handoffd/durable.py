@@ -1,0 +1,90 @@
+"""Durable, atomic file writes: the Maildir recipe, shared by the helpers and the daemon.
+
+A reader must only ever see a file complete or not at all, and a file we call
+written must survive a crash.  So: write a hidden temp file in the destination's
+own directory (same filesystem, so the final rename is atomic), write every byte,
+fsync, close, rename; fsync the directory when the new name must be durable.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_counter = itertools.count()
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte: `os.write` may write fewer bytes than asked without raising."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def create(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Create `path` (never an existing file or symlink) holding `data`, fsynced.
+
+    On any error the partial file is removed: nothing half-written stays behind.
+    A failed fsync is never retried, since the kernel may have dropped the pages.
+    """
+    fd = os.open(path, _CREATE, mode)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        unlink_quietly(path)
+        raise
+    os.close(fd)
+
+
+def fsync_dir(path: str) -> None:
+    """Make the entries (creations, renames, removals) of directory `path` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_name(directory: str, name: str) -> str:
+    """A hidden, per-process unique temp path beside `name` in `directory`."""
+    return os.path.join(directory, f".{name}.{os.getpid()}.{next(_counter)}.tmp")
+
+
+def replace(path: str, data: bytes) -> None:
+    """Atomically replace (or create) `path` with `data`: readers see old or new, never half."""
+    directory, name = os.path.split(path)
+    temp = temp_name(directory or ".", name)
+    create(temp, data)
+    try:
+        os.rename(temp, path)
+    except BaseException:
+        unlink_quietly(temp)
+        raise
+
+
+def unlink_quietly(path: str) -> None:
+    """Remove `path` if it is there; already gone is the outcome we wanted."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def free_name(directory: str, name: str) -> str:
+    """`name`, or the first `<stem>.<n><suffix>` not yet present in `directory`.
+
+    Archives never overwrite: a second file of the same name gets a distinct one.
+    """
+    if not os.path.lexists(os.path.join(directory, name)):
+        return name
+    stem, dot, suffix = name.rpartition(".")
+    stem, suffix = (stem, dot + suffix) if stem else (name, "")
+    for n in itertools.count(2):
+        candidate = f"{stem}.{n}{suffix}"
+        if not os.path.lexists(os.path.join(directory, candidate)):
+            return candidate
+    raise AssertionError("unreachable")

@@ -1,0 +1,28 @@
+"""The few git questions handoffd asks, answered by the `git` command."""
+
+from __future__ import annotations
+
+import subprocess
+
+
+def run(cwd: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `git <args>` in `cwd`, capturing text output; never raises on a git error."""
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def resolve_commit(worktree: str, commit: str) -> tuple[str | None, str | None]:
+    """Canonicalise an abbreviated commit: (its `--short=10` form, None) or (None, the error).
+
+    `--disambiguate` lists every object the prefix matches, so an ambiguous prefix is
+    reported with its count instead of being silently resolved to one of them.
+    """
+    matches = run(worktree, "rev-parse", f"--disambiguate={commit}").stdout.split()
+    if len(matches) != 1:
+        return None, (
+            f"Header 'commit' must resolve to exactly one Git object; "
+            f"'{commit}' matched {len(matches)}."
+        )
+    kind = run(worktree, "cat-file", "-t", matches[0]).stdout.strip()
+    if kind != "commit":
+        return None, f"Header 'commit' must resolve to a commit; '{commit}' resolves to '{kind}'."
+    return run(worktree, "rev-parse", "--short=10", matches[0]).stdout.strip(), None

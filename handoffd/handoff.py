@@ -1,0 +1,101 @@
+"""The .handoff file: `key: value` header lines, one empty line, then an opaque body.
+
+The body belongs to the sender and is kept byte for byte; tools only add or replace
+headers.  This module is imported by every helper, so it uses nothing beyond `os`
+and `time` (see the start-up budget in README.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+from handoffd import durable
+
+SEPARATOR = "\n\n"
+
+
+class HandoffError(Exception):
+    """A file that is not a handoff; the message names the file and what is wrong."""
+
+
+class Handoff:
+    """Parsed headers (in file order) and the untouched body text."""
+
+    __slots__ = ("body", "headers")
+
+    def __init__(self, headers: list[tuple[str, str]], body: str) -> None:
+        self.headers = headers
+        self.body = body
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The value of the first `key` header, or `default`."""
+        for name, value in self.headers:
+            if name == key:
+                return value
+        return default
+
+    def set(self, key: str, value: str) -> None:
+        """Replace `key`'s line in place, or append it at the end of the header block."""
+        for index, (name, _) in enumerate(self.headers):
+            if name == key:
+                self.headers[index] = (key, value)
+                return
+        self.headers.append((key, value))
+
+    def render(self) -> bytes:
+        """The file's bytes; `parse(h.render())` gives back the same headers and body."""
+        head = "\n".join(f"{name}: {value}" for name, value in self.headers)
+        return (head + SEPARATOR + self.body).encode("utf-8")
+
+
+def parse(data: bytes, source: str) -> Handoff:
+    """Parse a handoff file's bytes; `source` names the file in errors."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise HandoffError(f"{source}: not UTF-8 text (bad byte at offset {error.start})") from None
+    end = -1 if text.startswith("\n") else text.find(SEPARATOR)
+    if end < 0:
+        raise HandoffError(f"{source}: no header block (header lines, then an empty line)")
+    headers = []
+    for number, line in enumerate(text[:end].split("\n"), start=1):
+        name, sep, value = line.partition(": ")
+        if not sep or not name:
+            raise HandoffError(f"{source}: header line {number} is not 'key: value': {line!r}")
+        headers.append((name, value))
+    return Handoff(headers, text[end + len(SEPARATOR) :])
+
+
+def read(path: str) -> Handoff:
+    """Read and parse the handoff at `path`."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        raise HandoffError(f"{path}: cannot read: {error.strerror}") from None
+    return parse(data, path)
+
+
+def stamp(path: str, key: str, value: str) -> Handoff:
+    """Set one header of the file at `path`, replacing the file atomically."""
+    handoff = read(path)
+    handoff.set(key, value)
+    durable.replace(path, handoff.render())
+    return handoff
+
+
+def iso_now(now: float | None = None) -> str:
+    """An audit timestamp: ISO 8601 UTC with microseconds, ending in `Z`."""
+    now = time.time() if now is None else now
+    micros = int(now * 1_000_000) % 1_000_000
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{micros:06d}Z"
+
+
+def id_stamp(now: float | None = None) -> str:
+    """The compact UTC timestamp used in filenames and ids: `yyyymmddThhmmssZ`."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+
+
+def is_visible(name: str) -> bool:
+    """Entries starting with `.` are working files of some tool, never queue items."""
+    return not name.startswith(".")

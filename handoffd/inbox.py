@@ -1,0 +1,259 @@
+"""The inbox state machine: `new/ → in_process/ → completed/`, one task or one batch at a time.
+
+This module owns every inbox transition, and each one is a rename: a file is claimed
+by renaming it out of `new/`, so at any instant it sits in exactly one folder and a
+process killed mid-way leaves a shape the next call handles.  Every check runs before
+the first rename or stamp.  Pure decisions (`current_*`) take a listing and either
+name the work in process or raise a `Refusal`; the `Inbox` methods do the I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+from handoffd import durable
+from handoffd import handoff as hf
+from handoffd.config import Box
+
+DEFAULT_PRIORITY = "50"
+
+
+class Refusal(Exception):
+    """A state the command will not act on: its token line, paths and exit code."""
+
+    def __init__(self, code: int, message: str, paths: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.paths = list(paths)
+
+    def render(self) -> str:
+        return "".join(f"{line}\n" for line in [self.message, *(f"- {p}" for p in self.paths)])
+
+
+class Listing:
+    """The visible contents of `in_process/`: absolute paths of single files and batch dirs."""
+
+    __slots__ = ("batches", "files")
+
+    def __init__(self, files: list[str], batches: list[str]) -> None:
+        self.files = files
+        self.batches = batches
+
+
+class Item:
+    """A task file at `path` and its parsed content."""
+
+    __slots__ = ("handoff", "path")
+
+    def __init__(self, path: str, handoff: hf.Handoff) -> None:
+        self.path = path
+        self.handoff = handoff
+
+
+# --- pure decisions -------------------------------------------------------------------
+
+
+def current_task(listing: Listing, *, finishing: bool) -> str | None:
+    """The single task file in process (None if idle); refuses shapes task mode can't handle."""
+    if listing.batches:
+        message = (
+            "CURRENT_WORK_IS_BATCH: use done_with_current.sh."
+            if finishing
+            else "TASK_IN_PROCESS_IS_BATCH: use ready_for_next.sh or done_with_current.sh."
+        )
+        raise Refusal(2, message, listing.batches)
+    if len(listing.files) > 1:
+        verb = "are" if finishing else "are already"
+        raise Refusal(2, f"AMBIGUOUS_TASK_STATE: multiple tasks {verb} in process.", listing.files)
+    return listing.files[0] if listing.files else None
+
+
+def current_batch(listing: Listing, *, finishing: bool) -> str | None:
+    """The single batch dir in process (None if idle); refuses shapes batch mode can't handle."""
+    if listing.files:
+        message = (
+            "CURRENT_WORK_IS_SINGLE_TASK: use done_with_current.sh."
+            if finishing
+            else "TASK_IN_PROCESS_IS_SINGLE: use ready_for_next.sh or done_with_current.sh."
+        )
+        raise Refusal(2, message, listing.files)
+    if len(listing.batches) > 1:
+        verb = "are" if finishing else "are already"
+        raise Refusal(
+            2, f"AMBIGUOUS_TASK_STATE: multiple batches {verb} in process.", listing.batches
+        )
+    return listing.batches[0] if listing.batches else None
+
+
+def priority(handoff: hf.Handoff) -> str:
+    return handoff.get("priority") or DEFAULT_PRIORITY
+
+
+# --- the I/O layer --------------------------------------------------------------------
+
+
+class Inbox:
+    """A role's inbox, rooted at its handoff directory."""
+
+    def __init__(self, handoffs: str) -> None:
+        self.new = os.path.join(handoffs, Box.NEW)
+        self.in_process = os.path.join(handoffs, Box.IN_PROCESS)
+        self.completed = os.path.join(handoffs, Box.COMPLETED)
+
+    # reading
+
+    def listing(self) -> Listing:
+        """What is in process.  An empty batch dir is a take killed right after its mkdir:
+        it holds no work, so it is removed rather than shown as a batch of nothing."""
+        files, batches = [], []
+        for entry in _visible(self.in_process):
+            if entry.is_file(follow_symlinks=False):
+                files.append(entry.path)
+            elif entry.is_dir(follow_symlinks=False) and entry.name.startswith("batch_"):
+                if _visible(entry.path):
+                    batches.append(entry.path)
+                else:
+                    _rmdir_quietly(entry.path)
+        return Listing(files, batches)
+
+    def waiting(self) -> list[str]:
+        """Paths of the files waiting in `new/`, in queue (byte) order."""
+        return [e.path for e in _visible(self.new) if e.is_file(follow_symlinks=False)]
+
+    def batch_items(self, batch: str) -> list[str]:
+        return [e.path for e in _visible(batch) if e.is_file(follow_symlinks=False)]
+
+    # task mode
+
+    def take_task(self) -> Item | None:
+        """Resume the task in process, or claim the first waiting one; None if there is none."""
+        current = current_task(self.listing(), finishing=False)
+        if current:
+            return _load_stamped(current, "dequeued_at")
+        while waiting := self.waiting():
+            first = _load(waiting[0])
+            target = os.path.join(self.in_process, os.path.basename(first.path))
+            if _claim(first.path, target):
+                return _stamp(Item(target, first.handoff), "dequeued_at")
+        return None
+
+    def finish_task(self) -> list[str]:
+        """Complete the task in process; returns its path in `completed/`."""
+        current = current_task(self.listing(), finishing=True)
+        if current is None:
+            raise Refusal(1, "NO_CURRENT_TASK")
+        item = _stamp(_load(current), "completed_at")
+        target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
+        _move(item.path, target)
+        return [target]
+
+    # batch mode
+
+    def take_batch(self) -> tuple[str, list[Item]] | None:
+        """Resume the batch in process, or claim every waiting file of the first file's
+        priority into a new batch dir; None if nothing waits."""
+        current = current_batch(self.listing(), finishing=False)
+        if current:
+            return current, [_load_stamped(p, "dequeued_at") for p in self.batch_items(current)]
+        waiting = [_load(path) for path in self.waiting()]
+        if not waiting:
+            return None
+        wanted = priority(waiting[0].handoff)
+        batch = self._new_batch_dir()
+        items = []
+        for item in (i for i in waiting if priority(i.handoff) == wanted):
+            target = os.path.join(batch, _name(item.path))
+            if _claim(item.path, target):
+                items.append(_stamp(Item(target, item.handoff), "dequeued_at"))
+        return batch, items
+
+    def finish_batch(self) -> tuple[str, list[str]]:
+        """Complete the batch in process; returns its dir in `completed/` and its files."""
+        current = current_batch(self.listing(), finishing=True)
+        if current is None:
+            raise Refusal(1, "NO_CURRENT_BATCH")
+        items = [_load(path) for path in self.batch_items(current)]
+        for item in items:
+            _stamp(item, "completed_at")
+        target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
+        _move(current, target)
+        return target, [os.path.join(target, _name(item.path)) for item in items]
+
+    def _new_batch_dir(self) -> str:
+        """`batch_<time>_<n>`, unique across in_process/ and completed/; mkdir claims it."""
+        stamp = hf.id_stamp()
+        os.makedirs(self.in_process, exist_ok=True)
+        for n in itertools.count(1):
+            name = f"batch_{stamp}_{n:06d}"
+            if os.path.lexists(os.path.join(self.completed, name)):
+                continue
+            try:
+                os.mkdir(os.path.join(self.in_process, name))
+            except FileExistsError:
+                continue
+            return os.path.join(self.in_process, name)
+        raise AssertionError("unreachable")
+
+
+# --- small I/O steps ------------------------------------------------------------------
+
+
+def _visible(directory: str) -> list[os.DirEntry[str]]:
+    """Visible entries sorted by name; a missing directory is an empty one."""
+    try:
+        with os.scandir(directory) as entries:
+            return sorted((e for e in entries if hf.is_visible(e.name)), key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+
+
+def _name(path: str) -> str:
+    return os.path.basename(path)
+
+
+def _load(path: str) -> Item:
+    """Read a task file, refusing (exit 2, nothing moved) one that is not a handoff."""
+    try:
+        return Item(path, hf.read(path))
+    except hf.HandoffError as error:
+        raise Refusal(
+            2,
+            f"INVALID_HANDOFF: {error}. Move the file out of the inbox to go on.",
+            [path],
+        ) from None
+
+
+def _load_stamped(path: str, key: str) -> Item:
+    """Load work already taken; a take killed before its stamp gets the stamp now."""
+    item = _load(path)
+    return item if item.handoff.get(key) is not None else _stamp(item, key)
+
+
+def _stamp(item: Item, key: str) -> Item:
+    item.handoff.set(key, hf.iso_now())
+    durable.replace(item.path, item.handoff.render())
+    return item
+
+
+def _claim(source: str, target: str) -> bool:
+    """Claim `source` by renaming it to `target`; False if someone else took it first."""
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    try:
+        os.rename(source, target)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _move(source: str, target: str) -> None:
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.rename(source, target)
+
+
+def _rmdir_quietly(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass

@@ -1,0 +1,82 @@
+"""Queueing a handoff: the sender's sequence number, then a complete-or-absent outbox write."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+from handoffd import durable
+from handoffd import handoff as hf
+from handoffd.config import Box, Role
+from handoffd.draft import Draft
+
+SEQUENCE_FILE = "sequence"
+PREAMBLE = "Re-read your role and constitution."
+
+
+def next_sequence(handoffs: str) -> int:
+    """Take the worktree's next sequence number.
+
+    The lock is `flock` on the handoff directory itself: the kernel drops it when the
+    holder exits, however it dies, so a killed process never blocks the next call (the
+    older tool's `sequence.lock/` directory could, and is simply ignored here).
+    """
+    os.makedirs(handoffs, exist_ok=True)
+    fd = os.open(handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        path = os.path.join(handoffs, SEQUENCE_FILE)
+        number = _read_number(path) + 1
+        durable.replace(path, f"{number:06d}\n".encode())
+        return number
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _read_number(path: str) -> int:
+    """The last number taken; a missing or garbled file counts as 0 (names also carry the
+    time, so restarting the count cannot collide with earlier handoffs)."""
+    try:
+        with open(path, "rb") as file:
+            return int(file.read().strip() or b"0")
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, hf.Handoff]:
+    """The queued file's name and content (PROTOCOL.md §2): pure, so tests need no clock."""
+    stamp = hf.id_stamp(now)
+    ident = f"{stamp}_{sequence:06d}_from_{sender}"
+    head = draft.headers
+    headers = [
+        ("id", ident),
+        ("from", sender),
+        ("to", ",".join(draft.recipients)),
+        ("priority", head["priority"]),
+        ("type", head["type"]),
+    ]
+    if head["type"] == "git_handoff":
+        headers += [("role", sender), ("task", head["task"]), ("commit", draft.commit or "")]
+        body = f"merge_and_process {sender} {draft.commit}"
+    else:
+        headers.append(("message", head["message"]))
+        body = head["message"]
+    headers.append(("created_at", hf.iso_now(now)))
+    name = f"{head['priority']}_{ident}_to_{'_'.join(draft.recipients)}.handoff"
+    return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}\n")
+
+
+def queue(sender: Role, draft: Draft, now: float) -> str:
+    """Write the handoff into the sender's outbox, complete or not at all; its path."""
+    name, content = compose(draft, sender.name, next_sequence(sender.handoffs), now)
+    drafts, outbox = sender.path(Box.DRAFTS), sender.path(Box.OUTBOX)
+    os.makedirs(drafts, exist_ok=True)
+    temp = os.path.join(drafts, f".{name}.tmp")
+    durable.create(temp, content.render())
+    try:
+        os.rename(temp, os.path.join(outbox, name))  # the daemon only ever sees it whole
+    except BaseException:
+        durable.unlink_quietly(temp)
+        raise
+    durable.fsync_dir(outbox)
+    return os.path.join(outbox, name)
