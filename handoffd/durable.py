@@ -54,6 +54,15 @@ def temp_name(directory: str, name: str) -> str:
     return os.path.join(directory, f".{name}.{os.getpid()}.{next(_counter)}.tmp")
 
 
+def temp_files(directory: str) -> list[str]:
+    """Temp files `temp_name` made in `directory` (left behind only by a crash)."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [os.path.join(directory, n) for n in names if n.startswith(".") and n.endswith(".tmp")]
+
+
 def replace(path: str, data: bytes) -> None:
     """Atomically replace (or create) `path` with `data`: readers see old or new, never half."""
     directory, name = os.path.split(path)

@@ -1,0 +1,94 @@
+"""What the daemon checks before it writes anything (PROTOCOL.md §5.1).
+
+An outbox entry is read without following links or blocking on special files, and
+never beyond the size limit; then `inspect` (pure) decides: deliverable, or refused
+with a one-line reason for the `.error` file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from handoffd import handoff as hf
+from handoffd.config import valid_role_name
+
+MAX_BYTES = 64 * 1024
+REQUIRED = ("id", "from", "to", "priority", "type")
+
+
+class Refused(Exception):
+    """The entry can never be delivered; the message is the reason an operator reads."""
+
+
+def read_entry(path: str) -> bytes:
+    """The bytes of a regular file at `path`, refusing links, FIFOs, directories and
+    oversized files without reading them."""
+    kind = _kind(os.lstat(path).st_mode)
+    if kind:
+        raise Refused(f"{kind}, not a regular file; it was not followed or read")
+    # O_NOFOLLOW and O_NONBLOCK: if the entry was swapped for a link or a FIFO since the
+    # lstat, the open fails or returns at once instead of following it or hanging.
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind:
+            raise Refused(f"{kind}, not a regular file; it was not read")
+        data = _read_at_most(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise Refused(f"larger than the {MAX_BYTES}-byte limit")
+    return data
+
+
+def _kind(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a special file"
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def inspect(data: bytes, name: str, sender: str, roles: set[str]) -> tuple[hf.Handoff, list[str]]:
+    """The parsed handoff and its recipients, or `Refused` saying why it cannot go out."""
+    if b"\0" in data:
+        raise Refused("contains a NUL byte")
+    try:
+        handoff = hf.parse(data, name)
+    except hf.HandoffError as error:
+        raise Refused(str(error)) from None
+    missing = [key for key in REQUIRED if not handoff.get(key)]
+    if missing:
+        raise Refused(f"missing required header(s): {', '.join(missing)}")
+    claimed = handoff.get("from")
+    if claimed != sender:
+        raise Refused(f"header 'from: {claimed}' does not match the sending role '{sender}'")
+    return handoff, _recipients(handoff.get("to") or "", roles)
+
+
+def _recipients(to: str, roles: set[str]) -> list[str]:
+    recipients = [name.strip() for name in to.split(",")]
+    for index, name in enumerate(recipients):
+        if not valid_role_name(name):
+            raise Refused(f"invalid recipient {name!r} in 'to: {to}'")
+        if name in recipients[:index]:
+            raise Refused(f"recipient '{name}' is listed twice in 'to: {to}'")
+        if name not in roles:
+            raise Refused(f"unknown recipient role '{name}' (not in roles.tsv); nobody got a copy")
+    return recipients

@@ -1,0 +1,241 @@
+"""The daemon's loop: wait for an event or a timer, run one pass, repeat.
+
+`step(now)` is one pass and takes the time as a parameter, so tests drive the daemon
+without sleeping, and `run --once` is just "open, step until drained, wait for the
+wake-ups, close".  Signal handlers and the stop file only set a flag: the pass in
+flight always finishes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+from handoffd import config
+from handoffd.config import Box, Role
+from handoffd.delivery import Courier
+from handoffd.handoff import is_visible
+from handoffd.lifecycle import daemon_path, notify
+from handoffd.wake import Renotifier, Waker
+from handoffd.watch import Watcher
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
+RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
+HANDOFF_DIRS = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
+
+
+class Roles:
+    """roles.tsv, re-read when it changes; a broken file keeps the last good roles."""
+
+    def __init__(self, root: str, log: FilteringBoundLogger) -> None:
+        self.root = root
+        self.path = os.path.join(root, config.ROLES_FILE)
+        self.log = log
+        self.current: dict[str, Role] = {}
+        self._seen: object = None
+
+    def get(self) -> tuple[dict[str, Role], bool]:
+        """The roles to use now, and whether they changed since the last call."""
+        try:
+            info = os.stat(self.path)
+            seen: object = (info.st_mtime_ns, info.st_size, info.st_ino)
+        except OSError as error:
+            seen = error.strerror
+        if seen == self._seen:
+            return self.current, False
+        self._seen = seen
+        try:
+            self.current = config.load_roles(self.root)
+        except config.ConfigError as error:
+            self.log.error("config_error", error=str(error), kept=sorted(self.current))
+            return self.current, False
+        self.log.info("config_loaded", roles=sorted(self.current))
+        return self.current, True
+
+
+class Daemon:
+    """The delivery loop of one project."""
+
+    def __init__(self, root: str, log: FilteringBoundLogger, renotify_after: float = 120.0) -> None:
+        self.root = root
+        self.log = log
+        self.roles = Roles(root, log)
+        self.courier = Courier(root, log)
+        self.waker = Waker(root, log)
+        self.renotifier = Renotifier(renotify_after)
+        self.rescan_every = min(RESCAN, renotify_after / 4)
+        self.poke = threading.Event()
+        self.stopping = False
+        self.watcher: Watcher | None = None
+        self._next_rescan = 0.0
+        self._stop_file = daemon_path(root, "stop")
+
+    # --- life ---------------------------------------------------------------------------
+
+    def open(self, watch: bool = True) -> None:
+        """Recover from any crash, then start watching; the daemon is ready after this."""
+        if os.path.lexists(self._stop_file):
+            os.unlink(self._stop_file)  # left by an earlier stop: not meant for us
+        roles, _ = self.roles.get()
+        self._make_dirs(roles)
+        self.courier.recover(roles)
+        if watch:
+            self.watcher = Watcher(self.poke.set)
+            self._rearm(roles)
+
+    def close(self, drain: float = 0.0) -> None:
+        if drain:
+            self.waker.drain(drain)
+        self.waker.close()
+        if self.watcher:
+            self.watcher.stop()
+
+    def request_stop(self, *_: object) -> None:
+        """Signal handler: finish the pass in flight, then leave."""
+        self.stopping = True
+        self.poke.set()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Until asked to stop: a pass on every event, retry or rescan."""
+        watchdog = _watchdog_interval()
+        while not self.stopping:
+            self.poke.clear()
+            self.guarded_step(time.monotonic())
+            if watchdog:
+                notify("WATCHDOG=1")
+            if not self.stopping and not self.courier.backlog:
+                self.poke.wait(self._timeout(time.monotonic(), watchdog))
+
+    def drain(self) -> None:
+        """`run --once`: pass until nothing deliverable is left."""
+        self.guarded_step(time.monotonic())
+        while self.courier.backlog and not self.stopping:
+            self.guarded_step(time.monotonic())
+
+    def guarded_step(self, now: float) -> None:
+        """A pass whose unexpected failure is logged, never fatal: the next pass retries."""
+        try:
+            self.step(now)
+        except Exception as error:
+            self.log.exception("pass_failed", error=str(error))
+
+    def step(self, now: float) -> None:
+        """One pass: configuration, stop file, deliveries and their wake-ups, and on
+        rescan ticks, re-notify and re-armed watches."""
+        roles, changed = self.roles.get()
+        if changed:
+            self._make_dirs(roles)
+        if os.path.lexists(self._stop_file):
+            os.unlink(self._stop_file)
+            self.log.info("stop_file")
+            self.stopping = True
+        got_mail = self.courier.deliver(roles, now)
+        self._wake(got_mail, roles, now)
+        if changed or now >= self._next_rescan:
+            self._next_rescan = now + self.rescan_every
+            self._renotify(roles, now)
+            self._rearm(roles)
+
+    def _timeout(self, now: float, watchdog: float | None) -> float:
+        due = [self._next_rescan, self.courier.next_retry() or self._next_rescan]
+        timeout = max(0.0, min(due) - now)
+        return min(timeout, watchdog) if watchdog else timeout
+
+    # --- wake-ups -----------------------------------------------------------------------
+
+    def _wake(self, names: set[str], roles: dict[str, Role], now: float) -> None:
+        self.waker.wake((name, roles[name].session) for name in names if name in roles)
+        for name in names:
+            self.renotifier.woken(name, now)
+
+    def _renotify(self, roles: dict[str, Role], now: float) -> None:
+        due = [name for name, role in roles.items() if self.renotifier.observe(
+            name, _idle_with_mail(role), now
+        )]  # fmt: skip
+        for name in due:
+            self.log.info("renotify", role=name)
+        self.waker.wake((name, roles[name].session) for name in due)
+
+    def _make_dirs(self, roles: dict[str, Role]) -> None:
+        """Create each role's handoff folders, for roles whose worktree exists."""
+        for role in roles.values():
+            try:
+                if os.path.isdir(role.worktree):
+                    for box in HANDOFF_DIRS:
+                        os.makedirs(role.path(box), exist_ok=True)
+            except OSError as error:
+                self.log.warning("mkdir_failed", role=role.name, error=str(error))
+
+    def _rearm(self, roles: dict[str, Role]) -> None:
+        if self.watcher is None:
+            return
+        swarmforge = os.path.join(self.root, config.SWARMFORGE)
+        directories = [swarmforge, os.path.join(swarmforge, "daemon")]
+        for role in roles.values():
+            directories += [role.path(Box.OUTBOX), role.path(Box.SENT), role.path(Box.FAILED)]
+        try:
+            self.watcher.update(directories)
+        except OSError as error:  # e.g. out of inotify watches: the rescan still finds work
+            self.log.warning("watch_failed", error=str(error))
+
+
+def _idle_with_mail(role: Role) -> bool:
+    """Mail waits in new/ and nothing is in process: an agent that may have missed its wake-up."""
+    return _has_visible(role.path(Box.NEW)) and not _has_visible(role.path(Box.IN_PROCESS))
+
+
+def _has_visible(directory: str) -> bool:
+    try:
+        with os.scandir(directory) as entries:
+            return any(is_visible(entry.name) for entry in entries)
+    except OSError:
+        return False
+
+
+def _watchdog_interval() -> float | None:
+    """Half of systemd's watchdog timeout, if one is set for us."""
+    usec = os.environ.get("WATCHDOG_USEC")
+    pid = os.environ.get("WATCHDOG_PID")
+    if not usec or (pid and pid != str(os.getpid())):
+        return None
+    return int(usec) / 2_000_000
+
+
+def serve(root: str, once: bool = False, renotify_after: float = 120.0) -> int:
+    """`handoffd run`: hold the project's lock and deliver until stopped (or drained)."""
+    from handoffd import log as logging
+    from handoffd.lifecycle import AlreadyRunning, Lock
+
+    lock = Lock(root)
+    try:
+        lock.acquire()
+    except AlreadyRunning as running:
+        print(f"handoffd is already running for {root} ({running})", file=sys.stderr)
+        return 1
+    log = logging.configure(daemon_path(root, "handoffd.log"))
+    daemon = Daemon(root, log, renotify_after)
+    daemon.install_signal_handlers()
+    try:
+        daemon.open(watch=not once)
+        log.info("started", pid=os.getpid(), root=root, once=once)
+        notify("READY=1")
+        daemon.drain() if once else daemon.run()
+        notify("STOPPING=1")
+    finally:
+        daemon.close(drain=WAKE_DRAIN if once else 0.0)
+        log.info("stopped", pid=os.getpid())
+        lock.release()
+    return 0

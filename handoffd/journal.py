@@ -1,0 +1,96 @@
+"""The delivery journal: the one record that makes redelivery after a crash a no-op.
+
+A pass first *stages* every copy as a hidden temp file inside the recipient's `new/`
+(helpers ignore hidden names) and fsyncs it.  Then it writes this journal, listing
+each staged copy with its final name and each original to archive, ending with a
+commit line, and fsyncs it.  Only after that are copies renamed into view.
+
+After a crash the journal alone decides, in time independent of history:
+- no committed journal: nothing was published; stray staged files are swept and the
+  originals, still in their outboxes, are delivered afresh;
+- a committed journal: a copy whose staged file still exists is renamed into view; a
+  copy whose staged file is gone *was* published (a rename is atomic), wherever the
+  recipient has taken it since.  Originals still in an outbox are archived.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from handoffd import durable
+
+COMMIT = "commit"
+
+
+class Entry:
+    """One original in a pass: its staged copies and where it is archived."""
+
+    __slots__ = ("copies", "identity", "original", "recipients", "sender", "sent")
+
+    def __init__(
+        self,
+        sender: str,
+        original: str,
+        identity: tuple[int, int],
+        sent: str,
+        copies: list[tuple[str, str]],
+        recipients: list[str],
+    ) -> None:
+        self.sender = sender
+        self.original = original
+        self.identity = identity  # (st_dev, st_ino): archive this file, not a later namesake
+        self.sent = sent
+        self.copies = copies  # (staged temp path, final path in new/)
+        self.recipients = recipients
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "sender": self.sender,
+                "original": self.original,
+                "identity": list(self.identity),
+                "sent": self.sent,
+                "copies": [list(copy) for copy in self.copies],
+                "recipients": self.recipients,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, line: str) -> Entry:
+        data = json.loads(line)
+        return cls(
+            data["sender"],
+            data["original"],
+            (data["identity"][0], data["identity"][1]),
+            data["sent"],
+            [(staged, final) for staged, final in data["copies"]],
+            data["recipients"],
+        )
+
+
+def commit(path: str, entries: list[Entry]) -> None:
+    """Durably record `entries`; the commit line is written last, so a torn journal
+    (power lost mid-write) reads as uncommitted."""
+    durable.unlink_quietly(path)
+    text = "".join(entry.to_json() + "\n" for entry in entries) + COMMIT + "\n"
+    durable.create(path, text.encode())
+    durable.fsync_dir(os.path.dirname(path))
+
+
+def load(path: str) -> list[Entry] | None:
+    """The committed entries, or None when there is no committed journal."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = file.read().split("\n")
+    except FileNotFoundError:
+        return None
+    if lines[-2:] != [COMMIT, ""]:
+        return None
+    return [Entry.from_json(line) for line in lines[:-2]]
+
+
+def clear(path: str) -> None:
+    """Forget a finished pass.  No fsync: if the removal is lost, replaying a finished
+    journal finds no staged file and no original, and does nothing."""
+    durable.unlink_quietly(path)

@@ -1,0 +1,190 @@
+"""One daemon per project: its lock, pid file, start, stop and readiness notices.
+
+The kernel lock (`flock` on `daemon/handoffd.lock`) is the truth about whether a
+daemon runs; the pid file is a courtesy for people.  `stop` signals only the process
+the kernel says holds this project's lock, so a stale pid file never gets a stranger
+signalled, and a killed daemon never leaves a lock behind.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from handoffd.config import SWARMFORGE
+
+DAEMON_DIR = os.path.join(SWARMFORGE, "daemon")
+READY_FD_ENV = "HANDOFFD_READY_FD"
+STOP_GRACE = 5.0  # seconds between TERM and KILL
+
+
+def daemon_path(root: str, name: str) -> str:
+    return os.path.join(root, DAEMON_DIR, name)
+
+
+class AlreadyRunning(Exception):
+    def __init__(self, pid: int | None) -> None:
+        super().__init__(f"pid {pid}" if pid else "pid unknown")
+        self.pid = pid
+
+
+class Lock:
+    """The project's daemon lock, held for the daemon's whole life."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.path = daemon_path(root, "handoffd.lock")
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise `AlreadyRunning` with the holder's pid."""
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise AlreadyRunning(holder(self.root)) from None
+        self.fd = fd
+        write_pid(self.root, os.getpid())
+
+    def release(self) -> None:
+        remove_pid(self.root)
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def holder(root: str) -> int | None:
+    """The pid holding the project's daemon lock, from the kernel's lock table; None if free."""
+    path = daemon_path(root, "handoffd.lock")
+    try:
+        info = os.stat(path)
+        with open("/proc/locks", encoding="ascii") as table:
+            rows = table.read().splitlines()
+    except OSError:
+        return None
+    for row in rows:
+        # "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF" (blocked waiters have "->")
+        fields = row.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and "->" not in fields:
+            major, minor, inode = fields[5].split(":")
+            device = os.makedev(int(major, 16), int(minor, 16))
+            if (device, int(inode)) == (info.st_dev, info.st_ino):
+                return int(fields[4])
+    return None
+
+
+def write_pid(root: str, pid: int) -> None:
+    from handoffd import durable
+
+    durable.replace(daemon_path(root, "handoffd.pid"), f"{pid}\n".encode())
+
+
+def remove_pid(root: str) -> None:
+    try:
+        os.unlink(daemon_path(root, "handoffd.pid"))
+    except FileNotFoundError:
+        pass
+
+
+def notify(state: str) -> None:
+    """Tell a supervisor how we are: systemd's `$NOTIFY_SOCKET` (READY=1, STOPPING=1,
+    WATCHDOG=1), and for READY=1 the pipe `handoffd start` waits on."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if address:
+        if address.startswith("@"):  # abstract namespace
+            address = "\0" + address[1:]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            try:
+                sock.sendto(state.encode(), address)
+            except OSError:
+                pass  # a supervisor that went away is not our failure
+    ready_fd = os.environ.pop(READY_FD_ENV, None) if state == "READY=1" else None
+    if ready_fd:
+        try:
+            os.write(int(ready_fd), b"READY=1\n")
+            os.close(int(ready_fd))
+        except (OSError, ValueError):
+            pass
+
+
+def start(root: str, extra_args: list[str], timeout: float = 15.0) -> int:
+    """Start a detached daemon for `root` and wait until it is ready; returns its pid.
+
+    The child gets its own session and /dev/null for stdio, so a caller reading our
+    output through a pipe sees EOF as soon as we return.  Readiness comes over a
+    private pipe the child writes once it holds the lock and watches its outboxes.
+    """
+    running = holder(root)
+    if running:
+        raise AlreadyRunning(running)
+    read_end, write_end = os.pipe()
+    command = [sys.executable, "-m", "handoffd", "run", *extra_args, root]
+    env = {**os.environ, READY_FD_ENV: str(write_end)}
+    env.pop("NOTIFY_SOCKET", None)
+    with open(os.devnull, "r+b") as null:
+        child = subprocess.Popen(
+            command, stdin=null, stdout=null, stderr=null, env=env,
+            pass_fds=(write_end,), start_new_session=True, cwd=root,
+        )  # fmt: skip
+    os.close(write_end)
+    try:
+        ready = _read_line(read_end, timeout)
+    finally:
+        os.close(read_end)
+    if ready != b"READY=1\n":
+        code = child.poll()
+        if code is None and holder(root) == child.pid:
+            return child.pid  # up, only slow to say so
+        raise RuntimeError(f"the daemon did not start (exit status {code})")
+    return child.pid
+
+
+def _read_line(fd: int, timeout: float) -> bytes:
+    deadline = time.monotonic() + timeout
+    data = b""
+    while not data.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            break
+        chunk = os.read(fd, 64)
+        if not chunk:
+            break  # the child closed the pipe without READY: it died
+        data += chunk
+    return data
+
+
+def stop(root: str, grace: float = STOP_GRACE) -> int | None:
+    """Stop the project's daemon, if any: TERM, wait up to `grace` s, then KILL.
+    Returns the pid that was stopped; afterwards no daemon runs and no pid file is left."""
+    pid = holder(root)
+    if pid is not None:
+        _signal(pid, signal.SIGTERM)
+        if not _wait_released(root, pid, grace):
+            _signal(pid, signal.SIGKILL)
+            _wait_released(root, pid, grace)
+    remove_pid(root)
+    return pid
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_released(root: str, pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while holder(root) == pid:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
