@@ -1,0 +1,197 @@
+"""roles.tsv, the project root and the calling role (PROTOCOL.md §1)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from handoffd import config
+from tests.conftest import Project, git, roles_tsv
+
+SOURCE = "/p/.swarmforge/roles.tsv"
+
+
+def parse(*rows: tuple[str, ...]) -> dict[str, config.Role]:
+    return config.parse_roles(roles_tsv(list(rows)), SOURCE)
+
+
+def raised(call: Callable[..., object], *args: object) -> str:
+    """The message of the ConfigError that `call(*args)` raises."""
+    with pytest.raises(config.ConfigError) as caught:
+        call(*args)
+    return str(caught.value)
+
+
+def config_error(text: str) -> str:
+    return raised(config.parse_roles, text, SOURCE)
+
+
+# --- parsing roles.tsv ------------------------------------------------------------------
+
+
+def test_a_full_row_fills_every_field() -> None:
+    role = parse(("coder", "wt", "/w/coder", "sess", "Coder", "claude", "batch"))["coder"]
+    assert (role.name, role.worktree_name, role.worktree) == ("coder", "wt", "/w/coder")
+    assert (role.session, role.display, role.agent, role.mode) == (
+        "sess",
+        "Coder",
+        "claude",
+        "batch",
+    )
+
+
+def test_receive_mode_empty_or_missing_means_task() -> None:
+    roles = parse(("a", "a", "/w/a", "s", "A", "x", ""), ("b", "b", "/w/b"))
+    assert roles["a"].mode == "task"
+    assert roles["b"].mode == "task"
+
+
+def test_further_columns_are_ignored() -> None:
+    roles = parse(("a", "a", "/w/a", "s", "A", "x", "batch", "extra", "more"))
+    assert roles["a"].mode == "batch"
+
+
+def test_blank_lines_and_comments_are_skipped_and_crlf_is_tolerated() -> None:
+    text = "# a comment\n\n   \na\ta\t/w/a\ts\tA\tx\tbatch\r\n\n#b\tb\t/w/b\n"
+    roles = config.parse_roles(text, SOURCE)
+    assert list(roles) == ["a"]
+    assert roles["a"].mode == "batch"
+
+
+def test_roles_keep_file_order() -> None:
+    assert list(parse(("b", "b", "/w/b"), ("a", "a", "/w/a"))) == ["b", "a"]
+
+
+def test_handoff_directory_comes_from_the_worktree_column() -> None:
+    role = parse(("a", "a", "/w/a"))["a"]
+    assert role.handoffs == "/w/a/.swarmforge/handoffs"
+    assert role.path(config.Box.NEW, "x.handoff") == "/w/a/.swarmforge/handoffs/inbox/new/x.handoff"
+
+
+def test_two_roles_sharing_a_worktree_is_an_error_naming_both_and_the_line() -> None:
+    message = config_error(roles_tsv([("coder", "c", "/w/shared"), ("cleaner", "c", "/w/shared/")]))
+    assert message.startswith(f"{SOURCE}:2: ")
+    assert "'coder'" in message
+    assert "'cleaner'" in message
+    assert "share the worktree" in message
+
+
+@pytest.mark.parametrize(
+    "name", ["has_underscore", "has.dot", "has/slash", "-leading-dash", "", "sp ace", "caf\u00e9"]
+)
+def test_an_invalid_role_name_is_an_error_naming_the_line(name: str) -> None:
+    message = config_error(roles_tsv([("ok", "ok", "/w/ok"), (name, "x", "/w/x")]))
+    assert message.startswith(f"{SOURCE}:2: invalid role name '{name}'")
+
+
+@pytest.mark.parametrize("name", ["a", "QA", "coder-2", "9lives"])
+def test_valid_role_names_are_accepted(name: str) -> None:
+    assert name in parse((name, name, "/w/x"))
+
+
+@pytest.mark.parametrize("path", ["relative/path", "./here", ""])
+def test_a_relative_worktree_path_is_an_error_naming_the_line(path: str) -> None:
+    message = config_error(roles_tsv([("a", "a", path)]))
+    assert message.startswith(f"{SOURCE}:1: worktree path of role 'a' must be absolute")
+
+
+def test_too_few_columns_is_an_error_naming_the_line() -> None:
+    message = config_error("# header\na\ta\t/w/a\nb b /w/b\n")
+    assert message.startswith(f"{SOURCE}:3: expected TAB-separated role")
+    assert "got 1 field(s)" in message
+
+
+def test_a_role_listed_twice_is_an_error_naming_the_line() -> None:
+    message = config_error(roles_tsv([("a", "a", "/w/a"), ("a", "b", "/w/b")]))
+    assert message == f"{SOURCE}:2: role 'a' is listed twice"
+
+
+def test_load_roles_reports_a_missing_file(tmp_path: Path) -> None:
+    message = raised(config.load_roles, str(tmp_path))
+    assert message.startswith(f"cannot read {tmp_path}/.swarmforge/roles.tsv: ")
+
+
+def test_load_roles_reports_a_file_that_is_not_utf8(tmp_path: Path) -> None:
+    (tmp_path / ".swarmforge").mkdir()
+    (tmp_path / ".swarmforge" / "roles.tsv").write_bytes(b"a\ta\t/w/\xff\n")
+    message = raised(config.load_roles, str(tmp_path))
+    assert message.startswith(f"cannot read {tmp_path}/.swarmforge/roles.tsv: ")
+
+
+# --- finding the project root -----------------------------------------------------------
+
+
+def test_root_is_found_from_the_root_itself(project: Project) -> None:
+    assert config.find_root(str(project.root)) == str(project.root)
+
+
+def test_root_is_found_from_deep_inside_a_worktree(project: Project) -> None:
+    deep = project.worktrees["cleaner"] / "src" / "deep"
+    deep.mkdir(parents=True)
+    assert config.find_root(str(deep)) == str(project.root)
+
+
+def test_root_is_found_through_git_from_a_worktree_outside_the_project(
+    project: Project, tmp_path: Path
+) -> None:
+    outside = tmp_path.resolve() / "elsewhere" / "spare"
+    git(project.root, "worktree", "add", "-q", str(outside), "-b", "spare")
+    (outside / "sub").mkdir()
+    assert config.find_root(str(outside / "sub")) == str(project.root)
+
+
+def test_no_root_outside_any_project(tmp_path: Path) -> None:
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    assert raised(config.find_root, str(lonely)) == "Cannot find SwarmForge project root"
+
+
+# --- the calling role -------------------------------------------------------------------
+
+
+def project_roles(project: Project) -> dict[str, config.Role]:
+    return config.load_roles(str(project.root))
+
+
+def test_the_environment_names_the_calling_role(project: Project) -> None:
+    roles = project_roles(project)
+    role = config.calling_role(roles, "QA", str(project.worktrees["cleaner"]))
+    assert role.name == "QA"
+
+
+def test_an_unknown_role_in_the_environment_is_reported(project: Project) -> None:
+    roles = project_roles(project)
+    with pytest.raises(config.UnknownRole) as caught:
+        config.calling_role(roles, "nobody", str(project.root))
+    assert (str(caught.value), caught.value.name) == ("Unknown role: nobody", "nobody")
+
+
+def test_without_the_environment_the_deepest_worktree_wins(project: Project) -> None:
+    roles = project_roles(project)
+    inside = project.worktrees["cleaner"] / "src"
+    assert config.calling_role(roles, None, str(inside)).name == "cleaner"
+    assert config.calling_role(roles, "", str(project.root / "src")).name == "coder"
+
+
+def test_a_sibling_whose_name_starts_with_a_worktree_name_is_not_inside_it(
+    project: Project,
+) -> None:
+    sibling = project.root / ".worktrees" / "cleaner-old"
+    sibling.mkdir()
+    assert config.role_for_directory(project_roles(project), str(sibling)) == "coder"
+
+
+def test_a_worktree_reached_through_a_symlink_is_still_recognised(
+    project: Project, tmp_path: Path
+) -> None:
+    link = tmp_path / "link-to-cleaner"
+    os.symlink(project.worktrees["cleaner"], link)
+    assert config.role_for_directory(project_roles(project), str(link / "src")) == "cleaner"
+
+
+def test_outside_every_worktree_the_role_must_be_set(project: Project, tmp_path: Path) -> None:
+    roles = project_roles(project)
+    assert raised(config.calling_role, roles, None, str(tmp_path)) == "Set SWARMFORGE_ROLE."
