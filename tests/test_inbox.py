@@ -1,0 +1,338 @@
+"""The inbox state machine (PROTOCOL.md §4), in process, on real files.
+
+The end-to-end table through the installed commands is in test_helpers.py; this file
+pins the transitions themselves, the crash shapes and batch naming.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from handoffd import handoff as hf
+from handoffd import inbox
+from handoffd.inbox import Inbox, Listing, Refusal
+from tests.conftest import snapshot
+
+STAMP = "20260615T140531Z"
+
+
+class Box:
+    """A role's handoff directory and its Inbox, with helpers to lay files out."""
+
+    def __init__(self, handoffs: Path) -> None:
+        self.handoffs = handoffs
+        self.inbox = Inbox(str(handoffs))
+        self.new = handoffs / "inbox" / "new"
+        self.in_process = handoffs / "inbox" / "in_process"
+        self.completed = handoffs / "inbox" / "completed"
+
+    def put(
+        self, folder: Path, name: str, priority: str = "50", body: str = "body\n", **more: str
+    ) -> Path:
+        headers = {"id": name, "from": "coder", "type": "note", "priority": priority, **more}
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        path.write_bytes(hf.Handoff(list(headers.items()), body).render())
+        return path
+
+    def names(self, folder: Path) -> list[str]:
+        return sorted(os.listdir(folder)) if folder.exists() else []
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Box:
+    return Box(tmp_path / "handoffs")
+
+
+def header(path: Path | str, key: str) -> str | None:
+    return hf.read(str(path)).get(key)
+
+
+def refusal(call: object) -> Refusal:
+    with pytest.raises(Refusal) as caught:
+        call()  # type: ignore[operator]
+    return caught.value
+
+
+# --- pure decisions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("finishing", "message"),
+    [
+        (False, "TASK_IN_PROCESS_IS_BATCH: use ready_for_next.sh or done_with_current.sh."),
+        (True, "CURRENT_WORK_IS_BATCH: use done_with_current.sh."),
+    ],
+)
+def test_task_mode_refuses_a_batch_in_process(finishing: bool, message: str) -> None:
+    error = refusal(lambda: inbox.current_task(Listing(["/f"], ["/b"]), finishing=finishing))
+    assert (error.code, error.message, error.paths) == (2, message, ["/b"])
+
+
+@pytest.mark.parametrize(
+    ("finishing", "message"),
+    [
+        (False, "AMBIGUOUS_TASK_STATE: multiple tasks are already in process."),
+        (True, "AMBIGUOUS_TASK_STATE: multiple tasks are in process."),
+    ],
+)
+def test_task_mode_refuses_several_tasks_in_process(finishing: bool, message: str) -> None:
+    error = refusal(lambda: inbox.current_task(Listing(["/a", "/b"], []), finishing=finishing))
+    assert (error.code, error.message, error.paths) == (2, message, ["/a", "/b"])
+
+
+@pytest.mark.parametrize(
+    ("finishing", "message"),
+    [
+        (False, "TASK_IN_PROCESS_IS_SINGLE: use ready_for_next.sh or done_with_current.sh."),
+        (True, "CURRENT_WORK_IS_SINGLE_TASK: use done_with_current.sh."),
+    ],
+)
+def test_batch_mode_refuses_a_single_task_in_process(finishing: bool, message: str) -> None:
+    error = refusal(lambda: inbox.current_batch(Listing(["/f"], ["/b"]), finishing=finishing))
+    assert (error.code, error.message, error.paths) == (2, message, ["/f"])
+
+
+@pytest.mark.parametrize(
+    ("finishing", "message"),
+    [
+        (False, "AMBIGUOUS_TASK_STATE: multiple batches are already in process."),
+        (True, "AMBIGUOUS_TASK_STATE: multiple batches are in process."),
+    ],
+)
+def test_batch_mode_refuses_several_batches_in_process(finishing: bool, message: str) -> None:
+    error = refusal(lambda: inbox.current_batch(Listing([], ["/a", "/b"]), finishing=finishing))
+    assert (error.code, error.message, error.paths) == (2, message, ["/a", "/b"])
+
+
+def test_one_item_or_none_in_process_is_the_current_work() -> None:
+    assert inbox.current_task(Listing(["/f"], []), finishing=True) == "/f"
+    assert inbox.current_task(Listing([], []), finishing=False) is None
+    assert inbox.current_batch(Listing([], ["/b"]), finishing=True) == "/b"
+    assert inbox.current_batch(Listing([], []), finishing=False) is None
+
+
+def test_a_refusal_renders_its_line_then_one_dash_line_per_path() -> None:
+    assert Refusal(2, "NOPE", ["/a", "/b"]).render() == "NOPE\n- /a\n- /b\n"
+    assert Refusal(1, "NO_CURRENT_TASK").render() == "NO_CURRENT_TASK\n"
+
+
+# --- task mode --------------------------------------------------------------------------
+
+
+def test_take_task_claims_the_first_file_by_name_and_stamps_dequeued_at(box: Box) -> None:
+    for name in ("50_b.handoff", "10_z.handoff", "50_a.handoff"):
+        box.put(box.new, name)
+    item = box.inbox.take_task()
+    assert item is not None
+    assert item.path == str(box.in_process / "10_z.handoff")
+    assert box.names(box.new) == ["50_a.handoff", "50_b.handoff"]
+    assert header(item.path, "dequeued_at") == item.handoff.get("dequeued_at") is not None
+
+
+def test_take_task_on_an_empty_or_missing_inbox_is_none(box: Box) -> None:
+    assert box.inbox.take_task() is None
+    box.new.mkdir(parents=True)
+    assert box.inbox.take_task() is None
+
+
+def test_take_task_resumes_the_task_in_process_without_restamping(box: Box) -> None:
+    box.put(box.new, "50_a.handoff")
+    first = box.inbox.take_task()
+    assert first is not None
+    before = Path(first.path).read_bytes()
+    box.put(box.new, "00_urgent.handoff")
+    again = box.inbox.take_task()
+    assert again is not None
+    assert again.path == first.path
+    assert Path(first.path).read_bytes() == before
+
+
+def test_a_task_taken_but_never_stamped_is_stamped_on_resume(box: Box) -> None:
+    path = box.put(box.in_process, "50_a.handoff")  # take killed between rename and stamp
+    item = box.inbox.take_task()
+    assert item is not None
+    assert item.path == str(path)
+    assert header(path, "dequeued_at") is not None
+
+
+def test_hidden_temp_files_and_directories_are_not_work(box: Box) -> None:
+    box.put(box.new, ".00_x.handoff.123.0.tmp")
+    (box.new / "00_a_directory").mkdir()
+    box.put(box.in_process, ".50_y.handoff.9.1.tmp")
+    assert box.inbox.take_task() is None
+    box.put(box.new, "50_real.handoff")
+    item = box.inbox.take_task()
+    assert item is not None
+    assert item.path == str(box.in_process / "50_real.handoff")
+    assert box.names(box.new) == [".00_x.handoff.123.0.tmp", "00_a_directory"]
+
+
+@pytest.mark.parametrize(
+    ("data", "complaint"),
+    [(b"id: 1\n\n\xff bad", "not UTF-8 text"), (b"no header block here", "no header block")],
+    ids=["not-utf8", "no-headers"],
+)
+def test_a_broken_waiting_file_is_refused_by_name_and_nothing_moves(
+    box: Box, data: bytes, complaint: str
+) -> None:
+    box.new.mkdir(parents=True)
+    broken = box.new / "00_broken.handoff"
+    broken.write_bytes(data)
+    box.put(box.new, "50_fine.handoff")
+    before = snapshot(box.handoffs)
+    error = refusal(box.inbox.take_task)
+    assert error.code == 2
+    assert error.message.startswith(f"INVALID_HANDOFF: {broken}: {complaint}")
+    assert error.paths == [str(broken)]
+    assert snapshot(box.handoffs) == before
+
+
+def test_finish_task_stamps_completed_at_and_moves_the_file_to_completed(box: Box) -> None:
+    box.put(box.new, "50_a.handoff", body="keep\r\nme")
+    box.inbox.take_task()
+    assert box.inbox.finish_task() == [str(box.completed / "50_a.handoff")]
+    done = box.completed / "50_a.handoff"
+    handoff = hf.read(str(done))
+    assert [k for k, _ in handoff.headers][-2:] == ["dequeued_at", "completed_at"]
+    assert handoff.body == "keep\r\nme"
+    assert box.names(box.in_process) == []
+
+
+def test_finish_task_never_overwrites_a_completed_file_of_the_same_name(box: Box) -> None:
+    old = box.put(box.completed, "50_a.handoff", body="the first one\n")
+    box.put(box.in_process, "50_a.handoff", body="the second one\n")
+    [target] = box.inbox.finish_task()
+    assert target == str(box.completed / "50_a.2.handoff")
+    assert hf.read(str(old)).body == "the first one\n"
+    assert hf.read(target).body == "the second one\n"
+
+
+def test_finish_task_with_nothing_in_process_is_no_current_task(box: Box) -> None:
+    error = refusal(box.inbox.finish_task)
+    assert (error.code, error.render()) == (1, "NO_CURRENT_TASK\n")
+
+
+# --- batch mode -------------------------------------------------------------------------
+
+
+def test_take_batch_claims_every_file_of_the_first_files_priority(box: Box) -> None:
+    for name, priority in [("20_a.handoff", "20"), ("20_c.handoff", "20"), ("50_b.handoff", "50")]:
+        box.put(box.new, name, priority=priority)
+    box.put(box.new, "30_odd.handoff", priority="20")  # the header decides, not the name
+    taken = box.inbox.take_batch()
+    assert taken is not None
+    directory, items = taken
+    assert re.fullmatch(r"batch_\d{8}T\d{6}Z_000001", os.path.basename(directory))
+    assert os.path.dirname(directory) == str(box.in_process)
+    assert [os.path.basename(i.path) for i in items] == [
+        "20_a.handoff",
+        "20_c.handoff",
+        "30_odd.handoff",
+    ]
+    assert all(header(i.path, "dequeued_at") for i in items)
+    assert box.names(box.new) == ["50_b.handoff"]
+
+
+def test_a_file_without_priority_counts_as_50(box: Box) -> None:
+    box.new.mkdir(parents=True)
+    (box.new / "00_nopriority.handoff").write_bytes(b"id: x\n\nbody\n")
+    box.put(box.new, "10_fifty.handoff", priority="50")
+    box.put(box.new, "20_other.handoff", priority="20")
+    taken = box.inbox.take_batch()
+    assert taken is not None
+    assert [os.path.basename(i.path) for i in taken[1]] == [
+        "00_nopriority.handoff",
+        "10_fifty.handoff",
+    ]
+
+
+def test_take_batch_resumes_the_batch_in_process_without_restamping(box: Box) -> None:
+    box.put(box.new, "50_a.handoff")
+    taken = box.inbox.take_batch()
+    assert taken is not None
+    before = snapshot(box.in_process)
+    box.put(box.new, "50_late.handoff")
+    again = box.inbox.take_batch()
+    assert again is not None
+    assert again[0] == taken[0]
+    assert [i.path for i in again[1]] == [i.path for i in taken[1]]
+    assert snapshot(box.in_process) == before
+
+
+def test_a_batch_item_never_stamped_is_stamped_on_resume(box: Box) -> None:
+    batch = box.in_process / f"batch_{STAMP}_000001"
+    path = box.put(batch, "50_a.handoff")
+    taken = box.inbox.take_batch()
+    assert taken is not None
+    assert taken[0] == str(batch)
+    assert header(path, "dequeued_at") is not None
+
+
+def test_an_empty_batch_dir_left_by_a_crash_is_removed_and_ignored(box: Box) -> None:
+    empty = box.in_process / f"batch_{STAMP}_000001"
+    empty.mkdir(parents=True)
+    assert box.inbox.take_task() is None
+    assert not empty.exists()
+    empty.mkdir()
+    box.put(box.new, "50_a.handoff")
+    taken = box.inbox.take_batch()
+    assert taken is not None
+    assert [os.path.basename(i.path) for i in taken[1]] == ["50_a.handoff"]
+
+
+def test_a_batch_dir_holding_only_a_temp_file_is_not_a_batch(box: Box) -> None:
+    stray = box.in_process / f"batch_{STAMP}_000001"
+    box.put(stray, ".50_a.handoff.77.0.tmp")
+    assert box.inbox.take_batch() is None
+    assert box.inbox.take_task() is None
+
+
+def test_batch_names_are_unique_across_in_process_and_completed(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hf, "id_stamp", lambda now=None: STAMP)
+    (box.completed / f"batch_{STAMP}_000001").mkdir(parents=True)
+    box.put(box.new, "50_a.handoff")
+    first = box.inbox.take_batch()
+    assert first is not None
+    assert os.path.basename(first[0]) == f"batch_{STAMP}_000002"
+    box.inbox.finish_batch()
+    box.put(box.new, "50_b.handoff")
+    second = box.inbox.take_batch()
+    assert second is not None
+    assert os.path.basename(second[0]) == f"batch_{STAMP}_000003"
+
+
+def test_finish_batch_stamps_every_file_and_moves_the_batch_under_its_name(box: Box) -> None:
+    box.put(box.new, "50_a.handoff", body="A")
+    box.put(box.new, "50_b.handoff", body="B\n")
+    taken = box.inbox.take_batch()
+    assert taken is not None
+    name = os.path.basename(taken[0])
+    directory, files = box.inbox.finish_batch()
+    assert directory == str(box.completed / name)
+    assert files == [str(box.completed / name / n) for n in ("50_a.handoff", "50_b.handoff")]
+    assert [hf.read(f).body for f in files] == ["A", "B\n"]
+    assert all(header(f, "completed_at") for f in files)
+    assert box.names(box.in_process) == []
+
+
+def test_finish_batch_with_nothing_in_process_is_no_current_batch(box: Box) -> None:
+    error = refusal(box.inbox.finish_batch)
+    assert (error.code, error.render()) == (1, "NO_CURRENT_BATCH\n")
+
+
+def test_finish_batch_with_a_broken_file_stamps_and_moves_nothing(box: Box) -> None:
+    batch = box.in_process / f"batch_{STAMP}_000001"
+    box.put(batch, "50_a.handoff")
+    (batch / "50_b.handoff").write_bytes(b"\xff\xfe")
+    before = snapshot(box.handoffs)
+    error = refusal(box.inbox.finish_batch)
+    assert error.code == 2
+    assert error.paths == [str(batch / "50_b.handoff")]
+    assert snapshot(box.handoffs) == before

@@ -1,0 +1,176 @@
+"""Queueing: the queued file's exact content, and the sequence number under a lock that a
+killed process cannot leave held (PROTOCOL.md §2, §3)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from handoffd import outbox
+from handoffd.draft import Draft
+from tests.conftest import Project, helper_env
+
+NOW = 1781532331.482113  # 2026-06-15T14:05:31.482113Z
+
+
+def git_draft() -> Draft:
+    headers = {
+        "type": "git_handoff",
+        "to": "cleaner, QA",
+        "priority": "50",
+        "task": "t-1",
+        "commit": "A1B2C3D9E8",
+    }
+    return Draft(headers, ["cleaner", "QA"], "a1b2c3d9e8")
+
+
+def note_draft() -> Draft:
+    headers = {"type": "note", "to": "QA", "priority": "70", "message": "Waiting on QA result."}
+    return Draft(headers, ["QA"], None)
+
+
+def test_compose_a_git_handoff_names_and_orders_everything_as_the_protocol_says() -> None:
+    name, content = outbox.compose(git_draft(), "coder", 42, NOW)
+    assert name == "50_20260615T140531Z_000042_from_coder_to_cleaner_QA.handoff"
+    assert content.render().decode() == (
+        "id: 20260615T140531Z_000042_from_coder\n"
+        "from: coder\n"
+        "to: cleaner,QA\n"
+        "priority: 50\n"
+        "type: git_handoff\n"
+        "role: coder\n"
+        "task: t-1\n"
+        "commit: a1b2c3d9e8\n"
+        "created_at: 2026-06-15T14:05:31.482113Z\n"
+        "\n"
+        "Re-read your role and constitution.\n"
+        "\n"
+        "merge_and_process coder a1b2c3d9e8\n"
+    )
+
+
+def test_compose_a_note_carries_the_message_in_header_and_body() -> None:
+    name, content = outbox.compose(note_draft(), "cleaner", 7, NOW)
+    assert name == "70_20260615T140531Z_000007_from_cleaner_to_QA.handoff"
+    assert content.render().decode() == (
+        "id: 20260615T140531Z_000007_from_cleaner\n"
+        "from: cleaner\n"
+        "to: QA\n"
+        "priority: 70\n"
+        "type: note\n"
+        "message: Waiting on QA result.\n"
+        "created_at: 2026-06-15T14:05:31.482113Z\n"
+        "\n"
+        "Re-read your role and constitution.\n"
+        "\n"
+        "Waiting on QA result.\n"
+    )
+
+
+def test_sequence_numbers_count_up_in_a_six_digit_file(tmp_path: Path) -> None:
+    handoffs = tmp_path / "handoffs"
+    assert [outbox.next_sequence(str(handoffs)) for _ in range(3)] == [1, 2, 3]
+    assert (handoffs / "sequence").read_text() == "000003\n"
+
+
+def test_an_existing_sequence_file_is_continued(tmp_path: Path) -> None:
+    (tmp_path / "sequence").write_text("000041\n")
+    assert outbox.next_sequence(str(tmp_path)) == 42
+
+
+def test_a_garbled_sequence_file_restarts_the_count(tmp_path: Path) -> None:
+    (tmp_path / "sequence").write_text("not a number\n")
+    assert outbox.next_sequence(str(tmp_path)) == 1
+
+
+def test_a_leftover_lock_directory_of_the_older_tool_is_ignored(project: Project) -> None:
+    (project.handoffs("coder") / "sequence.lock").mkdir(parents=True)
+    draft = project.draft(project.note_draft())
+    result = project.run("swarm_handoff", str(draft), role="coder")
+    assert (result.code, result.err) == (0, "")
+    assert "_000001_from_coder_" in result.out
+
+
+# --- processes ------------------------------------------------------------------------
+
+SENDERS, CALLS = 8, 10
+
+SENDER = textwrap.dedent(
+    """\
+    import os, subprocess, sys
+    where = sys.argv[1]
+    for n in range(int(sys.argv[2])):
+        draft = os.path.join(where, f"draft-{os.getpid()}-{n}")
+        with open(draft, "w") as file:
+            file.write("type: note\\nto: cleaner\\npriority: 50\\nmessage: hello\\n")
+        done = subprocess.run(["swarm_handoff", draft], capture_output=True, text=True)
+        print(done.returncode, done.stdout.strip(), done.stderr.strip(), flush=True)
+    """
+)
+
+
+def test_concurrent_senders_in_one_worktree_get_distinct_sequence_numbers(
+    project: Project, tmp_path: Path
+) -> None:
+    drafts = tmp_path / "drafts"
+    drafts.mkdir()
+    senders = [
+        subprocess.Popen(
+            [sys.executable, "-c", SENDER, str(drafts), str(CALLS)],
+            cwd=project.root,
+            env=helper_env("coder"),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(SENDERS)
+    ]
+    lines = [line for sender in senders for line in sender.communicate(timeout=300)[0].splitlines()]
+    assert all(line.startswith("0 HANDOFF QUEUED: ") for line in lines), lines
+    queued = sorted(os.listdir(project.box("coder", "outbox")))
+    queued.remove("tmp")
+    sequences = {name.split("_")[2] for name in queued}
+    assert len(lines) == len(queued) == len(sequences) == SENDERS * CALLS
+    assert sequences == {f"{n:06d}" for n in range(1, SENDERS * CALLS + 1)}
+    assert os.listdir(project.box("coder", "outbox/tmp")) == []
+
+
+LOCK_HOLDER = textwrap.dedent(
+    """\
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("locked", flush=True)
+    time.sleep(600)
+    """
+)
+
+
+def test_a_lock_holder_killed_with_sigkill_does_not_block_the_next_call(project: Project) -> None:
+    handoffs = project.handoffs("coder")
+    handoffs.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(handoffs)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "locked\n"
+        assert not try_lock(handoffs), "the holder should hold the lock now"
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+    draft = project.draft(project.note_draft())
+    result = project.run("swarm_handoff", str(draft), role="coder")  # times out if blocked
+    assert (result.code, result.err) == (0, "")
+    assert result.out.startswith("HANDOFF QUEUED: ")
+
+
+def try_lock(directory: Path) -> bool:
+    """Whether another process could take the sequence lock right now (without waiting)."""
+    probe = "import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\n"
+    probe += "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    result = subprocess.run([sys.executable, "-c", probe, str(directory)], capture_output=True)
+    return result.returncode == 0
