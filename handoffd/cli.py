@@ -96,3 +96,12 @@ def _stop(project: str) -> None:
 def stop_handoff_daemon(root: str) -> None:
     """Stop the handoffd daemon of ROOT (the older tool's command name)."""
     _stop(os.path.abspath(root))
+
+
+@main.command(add_help_option=False, context_settings={"ignore_unknown_options": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def bench(args: tuple[str, ...]) -> None:
+    """Measure drain, pickup latency, start-up and idle cost against this disk's limit."""
+    from handoffd import bench as benchmark  # its options live there: `handoffd bench --help`
+
+    benchmark.main.main(list(args), prog_name="handoffd bench")
