@@ -65,9 +65,13 @@ def _run(step: Step, unknown_role: str = "Unknown role: {}") -> None:
         _fail(refusal.code, refusal.render())
     except OSError as error:
         _fail(1, f"I/O error: {error}\n")
-    sys.stdout.buffer.write(output.encode("utf-8"))
+    _print(output)
     sys.stdout.flush()
     sys.exit(0)
+
+
+def _print(text: str) -> None:
+    sys.stdout.buffer.write(text.encode("utf-8"))
 
 
 def _fail(code: int, text: str) -> None:
@@ -91,12 +95,14 @@ def _take_batch(caller: Caller) -> str:
 
 def _finish_task(caller: Caller) -> str:
     done = Inbox(caller.role.handoffs).finish_task()
-    return blocks.completed(done) + _take_task(caller)
+    _print(blocks.completed(done))  # done is done, even if taking the next task is refused
+    return _take_task(caller)
 
 
 def _finish_batch(caller: Caller) -> str:
     directory, files = Inbox(caller.role.handoffs).finish_batch()
-    return blocks.completed(files) + f"COMPLETED_BATCH: {directory}\n" + _take_batch(caller)
+    _print(blocks.completed(files) + f"COMPLETED_BATCH: {directory}\n")
+    return _take_batch(caller)
 
 
 def _by_mode(task: Step, batch: Step) -> Step:

@@ -114,6 +114,9 @@ class Project:
             cwd = self.worktrees[role]
         return run_command(command, *args, cwd=cwd, role=role)
 
+    def role_mode(self, role: str) -> str:
+        return "batch" if role == "cleaner" else "task"
+
     def write_roles(self, text: str) -> None:
         (self.root / ".swarmforge" / "roles.tsv").write_text(text, encoding="utf-8")
 
