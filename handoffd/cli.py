@@ -98,6 +98,106 @@ def stop_handoff_daemon(root: str) -> None:
     _stop(os.path.abspath(root))
 
 
+@main.command()
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Swarm configuration (default: ROOT/.swarmforge/swarmforge.conf, else the sample).",
+)
+@click.argument("root", required=False, type=click.Path(file_okay=False))
+def init(config_file: str | None, root: str | None) -> None:
+    """Lay out a project: git worktrees, handoff folders, roles.tsv, tmux socket."""
+    from handoffd import project
+
+    base = os.path.abspath(root or ".")
+    local = os.path.join(base, config.SWARMFORGE, project.SAMPLE)
+    source = config_file or (local if os.path.isfile(local) else None)
+    if source:
+        with open(source, encoding="utf-8") as file:
+            text = file.read()
+    else:
+        text = project.sample_text()
+    try:
+        windows = project.parse(text, source or f"(sample {project.SAMPLE})")
+        changes = project.init(base, windows)
+    except project.SwarmConfigError as error:
+        raise click.ClickException(str(error)) from None
+    for change in changes:
+        click.echo(f"created {change}")
+    roles = ", ".join(f"{w.role} ({w.mode})" for w in windows)
+    click.echo(f"{base}: {roles}" + ("" if changes else " — already up to date"))
+
+
+@main.command()
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="NAME=COMMAND",
+    help="The command line for an agent name in roles.tsv (repeatable). "
+    "Built in: shell (your $SHELL), demo (the scripted demo agent).",
+)
+@renotify_option
+@root_argument
+def up(agents: tuple[str, ...], renotify_after: float, root: str | None) -> None:
+    """Start the swarm: a tmux session per role, and the daemon."""
+    from handoffd import swarm
+
+    project_root = _project(root)
+    commands = dict(_agent_pair(value) for value in agents)
+    try:
+        socket, started = swarm.up(
+            project_root, commands, ("--renotify-after", str(renotify_after))
+        )
+    except (config.ConfigError, RuntimeError, OSError) as error:
+        raise click.ClickException(str(error)) from None
+    roles = config.load_roles(project_root)
+    click.echo(f"swarm up for {project_root}; started: {', '.join(started) or 'nothing new'}")
+    for role in roles.values():
+        click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")
+    click.echo(f"log: {os.path.join(project_root, config.SWARMFORGE, 'daemon', 'handoffd.log')}")
+
+
+def _agent_pair(value: str) -> tuple[str, str]:
+    name, sep, command = value.partition("=")
+    if not sep or not name or not command:
+        raise click.BadParameter(f"expected NAME=COMMAND, got {value!r}", param_hint="--agent")
+    return name, command
+
+
+@main.command()
+@root_argument
+def down(root: str | None) -> None:
+    """Stop the daemon and this project's tmux server, nothing else."""
+    from handoffd import swarm
+
+    pid, killed = swarm.down(_root(root))
+    click.echo(f"daemon: {'stopped pid ' + str(pid) if pid else 'was not running'}")
+    click.echo(f"tmux server: {'stopped' if killed else 'was not running'}")
+
+
+@main.command()
+@click.option("--rounds", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--miss-rate",
+    type=click.FloatRange(0.0, 0.9),
+    default=0.0,
+    show_default=True,
+    help="Share of wake-ups the scripted agents ignore; re-notify must carry the work.",
+)
+@click.option("--renotify-after", type=click.FloatRange(min=0.1), default=1.0, show_default=True)
+@click.option("--keep", is_flag=True, help="Leave the swarm running to attach and watch.")
+@click.option("--seed", type=int, default=1, show_default=True)
+def demo(rounds: int, miss_rate: float, renotify_after: float, keep: bool, seed: int) -> None:
+    """A live two-agent swarm in a throwaway directory, ending with a checked summary."""
+    from handoffd import demo as demo_module
+
+    summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed)
+    click.echo(demo_module.render(summary))
+    raise SystemExit(0 if summary.ok else 1)
+
+
 @main.command(add_help_option=False, context_settings={"ignore_unknown_options": True})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench(args: tuple[str, ...]) -> None:

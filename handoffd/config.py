@@ -45,7 +45,9 @@ class Box:
 class Role:
     """One row of roles.tsv."""
 
-    __slots__ = ("agent", "display", "mode", "name", "session", "worktree", "worktree_name")
+    __slots__ = (
+        "agent", "agent_args", "display", "mode", "name", "session", "worktree", "worktree_name",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -56,6 +58,7 @@ class Role:
         display: str = "",
         agent: str = "",
         mode: str = "task",
+        agent_args: str = "",
     ) -> None:
         self.name = name
         self.worktree_name = worktree_name
@@ -64,6 +67,7 @@ class Role:
         self.display = display
         self.agent = agent
         self.mode = mode
+        self.agent_args = agent_args  # handoffd's 8th column: shell words for the agent
 
     @property
     def handoffs(self) -> str:
@@ -110,8 +114,8 @@ def _parse_row(fields: list[str], where: str) -> Role:
             f"{where}: expected TAB-separated role, worktree-name, worktree-path "
             f"[, session, display, agent, receive-mode]; got {len(fields)} field(s)"
         )
-    fields = [*fields[:7], *[""] * (7 - min(len(fields), 7))]
-    name, worktree_name, worktree, session, display, agent, mode = fields
+    fields = [*fields[:8], *[""] * (8 - min(len(fields), 8))]
+    name, worktree_name, worktree, session, display, agent, mode, agent_args = fields
     if not valid_role_name(name):
         raise ConfigError(
             f"{where}: invalid role name '{name}': use letters, digits and '-' "
@@ -119,7 +123,7 @@ def _parse_row(fields: list[str], where: str) -> Role:
         )
     if not os.path.isabs(worktree):
         raise ConfigError(f"{where}: worktree path of role '{name}' must be absolute: {worktree!r}")
-    return Role(name, worktree_name, worktree, session, display, agent, mode or "task")
+    return Role(name, worktree_name, worktree, session, display, agent, mode or "task", agent_args)
 
 
 def load_roles(root: str) -> dict[str, Role]:

@@ -1,3 +1,1 @@
-#!/usr/bin/env bash
-# Agents and prompts name this script; it runs the installed `done_with_current_batch` command.
-exec done_with_current_batch "$@"
+../handoffd/shims/done_with_current_batch.sh

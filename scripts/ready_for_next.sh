@@ -1,3 +1,1 @@
-#!/usr/bin/env bash
-# Agents and prompts name this script; it runs the installed `ready_for_next` command.
-exec ready_for_next "$@"
+../handoffd/shims/ready_for_next.sh

@@ -1,3 +1,1 @@
-#!/usr/bin/env bash
-# Agents and prompts name this script; it runs the installed `ready_for_next_task` command.
-exec ready_for_next_task "$@"
+../handoffd/shims/ready_for_next_task.sh

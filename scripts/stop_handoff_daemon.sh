@@ -1,3 +1,1 @@
-#!/usr/bin/env bash
-# Agents and prompts name this script; it runs the installed `stop_handoff_daemon` command.
-exec stop_handoff_daemon "$@"
+../handoffd/shims/stop_handoff_daemon.sh

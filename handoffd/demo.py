@@ -1,0 +1,195 @@
+"""`handoffd demo`: a live two-agent swarm, from nothing to a checked summary.
+
+In a throwaway directory it lays out a coder (task mode) and a cleaner (batch mode)
+from the sample configuration, starts a private tmux server whose sessions run the
+scripted agents of demo_agent.py, starts the daemon, and watches N round trips
+coder → cleaner → coder.  It ends with what happened — handoffs delivered, wake-ups,
+pickup latency, and the queue's invariants — and removes what it created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from handoffd import audit, config, handoff, project, swarm
+from handoffd.config import Box
+from handoffd.lifecycle import daemon_path
+
+
+@dataclass
+class Summary:
+    rounds: int
+    returned: int
+    delivered: int
+    wakeups: int
+    renotifies: int
+    wake_failures: int
+    latencies_ms: list[float]
+    problems: list[str]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.returned == self.rounds
+
+
+def configuration(rounds: int, miss_rate: float, seed: int) -> str:
+    """The sample configuration, with the scripted agent in place of a person's shell."""
+    common = f"--miss-rate {miss_rate} --seed {seed}"
+    lines = []
+    for window in project.parse(project.sample_text(), "sample"):
+        starts = f" --rounds {rounds}" if window.mode == "task" else ""
+        peer = "cleaner" if window.role == "coder" else "coder"
+        agent = f"demo {window.worktree} {window.mode} --peer {peer}{starts} {common}"
+        lines.append(f"window {window.role} {agent}")
+    return "\n".join(lines) + "\n"
+
+
+def run(
+    rounds: int = 20,
+    miss_rate: float = 0.0,
+    renotify_after: float = 1.0,
+    keep: bool = False,
+    seed: int = 1,
+    timeout: float | None = None,
+    say: Callable[[str], None] = print,
+) -> Summary:
+    """Run the demo; the caller decides what a failed invariant means for its exit code."""
+    base = tempfile.mkdtemp(prefix="handoffd-demo-")
+    root = os.path.join(base, "project")
+    limit = timeout or 60 + rounds * (3 + 20 * miss_rate)
+    started = time.monotonic()
+    try:
+        windows = project.parse(configuration(rounds, miss_rate, seed), "demo configuration")
+        project.init(root, windows)
+        socket, sessions = swarm.up(
+            root, daemon_args=("--renotify-after", str(renotify_after)), tmux_config=os.devnull
+        )
+        say(f"swarm up in {root}: sessions {', '.join(sessions)} on tmux socket {socket}")
+        returned = _watch(root, rounds, started + limit, say)
+        _settle(root, started + limit)
+        summary = _summarise(root, rounds, returned, time.monotonic() - started)
+    finally:
+        if keep:
+            socket = project.socket_path(root)
+            say(f"kept running. Attach: tmux -S {socket} attach -t =swarmforge-coder")
+            say(f"take it down:  handoffd down {root}  (then remove {base})")
+        else:
+            swarm.down(root)
+            shutil.rmtree(base, ignore_errors=True)
+    return summary
+
+
+def _watch(root: str, rounds: int, deadline: float, say: Callable[[str], None]) -> int:
+    """Print each round trip as the coder completes the cleaner's reply; returns how many."""
+    coder = config.load_roles(root)["coder"]
+    shown = 0
+    while shown < rounds and time.monotonic() < deadline:
+        done = len(os.listdir(coder.path(Box.COMPLETED)))
+        for n in range(shown + 1, min(done, rounds) + 1):
+            say(f"round trip {n}/{rounds} complete: coder → cleaner → coder")
+        shown = max(shown, min(done, rounds))
+        time.sleep(0.05)
+    if shown < rounds:
+        say(f"timed out after {shown} of {rounds} round trips")
+    return shown
+
+
+def _settle(root: str, deadline: float) -> None:
+    """Wait until nothing is queued or in flight anywhere, so the audit sees a queue at rest."""
+    roles = config.load_roles(root).values()
+    boxes = (Box.OUTBOX, Box.NEW, Box.IN_PROCESS)
+    while time.monotonic() < deadline:
+        if not any(_visible(role.path(box)) for role in roles for box in boxes):
+            return
+        time.sleep(0.05)
+
+
+def _visible(directory: str) -> list[str]:
+    """Queue items in `directory`: visible names other than the outbox's drafts folder."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return [name for name in names if handoff.is_visible(name) and name != "tmp"]
+
+
+def _summarise(root: str, rounds: int, returned: int, seconds: float) -> Summary:
+    roles = config.load_roles(root)
+    report = audit.audit(root, roles)
+    problems = list(report.problems)
+    failed = report.count(Box.FAILED)
+    if failed:
+        problems.append(f"{failed} handoff(s) in failed/")
+    events = _log_events(root)
+    return Summary(
+        rounds=rounds,
+        returned=returned,
+        delivered=report.count(Box.SENT),
+        wakeups=events.count("wake"),
+        renotifies=events.count("renotify"),
+        wake_failures=events.count("wake_failed"),
+        latencies_ms=_pickup_latencies(roles),
+        problems=problems,
+        seconds=seconds,
+    )
+
+
+def _log_events(root: str) -> list[str]:
+    with open(daemon_path(root, "handoffd.log"), encoding="utf-8") as log:
+        return [json.loads(line).get("event", "") for line in log if line.strip()]
+
+
+def _pickup_latencies(roles: dict[str, config.Role]) -> list[float]:
+    """created_at (just before the rename into outbox/) to enqueued_at (the copy's stamp)."""
+    latencies = []
+    for role in roles.values():
+        completed = role.path(Box.COMPLETED)
+        for dirpath, _, names in os.walk(completed):
+            for name in names:
+                if handoff.is_visible(name):
+                    copy = handoff.read(os.path.join(dirpath, name))
+                    latencies.append(_ms_between(copy.get("created_at"), copy.get("enqueued_at")))
+    return sorted(latencies)
+
+
+def _ms_between(start: str | None, end: str | None) -> float:
+    from datetime import datetime
+
+    parse = datetime.fromisoformat
+    return (parse(end or "") - parse(start or "")).total_seconds() * 1000
+
+
+def render(summary: Summary) -> str:
+    """The summary table a person reads at the end of the demo."""
+    lat = summary.latencies_ms
+    cuts = statistics.quantiles(lat, n=100, method="inclusive") if len(lat) > 1 else []
+    lines = [
+        "",
+        "handoffd demo summary",
+        f"  round trips          {summary.returned}/{summary.rounds}",
+        f"  handoffs delivered   {summary.delivered}",
+        f"  wake-ups sent        {summary.wakeups} ({summary.renotifies} re-notify, "
+        f"{summary.wake_failures} failed)",
+    ]
+    if cuts:
+        lines.append(
+            f"  pickup latency       p50 {cuts[49]:.1f} ms · p90 {cuts[89]:.1f} ms"
+            f" · p99 {cuts[98]:.1f} ms · max {lat[-1]:.1f} ms  (created_at → enqueued_at)"
+        )
+    lines.append(f"  elapsed              {summary.seconds:.1f} s")
+    if summary.ok:
+        lines.append("  invariants           OK: every handoff delivered exactly once, none failed")
+    else:
+        lines.append("  invariants           BROKEN:")
+        lines += [f"    - {problem}" for problem in summary.problems]
+        if summary.returned < summary.rounds:
+            lines.append(f"    - only {summary.returned} of {summary.rounds} round trips came back")
+    return "\n".join(lines)

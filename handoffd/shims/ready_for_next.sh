@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Agents and prompts name this script; it runs the installed `ready_for_next` command.
+exec ready_for_next "$@"

@@ -1,0 +1,90 @@
+"""Running a swarm: one private tmux server per project, one session per role, and the daemon.
+
+`up` only adds what is missing (a session that already runs is left alone) and
+`down` stops exactly this project's daemon and tmux server, nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from importlib import resources
+
+import libtmux
+
+from handoffd import config, lifecycle
+from handoffd.wake import read_socket
+
+BIN = os.path.dirname(sys.executable)
+
+
+def default_agents() -> dict[str, str]:
+    """Agent name → command line.  `shell` is the user's shell; `demo` is the scripted
+    agent of `handoffd demo`; any other name runs the command of that name."""
+    return {
+        "shell": os.environ.get("SHELL") or "/bin/bash",
+        "demo": f"{shlex.quote(sys.executable)} -m handoffd.demo_agent",
+    }
+
+
+def shims_dir() -> str:
+    """The folder of the `*.sh` helper shims agents call (PROTOCOL.md §7)."""
+    return str(resources.files("handoffd").joinpath("shims"))
+
+
+def agent_command(role: config.Role, agents: dict[str, str]) -> str:
+    """The session's command line.  Its environment is set with `env` on the command
+    itself: tmux gives a new pane the client's PATH whatever `new-session -e` says."""
+    command = agents.get(role.agent, shlex.quote(role.agent))
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in session_environment(role).items())
+    return f"exec env {env} {command} {role.agent_args}".strip()
+
+
+def session_environment(role: config.Role) -> dict[str, str]:
+    """What a role's agent needs: its role name, and the shims and commands on PATH."""
+    path = os.pathsep.join([shims_dir(), BIN, os.environ.get("PATH", "")])
+    return {"SWARMFORGE_ROLE": role.name, "PATH": path}
+
+
+def up(
+    root: str,
+    agents: dict[str, str] | None = None,
+    daemon_args: tuple[str, ...] = (),
+    tmux_config: str | None = None,
+) -> tuple[str, list[str]]:
+    """Start the missing sessions and the daemon; returns the socket and the sessions started."""
+    roles = config.load_roles(root)
+    socket = read_socket(root)
+    os.makedirs(os.path.dirname(socket), mode=0o700, exist_ok=True)
+    server = libtmux.Server(socket_path=socket, config_file=tmux_config)
+    commands = {**default_agents(), **(agents or {})}
+    started = []
+    for role in roles.values():
+        if not role.session or server.has_session(role.session, exact=True):
+            continue
+        server.new_session(
+            session_name=role.session,
+            start_directory=role.worktree,
+            window_command=agent_command(role, commands),
+            environment=session_environment(role),
+            attach=False,
+        )
+        started.append(role.session)
+    if lifecycle.holder(root) is None:
+        lifecycle.start(root, list(daemon_args))
+    return socket, started
+
+
+def down(root: str) -> tuple[int | None, bool]:
+    """Stop the daemon and this project's tmux server; returns (daemon pid, server killed)."""
+    pid = lifecycle.stop(root)
+    try:
+        socket = read_socket(root)
+    except (OSError, RuntimeError):
+        return pid, False
+    result = subprocess.run(
+        ["tmux", "-S", socket, "kill-server"], capture_output=True, timeout=10, check=False
+    )
+    return pid, result.returncode == 0
