@@ -62,10 +62,14 @@ class Watcher:
         armed = []
         for directory in set(self.watches) - set(directories):
             self._unwatch(directory)
+        # The inode alone cannot tell a recreated directory (ext4 gives a deleted directory's
+        # inode number to the next one at once), but the old watch stopped when its
+        # directory was deleted.
+        live = {e.watch for e in self.observer.emitters if e.should_keep_running()}
         for directory in directories:
             identity = _identity(directory)
             current = self.watches.get(directory)
-            if current and current[0] == identity:
+            if current and current[0] == identity and current[1] in live:
                 continue
             if current:
                 self._unwatch(directory)
