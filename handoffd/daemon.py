@@ -134,20 +134,24 @@ class Daemon:
 
     def step(self, now: float) -> None:
         """One pass: configuration, stop file, deliveries and their wake-ups, and on
-        rescan ticks, re-notify and re-armed watches."""
+        rescan ticks, re-armed watches and re-notify."""
         roles, changed = self.roles.get()
         if changed:
             self._make_dirs(roles)
+        rescan = changed or now >= self._next_rescan
+        if rescan:
+            # Watch before scanning: a file landing after the scan then still sends an event
+            # (re-armed after the scan, it would wait for the next rescan).
+            self._rearm(roles)
         if os.path.lexists(self._stop_file):
             os.unlink(self._stop_file)
             self.log.info("stop_file")
             self.stopping = True
         got_mail = self.courier.deliver(roles, now)
         self._wake(got_mail, roles, now)
-        if changed or now >= self._next_rescan:
+        if rescan:
             self._next_rescan = now + self.rescan_every
             self._renotify(roles, now)
-            self._rearm(roles)
 
     def _timeout(self, now: float, watchdog: float | None) -> float:
         due = [self._next_rescan, self.courier.next_retry() or self._next_rescan]
