@@ -25,7 +25,8 @@ TARGET = 1.5
 
 
 def make_project(root: str) -> None:
-    """A git repository with one commit and a roles.tsv naming it as a task-mode role."""
+    """A git repository with one commit, a roles.tsv naming it as a task-mode role, and
+    that role's empty inbox."""
     env = {
         **os.environ,
         "GIT_AUTHOR_NAME": "b",
@@ -35,7 +36,8 @@ def make_project(root: str) -> None:
     env["GIT_COMMITTER_EMAIL"] = "b@b"
     for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "bench"]):
         subprocess.run(["git", *args], cwd=root, env=env, check=True)
-    os.makedirs(os.path.join(root, ".swarmforge"))
+    for box in ("new", "in_process", "completed"):
+        os.makedirs(os.path.join(root, ".swarmforge", "handoffs", "inbox", box))
     with open(os.path.join(root, ".swarmforge", "roles.tsv"), "w") as file:
         file.write(f"coder\tcoder\t{root}\tcoder\tCoder\tagent\ttask\n")
 

@@ -575,7 +575,7 @@ def test_each_send_from_a_worktree_takes_the_next_sequence_number(project: Proje
     for _ in range(3):
         draft = project.draft(project.note_draft())
         paths.append(queued_path(project.run("swarm_handoff", str(draft), role="cleaner")))
-    assert [p.split("_")[-5] for p in paths] == ["000001", "000002", "000003"]
+    assert [os.path.basename(p).split("_")[2] for p in paths] == ["000001", "000002", "000003"]
 
 
 # --- swarm_handoff: the draft is refused (exit 2, kept, nothing queued) -----------------
