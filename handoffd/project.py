@@ -23,6 +23,7 @@ from handoffd.config import Box
 
 SAMPLE = "swarmforge.conf"
 MAIN_WORKTREE = "master"  # the project checkout itself
+_NOT_IN_BRANCH = frozenset(" ~^:?*[\\")
 BOXES = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 EXCLUDES = (".worktrees/", ".swarmforge/roles.tsv", ".swarmforge/tmux-socket",
             ".swarmforge/daemon/", ".swarmforge/handoffs/")  # fmt: skip
@@ -82,10 +83,25 @@ def _window(words: list[str], where: str) -> Window:
         raise SwarmConfigError(
             f"{where}: invalid role name '{role}': use letters, digits and '-', no '_', '.' or '/'"
         )
-    if "/" in worktree or worktree in (".", ".."):
-        raise SwarmConfigError(f"{where}: worktree name '{worktree}' must be a plain name")
+    if not plain_name(worktree):
+        raise SwarmConfigError(
+            f"{where}: worktree name '{worktree}' must be a plain name git accepts as a branch"
+        )
     mode = rest.pop(0) if rest and rest[0] in config.RECEIVE_MODES else "task"
     return Window(role, agent, worktree, mode, tuple(rest))
+
+
+def plain_name(name: str) -> bool:
+    """A worktree name that is also a valid branch name: no '/', not '.' or '..', and none
+    of what `git check-ref-format --branch` refuses (a leading '-' would even be read as an
+    option by `git worktree add`)."""
+    return not (
+        name.startswith(("-", "."))
+        or name.endswith((".", ".lock"))
+        or name in ("@", "HEAD")
+        or any(bad in name for bad in ("..", "@{", "/"))
+        or any(char in _NOT_IN_BRANCH or ord(char) < 32 or ord(char) == 127 for char in name)
+    )
 
 
 def _check_unique(window: Window, earlier: list[Window], where: str) -> None:
