@@ -113,11 +113,14 @@ def init(config_file: str | None, root: str | None) -> None:
     base = os.path.abspath(root or ".")
     local = os.path.join(base, config.SWARMFORGE, project.SAMPLE)
     source = config_file or (local if os.path.isfile(local) else None)
-    if source:
-        with open(source, encoding="utf-8") as file:
-            text = file.read()
-    else:
-        text = project.sample_text()
+    try:
+        if source:
+            with open(source, encoding="utf-8") as file:
+                text = file.read()
+        else:
+            text = project.sample_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise click.ClickException(f"cannot read {source}: {error}") from None
     try:
         windows = project.parse(text, source or f"(sample {project.SAMPLE})")
         changes = project.init(base, windows)
