@@ -75,7 +75,13 @@ def commit(path: str, entries: list[Entry]) -> None:
     durable.unlink_quietly(path)
     text = "".join(entry.to_json() + "\n" for entry in entries) + COMMIT + "\n"
     durable.create(path, text.encode())
-    durable.fsync_dir(os.path.dirname(path))
+    try:
+        durable.fsync_dir(os.path.dirname(path))
+    except BaseException:
+        # Not durable, so not committed: the caller unstages the copies, and a journal
+        # left here would make the next pass archive originals that nobody received.
+        durable.unlink_quietly(path)
+        raise
 
 
 def load(path: str) -> list[Entry] | None:
