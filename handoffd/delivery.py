@@ -98,13 +98,17 @@ class Courier:
 
     def _ready(self, roles: dict[str, Role], now: float) -> list[tuple[Role, str]]:
         """Outbox entries due for a try, in queue (filename) order across roles."""
-        ready = []
+        ready, present = [], set()
         for role in roles.values():
             for name in _names(role.path(Box.OUTBOX)):
                 path = role.path(Box.OUTBOX, name)
+                present.add(path)
                 retry = self.retries.get(path)
                 if name.endswith(".handoff") and (retry is None or retry.due <= now):
                     ready.append((name, role, path))
+        # A deferred original that left its outbox (taken back, or archived by recovery)
+        # must not keep its timer: a due time in the past makes the loop wait 0 s forever.
+        self.retries = {path: r for path, r in self.retries.items() if path in present}
         ready.sort(key=lambda item: item[0])
         self.backlog = len(ready) > BATCH_LIMIT
         return [(role, path) for _, role, path in ready[:BATCH_LIMIT]]
