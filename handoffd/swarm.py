@@ -87,4 +87,10 @@ def down(root: str) -> tuple[int | None, bool]:
     result = subprocess.run(
         ["tmux", "-S", socket, "kill-server"], capture_output=True, timeout=10, check=False
     )
-    return pid, result.returncode == 0
+    if result.returncode != 0:
+        return pid, False
+    try:
+        os.unlink(socket)  # tmux leaves its socket file behind; nothing listens on it now
+    except FileNotFoundError:
+        pass
+    return pid, True
