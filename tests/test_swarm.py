@@ -1,0 +1,263 @@
+"""`handoffd up` and `handoffd down` against a real tmux server and the real daemon.
+
+The project is laid out by `handoffd init` from a configuration whose agents are small
+probes: the coder's prints what it sees and then is an interactive `sh` a test types
+into, the cleaner's prints what it sees and then echoes what is typed (`cat`).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from handoffd import lifecycle, swarm
+from tests.swarm_support import (
+    WAKE_TEXT,
+    alive,
+    command_env,
+    handoffd,
+    other_tmux_server,
+    pane,
+    pane_text,
+    processes_touching,
+    server_answers,
+    sessions,
+    socket_of,
+    take_down,
+    tmux,
+    wait_for,
+)
+
+CONFIG = """\
+window coder   probe-sh  master  task
+window cleaner probe-cat cleaner batch --model 'big one'
+"""
+# What each probe prints first: its role, where ready_for_next.sh is found, its arguments.
+SEEN = (
+    "echo ROLE=$SWARMFORGE_ROLE; echo SHIM=$(command -v ready_for_next.sh); "
+    'printf "ARG=[%s]\\n" "$@"'
+)
+AGENTS = (
+    "--agent", f"probe-sh=sh -c '{SEEN}; exec sh' probe",
+    "--agent", f"probe-cat=sh -c '{SEEN}; exec cat' probe",
+)  # fmt: skip
+SESSIONS = ["swarmforge-cleaner", "swarmforge-coder"]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Iterator[Path]:
+    """A project laid out by `handoffd init`, taken down at teardown whatever happened."""
+    root = tmp_path.resolve() / "p"
+    conf = tmp_path / "swarm.conf"
+    conf.write_text(CONFIG)
+    result = handoffd("init", "--config", str(conf), str(root))
+    assert result.returncode == 0, result.stderr
+    yield root
+    take_down(root)
+
+
+def up(root: Path, *extra: str) -> str:
+    result = handoffd("up", *AGENTS, *extra, str(root))
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def worktree(root: Path, role: str) -> Path:
+    return root if role == "coder" else root / ".worktrees" / role
+
+
+def type_into(socket: str, session: str, text: str) -> None:
+    assert tmux(socket, "send-keys", "-t", f"={session}:", "-l", "--", text).returncode == 0
+    assert tmux(socket, "send-keys", "-t", f"={session}:", "Enter").returncode == 0
+
+
+def daemon_pid(root: Path) -> int:
+    return int((root / ".swarmforge" / "daemon" / "handoffd.pid").read_text())
+
+
+def swarm_pids(root: Path) -> dict[str, int]:
+    """The daemon, the tmux server and every session's agent."""
+    socket = socket_of(root)
+    pids = {"daemon": daemon_pid(root), "tmux": int(pane(socket, "swarmforge-coder", "#{pid}"))}
+    return pids | {s: int(pane(socket, s, "#{pane_pid}")) for s in SESSIONS}
+
+
+# --- up -----------------------------------------------------------------------------------
+
+
+def test_up_starts_one_session_per_role_each_in_its_worktree(root: Path) -> None:
+    up(root)
+    socket = socket_of(root)
+    assert sessions(socket) == SESSIONS
+    for role in ("coder", "cleaner"):
+        path = pane(socket, f"swarmforge-{role}", "#{pane_current_path}")
+        assert path == str(worktree(root, role))
+
+
+def test_each_session_runs_its_agent_with_the_role_set_and_the_shims_on_path(
+    root: Path,
+) -> None:
+    up(root)
+    socket = socket_of(root)
+    shim = os.path.join(swarm.shims_dir(), "ready_for_next.sh")
+    for role in ("coder", "cleaner"):
+        text = wait_for(
+            lambda role=role: (t := pane_text(socket, f"swarmforge-{role}")) and "SHIM=" in t and t,
+            what=f"the {role} probe's report",
+        )
+        assert f"ROLE={role}\n" in text
+        assert f"SHIM={shim}\n" in text
+    assert "ARG=[--model]\nARG=[big one]\n" in pane_text(socket, "swarmforge-cleaner")
+
+
+def test_the_shell_agent_runs_the_users_shell(root: Path, tmp_path: Path) -> None:
+    fake_shell = tmp_path / "my-shell"
+    fake_shell.write_text('#!/bin/sh\necho "MY SHELL as $SWARMFORGE_ROLE"\nexec cat\n')
+    fake_shell.chmod(0o755)
+    config = root / ".swarmforge" / "roles.tsv"
+    config.write_text(config.read_text().replace("\tprobe-sh\t", "\tshell\t"))
+    result = handoffd("up", str(root), env=command_env(SHELL=str(fake_shell)))
+    assert result.returncode == 0, result.stderr
+    wait_for(
+        lambda: "MY SHELL as coder" in pane_text(socket_of(root), "swarmforge-coder"),
+        what="the user's shell in the coder's session",
+    )
+
+
+def test_up_starts_the_daemon_and_prints_how_to_attach_to_each_role(root: Path) -> None:
+    output = up(root)
+    socket = socket_of(root)
+    assert lifecycle.holder(str(root)) == daemon_pid(root)
+    assert alive(daemon_pid(root))
+    for session in SESSIONS:
+        assert f"tmux -S {socket} attach -t ={session}" in output
+
+
+def test_the_socket_lives_in_a_directory_only_this_user_can_enter(root: Path) -> None:
+    up(root)
+    info = os.stat(os.path.dirname(socket_of(root)))
+    assert info.st_uid == os.getuid()
+    assert stat.S_IMODE(info.st_mode) & 0o077 == 0
+
+
+def test_up_twice_starts_nothing_new(root: Path) -> None:
+    up(root)
+    before = swarm_pids(root)
+    output = up(root)
+    assert "started: nothing new" in output
+    assert sessions(socket_of(root)) == SESSIONS
+    assert swarm_pids(root) == before
+
+
+def test_up_restarts_only_the_session_that_is_gone(root: Path) -> None:
+    up(root)
+    socket = socket_of(root)
+    coder_pane = pane(socket, "swarmforge-coder", "#{pane_pid}")
+    assert tmux(socket, "kill-session", "-t", "=swarmforge-cleaner").returncode == 0
+    output = up(root)
+    assert "started: swarmforge-cleaner\n" in output
+    assert sessions(socket) == SESSIONS
+    assert pane(socket, "swarmforge-coder", "#{pane_pid}") == coder_pane
+
+
+def test_a_handoff_sent_from_the_coders_session_reaches_the_cleaner_and_wakes_it(
+    root: Path, tmp_path: Path
+) -> None:
+    up(root)
+    socket = socket_of(root)
+    draft = tmp_path / "draft"
+    draft.write_text("type: note\nto: cleaner\npriority: 50\nmessage: sent by hand\n")
+    wait_for(lambda: "SHIM=" in pane_text(socket, "swarmforge-coder"), what="the coder's shell")
+    type_into(socket, "swarmforge-coder", f"swarm_handoff.sh {draft}")
+    wait_for(
+        lambda: "HANDOFF QUEUED:" in pane_text(socket, "swarmforge-coder"),
+        what="swarm_handoff.sh to run in the coder's session",
+    )
+    new = worktree(root, "cleaner") / ".swarmforge" / "handoffs" / "inbox" / "new"
+    delivered = wait_for(lambda: list(new.iterdir()), what="delivery to the cleaner")
+    assert len(delivered) == 1
+    assert "_from_coder_to_cleaner.handoff" in delivered[0].name
+    headers = delivered[0].read_text().split("\n\n")[0].splitlines()
+    assert {"from: coder", "message: sent by hand", "recipient: cleaner"} <= set(headers)
+    wait_for(
+        lambda: WAKE_TEXT in pane_text(socket, "swarmforge-cleaner"),
+        what="the wake-up line in the cleaner's session",
+    )
+    assert WAKE_TEXT not in pane_text(socket, "swarmforge-coder")
+
+
+# --- down ---------------------------------------------------------------------------------
+
+
+def test_down_stops_the_daemon_and_the_tmux_server_and_leaves_no_process(root: Path) -> None:
+    up(root)
+    socket = socket_of(root)
+    pids = swarm_pids(root)
+    assert all(alive(pid) for pid in pids.values())
+    assert len(processes_touching(str(root), socket)) >= 3  # the check sees a running swarm
+    result = handoffd("down", str(root))
+    assert result.returncode == 0, result.stderr
+    assert f"daemon: stopped pid {pids['daemon']}" in result.stdout
+    assert "tmux server: stopped" in result.stdout
+    wait_for(
+        lambda: not [name for name, pid in pids.items() if alive(pid)],
+        what="the daemon, the tmux server and every agent to end",
+    )
+    assert not server_answers(socket)
+    assert not os.path.lexists(socket), "the dead server's socket file is left behind"
+    assert lifecycle.holder(str(root)) is None
+    assert not (root / ".swarmforge" / "daemon" / "handoffd.pid").exists()
+    assert processes_touching(str(root), socket) == []
+
+
+def test_down_twice_is_fine(root: Path) -> None:
+    up(root)
+    assert handoffd("down", str(root)).returncode == 0
+    again = handoffd("down", str(root))
+    assert again.returncode == 0, again.stderr
+    assert "daemon: was not running" in again.stdout
+    assert "tmux server: was not running" in again.stdout
+
+
+def test_down_on_a_project_never_brought_up_is_fine(root: Path) -> None:
+    result = handoffd("down", str(root))
+    assert result.returncode == 0, result.stderr
+    assert "was not running" in result.stdout
+
+
+def test_down_leaves_every_other_tmux_server_alone(root: Path) -> None:
+    with other_tmux_server() as other:
+        up(root)
+        assert handoffd("down", str(root)).returncode == 0
+        wait_for(lambda: not server_answers(socket_of(root)), what="the project's server to end")
+        assert sessions(other) == ["bystander"]
+
+
+def test_up_again_after_down_brings_the_whole_swarm_back(root: Path) -> None:
+    up(root)
+    assert handoffd("down", str(root)).returncode == 0
+    output = up(root)
+    assert "started: swarmforge-coder, swarmforge-cleaner" in output
+    assert sessions(socket_of(root)) == SESSIONS
+    assert lifecycle.holder(str(root)) is not None
+
+
+# --- mistakes -----------------------------------------------------------------------------
+
+
+def test_up_outside_a_project_says_to_run_init_without_a_traceback(tmp_path: Path) -> None:
+    result = handoffd("up", str(tmp_path))
+    assert result.returncode != 0
+    assert "handoffd init" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_agent_option_without_a_command_is_refused(root: Path) -> None:
+    result = handoffd("up", "--agent", "probe-sh", str(root))
+    assert result.returncode == 2
+    assert "NAME=COMMAND" in result.stderr
+    assert not server_answers(socket_of(root))
