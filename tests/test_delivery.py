@@ -1,0 +1,333 @@
+"""A delivery pass (PROTOCOL.md §5.1-5.4): what a recipient's copy looks like, where the
+original goes, and how every hostile outbox entry is refused without harming good mail.
+
+The daemon runs in-process, stepped once per pass, its wake-ups recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from handoffd import checks
+from tests.conftest import Project
+from tests.daemon_support import (
+    events,
+    handoff_bytes,
+    handoff_name,
+    inbox,
+    open_daemon,
+    queue,
+)
+
+ROLES = ("coder", "cleaner", "QA")
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"
+
+
+def all_inbox_entries(project: Project) -> dict[str, list[str]]:
+    """Every entry of every role's new/, hidden working files included."""
+    result = {}
+    for role in ROLES:
+        directory = project.box(role, "inbox/new")
+        result[role] = sorted(os.listdir(directory)) if directory.is_dir() else []
+    return result
+
+
+# --- the delivered copy ---------------------------------------------------------------
+
+
+def test_copy_keeps_name_and_headers_adds_recipient_and_enqueued_at_and_keeps_body_bytes(
+    project: Project,
+) -> None:
+    body = "Re-read your role.\n\nkey: not a header\n\n\n  trailing  \nünïcode ✓ no final newline"
+    name = handoff_name("coder", ["cleaner"])
+    original = handoff_bytes(name, "coder", "cleaner", body=body)
+    queue(project, "coder", ["cleaner"], name=name, data=original)
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    copy = (project.box("cleaner", "inbox/new") / name).read_bytes()
+    head, _, _ = original.partition(b"\n\n")
+    pattern = re.escape(head) + rb"\nrecipient: cleaner\nenqueued_at: " + STAMP.encode()
+    pattern += rb"\n\n" + re.escape(body.encode())
+    assert re.fullmatch(pattern, copy), copy
+
+
+def test_original_moves_unchanged_to_senders_sent(project: Project) -> None:
+    path = queue(project, "coder", ["cleaner"])
+    original = path.read_bytes()
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    assert not path.exists()
+    assert (project.box("coder", "sent") / path.name).read_bytes() == original
+
+
+def test_each_recipient_of_a_multi_recipient_handoff_gets_exactly_one_copy(
+    project: Project,
+) -> None:
+    path = queue(project, "coder", ["cleaner", "QA"])
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+    daemon.step(1001.0)  # a second pass must not deliver again
+
+    for role in ("cleaner", "QA"):
+        assert inbox(project, role) == [path.name]
+        text = (project.box(role, "inbox/new") / path.name).read_text()
+        assert text.count("recipient: ") == 1 and f"\nrecipient: {role}\n" in text
+    assert inbox(project, "coder") == []
+    assert os.listdir(project.box("coder", "sent")) == [path.name]
+    delivered = events(project, "delivered")
+    assert [(e["file"], e["recipients"]) for e in delivered] == [(path.name, ["cleaner", "QA"])]
+
+
+def test_a_pass_returns_the_roles_that_got_mail_and_asks_one_wake_up_each(
+    project: Project,
+) -> None:
+    for _ in range(3):
+        queue(project, "coder", ["cleaner", "QA"])
+    queue(project, "QA", ["cleaner"])
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    assert len(inbox(project, "cleaner")) == 4
+    assert sorted(daemon.waker.woken()) == ["QA", "cleaner"]  # type: ignore[attr-defined]
+
+
+def test_drafts_in_outbox_tmp_hidden_files_and_other_names_are_never_delivered(
+    project: Project,
+) -> None:
+    outbox = project.box("coder", "outbox")
+    (outbox / "tmp").mkdir(parents=True, exist_ok=True)
+    for path in (
+        outbox / "tmp" / handoff_name("coder", ["QA"]),
+        outbox / f".{handoff_name('coder', ['QA'])}",
+        outbox / "notes.txt",
+    ):
+        path.write_bytes(handoff_bytes(handoff_name("coder", ["QA"]), "coder", "QA"))
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    assert inbox(project, "QA") == []
+    assert not (project.box("coder", "failed")).exists() or not os.listdir(
+        project.box("coder", "failed")
+    )
+
+
+def test_a_recipient_whose_worktree_is_missing_defers_and_is_retried_later(
+    project: Project, tmp_path: Path
+) -> None:
+    ghost = tmp_path / "ghost-worktree"
+    with open(project.root / ".swarmforge" / "roles.tsv", "a") as roles:
+        roles.write(f"ghost\tghost\t{ghost}\tghost\n")
+    path = queue(project, "coder", ["ghost"])
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+    assert path.exists()
+    deferred = events(project, "deferred")
+    assert [e["file"] for e in deferred] == [path.name] and deferred[0]["reason"]
+
+    ghost.mkdir()
+    daemon.step(1000.1)  # not due yet: no second try
+    assert path.exists() and len(events(project, "deferred")) == 1
+    daemon.step(1001.0)
+    assert not path.exists()
+    assert (ghost / ".swarmforge/handoffs/inbox/new" / path.name).exists()
+
+
+# --- hostile entries ------------------------------------------------------------------
+
+
+def fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def directory(path: Path) -> None:
+    path.mkdir()
+    (path / "inner.handoff").write_bytes(b"id: x\n\nbody\n")
+
+
+def oversized(path: Path) -> None:
+    data = handoff_bytes(path.name, "coder", "QA")
+    path.write_bytes(data + b"x" * (checks.MAX_BYTES + 1 - len(data)))
+
+
+def invalid_utf8(path: Path) -> None:
+    path.write_bytes(handoff_bytes(path.name, "coder", "QA") + b"\xff\xfe\n")
+
+
+def nul_byte(path: Path) -> None:
+    path.write_bytes(handoff_bytes(path.name, "coder", "QA", body="a\0b\n"))
+
+
+def spoofed_from(path: Path) -> None:
+    path.write_bytes(handoff_bytes(path.name, "coder", "QA", **{"from": "cleaner"}))
+
+
+def unknown_recipient_among_good(path: Path) -> None:
+    path.write_bytes(handoff_bytes(path.name, "coder", "cleaner,ghost,QA"))
+
+
+def duplicate_recipient(path: Path) -> None:
+    path.write_bytes(handoff_bytes(path.name, "coder", "QA,cleaner,QA"))
+
+
+def missing_required_headers(path: Path) -> None:
+    data = handoff_bytes(path.name, "coder", "QA")
+    path.write_bytes(data.replace(b"priority: 50\n", b"").replace(b"type: note\n", b""))
+
+
+def no_header_block(path: Path) -> None:
+    path.write_bytes(b"just a body, no headers\n")
+
+
+HOSTILE: dict[str, Callable[[Path], None]] = {
+    "fifo": fifo,
+    "directory": directory,
+    "oversized": oversized,
+    "invalid_utf8": invalid_utf8,
+    "nul_byte": nul_byte,
+    "spoofed_from": spoofed_from,
+    "unknown_recipient_among_good": unknown_recipient_among_good,
+    "duplicate_recipient": duplicate_recipient,
+    "missing_required_headers": missing_required_headers,
+    "no_header_block": no_header_block,
+}
+
+
+def step_guarded(daemon: object, now: float, fifos: list[Path]) -> None:
+    """Step on a thread; if it hangs (e.g. blocked opening a FIFO), unblock it and fail."""
+    thread = threading.Thread(target=daemon.step, args=(now,))  # type: ignore[attr-defined]
+    thread.start()
+    thread.join(timeout=10)
+    if thread.is_alive():
+        for path in fifos:
+            for candidate in (path, *path.parent.parent.glob(f"failed/{path.name}*")):
+                try:
+                    os.close(os.open(candidate, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass
+        thread.join(timeout=10)
+        pytest.fail("the pass hung on an outbox entry")
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_hostile_entry_is_refused_into_failed_with_a_reason_while_good_mail_is_delivered(
+    project: Project, kind: str
+) -> None:
+    good_before = queue(project, "coder", ["QA"], name=handoff_name("coder", ["QA"], "10"))
+    bad = project.box("coder", "outbox") / handoff_name("coder", ["QA"], "50")
+    HOSTILE[kind](bad)
+    good_after = queue(project, "coder", ["cleaner"], name=handoff_name("coder", ["cleaner"], "90"))
+    daemon = open_daemon(project)
+
+    step_guarded(daemon, 1000.0, [bad] if kind == "fifo" else [])
+
+    assert inbox(project, "QA") == [good_before.name]
+    assert inbox(project, "cleaner") == [good_after.name]
+    assert all_inbox_entries(project) == {
+        "coder": [],
+        "cleaner": [good_after.name],
+        "QA": [good_before.name],
+    }  # nothing, not even a hidden temp file, for the refused entry
+    failed = project.box("coder", "failed")
+    assert sorted(os.listdir(failed)) == [bad.name, bad.name + ".error"]
+    reason = (failed / (bad.name + ".error")).read_text()
+    assert reason.endswith("\n") and "\n" not in reason[:-1] and reason.strip()
+    assert not os.path.lexists(bad)
+    [event] = events(project, "failed")
+    assert event["file"] == bad.name and event["reason"] == reason.strip()
+    assert sorted(os.listdir(project.box("coder", "sent"))) == sorted(
+        [good_before.name, good_after.name]
+    )
+
+
+def test_symlink_to_a_file_outside_is_refused_without_reading_or_moving_its_target(
+    project: Project, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.handoff"
+    content = handoff_bytes(handoff_name("coder", ["QA"]), "coder", "QA", body="SECRET\n")
+    secret.write_bytes(content)
+    os.chmod(secret, 0o600)
+    before = os.stat(secret)
+    link = project.box("coder", "outbox") / handoff_name("coder", ["QA"])
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(secret)
+    good = queue(project, "coder", ["QA"])
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    assert inbox(project, "QA") == [good.name]
+    assert b"SECRET" not in (project.box("QA", "inbox/new") / good.name).read_bytes()
+    moved = project.box("coder", "failed") / link.name
+    assert moved.is_symlink() and os.readlink(moved) == str(secret)
+    assert (project.box("coder", "failed") / (link.name + ".error")).read_text().strip()
+    after = os.stat(secret)
+    assert secret.read_bytes() == content
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert after.st_atime_ns == before.st_atime_ns  # never opened for reading
+
+
+def test_a_file_of_exactly_64_KiB_is_delivered(project: Project) -> None:
+    name = handoff_name("coder", ["QA"])
+    data = handoff_bytes(name, "coder", "QA")
+    data += b"x" * (checks.MAX_BYTES - len(data))
+    queue(project, "coder", ["QA"], name=name, data=data)
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    assert inbox(project, "QA") == [name]
+
+
+def test_a_refused_name_already_in_failed_gets_a_distinct_name_and_overwrites_nothing(
+    project: Project,
+) -> None:
+    name = handoff_name("coder", ["ghost"])
+    failed = project.box("coder", "failed")
+    failed.mkdir(parents=True)
+    (failed / name).write_bytes(b"the first one\n")
+    (failed / (name + ".error")).write_bytes(b"the first reason\n")
+    queue(project, "coder", ["ghost"], name=name)
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    assert (failed / name).read_bytes() == b"the first one\n"
+    assert (failed / (name + ".error")).read_bytes() == b"the first reason\n"
+    others = sorted(set(os.listdir(failed)) - {name, name + ".error"})
+    assert len(others) == 2 and others[1] == others[0] + ".error"
+    assert "/" not in others[0] and ":" not in others[0]
+    assert b"to: ghost" in (failed / others[0]).read_bytes()
+    assert "ghost" in (failed / others[1]).read_text()
+
+
+def test_a_delivered_name_already_in_sent_is_archived_under_a_distinct_name(
+    project: Project,
+) -> None:
+    name = handoff_name("coder", ["QA"])
+    sent = project.box("coder", "sent")
+    sent.mkdir(parents=True)
+    (sent / name).write_bytes(b"the first one\n")
+    original = queue(project, "coder", ["QA"], name=name).read_bytes()
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    assert inbox(project, "QA") == [name]
+    assert (sent / name).read_bytes() == b"the first one\n"
+    [other] = sorted(set(os.listdir(sent)) - {name})
+    assert "/" not in other and ":" not in other
+    assert (sent / other).read_bytes() == original
