@@ -1,0 +1,450 @@
+"""The daemon (PROTOCOL.md §5-6): its passes stepped with a fake clock, and the real
+`handoffd run` process with its events, signals, stop file, log and readiness notices."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from handoffd import config
+from handoffd.audit import audit
+from tests.conftest import Project, roles_tsv
+from tests.daemon_support import (
+    RecordingWaker,
+    Tmux,
+    events,
+    finish,
+    handoffd,
+    inbox,
+    log_path,
+    open_daemon,
+    pid_file,
+    queue,
+    read_log,
+    spawn,
+    terminate,
+    tmux_server,
+    use_socket,
+    wait_event,
+    wait_for,
+)
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    yield from tmux_server()
+
+
+# --- stepping with a fake clock -------------------------------------------------------
+
+
+def woken(daemon: object) -> list[str]:
+    waker = daemon.waker  # type: ignore[attr-defined]
+    assert isinstance(waker, RecordingWaker)
+    return waker.woken()
+
+
+def renotify_times(daemon: object, role: str, start: float, until: float) -> list[float]:
+    """Step once a second from `start` to `until`; the times `role` was asked to wake."""
+    times = []
+    now = start
+    while now <= until:
+        before = woken(daemon).count(role)
+        daemon.step(now)  # type: ignore[attr-defined]
+        if woken(daemon).count(role) > before:
+            times.append(now)
+        now += 1.0
+    return times
+
+
+def take(project: Project, role: str) -> Path:
+    """What ready_for_next does to the first waiting file: new/ → in_process/."""
+    name = inbox(project, role)[0]
+    target = project.box(role, "inbox/in_process") / name
+    os.rename(project.box(role, "inbox/new") / name, target)
+    return target
+
+
+def test_an_idle_role_with_mail_is_woken_again_after_the_interval_doubling(
+    project: Project,
+) -> None:
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, renotify_after=10)
+
+    assert renotify_times(daemon, "QA", 0, 80) == [0, 10, 30, 70]  # delivery, then re-notify
+    assert [e["role"] for e in events(project, "renotify")] == ["QA"] * 3
+
+
+def test_a_busy_role_is_not_woken_again_though_mail_waits(project: Project) -> None:
+    queue(project, "coder", ["QA"])
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, renotify_after=10)
+    daemon.step(0)
+    take(project, "QA")
+
+    assert renotify_times(daemon, "QA", 1, 100) == []
+
+
+def test_the_renotify_interval_resets_when_the_role_takes_work(project: Project) -> None:
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, renotify_after=10)
+    assert renotify_times(daemon, "QA", 0, 40) == [0, 10, 30]  # next one would be at 70
+
+    taken = take(project, "QA")
+    assert renotify_times(daemon, "QA", 41, 50) == []
+    os.rename(taken, project.box("QA", "inbox/completed") / taken.name)
+    queue(project, "coder", ["QA"])  # new mail: a regular wake-up, then 10 s again
+
+    regular, again = renotify_times(daemon, "QA", 51, 75)
+    assert regular == 51 and 61 <= again <= 61 + daemon.rescan_every  # checked on rescans
+
+
+def test_a_role_without_mail_is_never_woken(project: Project) -> None:
+    daemon = open_daemon(project, renotify_after=10)
+    assert renotify_times(daemon, "QA", 0, 100) == []
+
+
+def test_a_copy_redelivered_on_restart_gets_no_wake_up_until_the_renotify_interval(
+    project: Project,
+) -> None:
+    path = queue(project, "coder", ["QA"])
+    crashed = open_daemon(project)
+    # The first daemon stages the copy and commits its journal, then dies before publishing.
+    courier, roles = crashed.courier, crashed.roles.get()[0]
+    entries = [courier._stage(sender, p, roles, 0.0) for sender, p in courier._ready(roles, 0.0)]
+    assert entries and all(entries) and courier._commit(entries, 0.0)  # type: ignore[arg-type]
+    assert inbox(project, "QA") == [] and path.exists()
+
+    daemon = open_daemon(project, renotify_after=10)  # the restart recovers the journal
+
+    assert inbox(project, "QA") == [path.name] and not path.exists()
+    assert [e["files"] for e in events(project, "recovered")] == [[path.name]]
+    assert renotify_times(daemon, "QA", 0, 9) == []
+    assert renotify_times(daemon, "QA", 10, 10) == [10]  # waiting mail is still noticed
+
+
+def test_a_pass_delivers_more_than_one_batch_over_successive_steps(project: Project) -> None:
+    from handoffd.delivery import BATCH_LIMIT
+
+    for _ in range(BATCH_LIMIT + 5):
+        queue(project, "coder", ["QA"])
+    daemon = open_daemon(project)
+
+    daemon.step(0)
+    assert len(inbox(project, "QA")) == BATCH_LIMIT and daemon.courier.backlog
+    daemon.step(0.1)
+    assert len(inbox(project, "QA")) == BATCH_LIMIT + 5 and not daemon.courier.backlog
+
+
+def test_roles_tsv_changes_apply_on_the_next_pass(project: Project, tmp_path: Path) -> None:
+    daemon = open_daemon(project)
+    daemon.step(0)
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    with open(project.root / config.ROLES_FILE, "a") as roles:
+        roles.write(roles_tsv([("extra", "extra", str(extra), "extra")]))
+    project.worktrees["extra"] = extra
+    path = queue(project, "extra", ["QA"])
+
+    daemon.step(0.1)
+
+    assert inbox(project, "QA") == [path.name]
+    assert events(project, "config_loaded")[-1]["roles"] == ["QA", "cleaner", "coder", "extra"]
+
+
+def test_a_broken_roles_tsv_is_logged_and_the_last_good_roles_keep_working(
+    project: Project,
+) -> None:
+    daemon = open_daemon(project)
+    good = (project.root / config.ROLES_FILE).read_text()
+    project.write_roles(good + "broken\tline\n")
+    path = queue(project, "coder", ["QA"])
+
+    daemon.step(0)
+
+    assert inbox(project, "QA") == [path.name]
+    [error] = events(project, "config_error")
+    assert "roles.tsv:5" in error["error"] and error["kept"] == ["QA", "cleaner", "coder"]
+    daemon.step(1)
+    assert len(events(project, "config_error")) == 1  # reported once, not every pass
+
+
+# --- the real process -----------------------------------------------------------------
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    """Daemon processes a test spawned; any still running are killed at teardown."""
+    spawned: list[subprocess.Popen[str]] = []
+    yield spawned
+    for process in spawned:
+        terminate(process)
+
+
+def run_daemon(
+    project: Project, procs: list[subprocess.Popen[str]], *args: str, **env: str
+) -> subprocess.Popen[str]:
+    process = spawn(project, *args, env=env)
+    procs.append(process)
+    wait_event(project, "started", where=lambda e: e["pid"] == process.pid)
+    return process
+
+
+def stop_daemon(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    process.send_signal(signal.SIGTERM)
+    return finish(process)
+
+
+def wait_delivered(project: Project, role: str, name: str, timeout: float = 10.0) -> float:
+    """Wait until `name` is in `role`'s new/; the monotonic time it was seen."""
+    target = project.box(role, "inbox/new") / name
+    wait_for(target.exists, timeout, what=f"{name} in {role}'s inbox")
+    return time.monotonic()
+
+
+def test_a_new_outbox_file_is_picked_up_by_its_event_well_before_the_rescan(
+    project: Project, procs: list[subprocess.Popen[str]]
+) -> None:
+    first = queue(project, "coder", ["QA"])
+    process = run_daemon(project, procs)
+    # The first pass is a rescan; the next one is due 2 s after it.  A file dropped right
+    # after the first pass and picked up within 1 s can only have come through an event.
+    rescan = wait_delivered(project, "QA", first.name)
+    dropped = time.monotonic()
+    second = queue(project, "coder", ["cleaner"])
+    seen = wait_delivered(project, "cleaner", second.name, timeout=5)
+
+    assert seen - dropped < 1.0 and seen - rescan < 1.5, (dropped - rescan, seen - dropped)
+    assert stop_daemon(process)[0] == 0
+
+
+def test_a_deleted_and_recreated_outbox_is_watched_again_after_the_next_rescan(
+    project: Project, procs: list[subprocess.Popen[str]]
+) -> None:
+    process = run_daemon(project, procs)
+    outbox = project.box("coder", "outbox")
+    shutil.rmtree(outbox)
+    outbox.mkdir()
+    # Found by the next rescan, which also re-arms the watch on the new directory ...
+    first = queue(project, "coder", ["QA"])
+    rescan = wait_delivered(project, "QA", first.name, timeout=5)
+    # ... so the next file comes through an event, well before the rescan after that.
+    dropped = time.monotonic()
+    second = queue(project, "coder", ["cleaner"])
+    seen = wait_delivered(project, "cleaner", second.name, timeout=5)
+
+    assert seen - dropped < 1.0 and seen - rescan < 1.5, (dropped - rescan, seen - dropped)
+    assert stop_daemon(process)[0] == 0
+
+
+def test_a_role_added_to_roles_tsv_is_delivered_without_a_restart(
+    project: Project, procs: list[subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    process = run_daemon(project, procs)
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    project.worktrees["extra"] = extra
+    with open(project.root / config.ROLES_FILE, "a") as roles:
+        roles.write(roles_tsv([("extra", "extra", str(extra), "extra")]))
+    wait_event(project, "config_loaded", where=lambda e: "extra" in e["roles"])
+    outgoing = queue(project, "extra", ["QA"])
+    incoming = queue(project, "coder", ["extra"])
+
+    wait_delivered(project, "QA", outgoing.name)
+    wait_delivered(project, "extra", incoming.name)
+    assert stop_daemon(process)[0] == 0
+
+
+def test_a_broken_roles_tsv_never_stops_the_running_daemon(
+    project: Project, procs: list[subprocess.Popen[str]]
+) -> None:
+    process = run_daemon(project, procs)
+    good = (project.root / config.ROLES_FILE).read_text()
+    project.write_roles(good + "two\tcolumns\n")
+    wait_event(project, "config_error")
+    path = queue(project, "coder", ["cleaner", "QA"])
+
+    wait_delivered(project, "cleaner", path.name)
+    wait_delivered(project, "QA", path.name)
+    assert process.poll() is None
+    loaded = len(events(project, "config_loaded"))
+    project.write_roles(good)  # fixed: picked up again
+    wait_for(lambda: len(events(project, "config_loaded")) > loaded, what="config reloaded")
+    assert stop_daemon(process)[0] == 0
+
+
+def test_sigterm_in_the_middle_of_a_backlog_exits_0_and_leaves_a_consistent_queue(
+    project: Project, procs: list[subprocess.Popen[str]]
+) -> None:
+    for _ in range(300):
+        queue(project, "coder", ["cleaner", "QA"])
+    process = spawn(project)
+    procs.append(process)
+    wait_event(project, "started")
+
+    code, _, err = stop_daemon(process)
+
+    assert code == 0, err
+    assert not pid_file(project).exists()
+    assert events(project, "stopped")
+    roles = config.load_roles(str(project.root))
+    report = audit(str(project.root), roles)
+    assert report.ok, report.problems  # consistent at rest, whatever was left undelivered
+    once = handoffd("run", "--once", str(project.root), timeout=60)
+    assert once.returncode == 0, once.stderr
+    report = audit(str(project.root), roles)
+    assert report.ok, report.problems
+    assert report.count("sent") == 300
+    assert len(inbox(project, "cleaner")) == len(inbox(project, "QA")) == 300
+
+
+def test_the_stop_file_stops_a_running_daemon_with_exit_0(
+    project: Project, procs: list[subprocess.Popen[str]]
+) -> None:
+    process = run_daemon(project, procs)
+    (project.root / ".swarmforge" / "daemon" / "stop").touch()
+
+    code, _, err = finish(process, timeout=10)
+
+    assert code == 0, err
+    assert not pid_file(project).exists()
+    assert not (project.root / ".swarmforge" / "daemon" / "stop").exists()
+    assert read_log(project)[-1]["event"] == "stopped"
+
+
+def test_a_stop_file_left_from_before_does_not_stop_a_new_daemon(
+    project: Project, procs: list[subprocess.Popen[str]]
+) -> None:
+    stop_file = project.root / ".swarmforge" / "daemon" / "stop"
+    stop_file.parent.mkdir(parents=True)
+    stop_file.touch()
+    process = run_daemon(project, procs)
+    path = queue(project, "coder", ["QA"])
+
+    wait_delivered(project, "QA", path.name)
+    assert process.poll() is None
+    assert stop_daemon(process)[0] == 0
+
+
+def test_run_once_delivers_everything_queued_then_exits_0(project: Project) -> None:
+    for _ in range(300):
+        queue(project, "coder", ["QA"])
+    process = spawn(project, "--once")
+
+    code, _, err = finish(process, timeout=60)
+
+    assert code == 0, err
+    assert len(inbox(project, "QA")) == 300
+    assert [n for n in os.listdir(project.box("coder", "outbox")) if n != "tmp"] == []
+    assert not pid_file(project).exists()
+
+
+def test_the_log_is_json_lines_with_every_event_and_its_fields(
+    project: Project, tmux: Tmux, tmp_path: Path
+) -> None:
+    tmux.session("QA")  # cleaner has no session: its wake-up fails
+    use_socket(project, tmux.socket)
+    with open(project.root / config.ROLES_FILE, "a") as roles:
+        roles.write(roles_tsv([("ghost", "ghost", str(tmp_path / "nowhere"), "ghost")]))
+    good = queue(project, "coder", ["QA", "cleaner"])
+    bad = queue(project, "coder", ["QA"], data=b"not a handoff\n")
+    later = queue(project, "coder", ["ghost"])  # its worktree is missing: deferred
+
+    code, _, err = finish(spawn(project, "--once"), timeout=30)
+
+    assert code == 0, err
+    lines = log_path(project).read_text().splitlines()
+    entries = [json.loads(line) for line in lines]
+    for entry in entries:
+        stamp = entry["timestamp"]
+        assert datetime.fromisoformat(stamp.replace("Z", "+00:00")).utcoffset() is not None
+        assert isinstance(entry["event"], str)
+    by_event: dict[str, list[dict[str, object]]] = {}
+    for entry in entries:
+        by_event.setdefault(entry["event"], []).append(entry)
+    assert entries[0]["event"] == "config_loaded" or by_event["started"]
+    assert by_event["started"][0]["pid"] and entries[-1]["event"] == "stopped"
+    [delivered] = by_event["delivered"]
+    assert (delivered["file"], delivered["recipients"]) == (good.name, ["QA", "cleaner"])
+    [failed] = by_event["failed"]
+    assert failed["file"] == bad.name and failed["reason"]
+    assert by_event["deferred"][0]["file"] == later.name and by_event["deferred"][0]["reason"]
+    assert [e["role"] for e in by_event["wake"]] == ["QA"]
+    [wake_failed] = by_event["wake_failed"]
+    assert wake_failed["role"] == "cleaner" and wake_failed["error"]
+    assert tmux.wakes("QA") == 1
+
+
+# --- systemd readiness ----------------------------------------------------------------
+
+
+class NotifySocket:
+    """A unix datagram socket standing in for systemd's notify socket."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="hd-", dir="/tmp")
+        self.path = os.path.join(self.dir, "notify")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+
+    def receive(self, timeout: float = 10.0) -> str:
+        self.sock.settimeout(timeout)
+        return self.sock.recv(4096).decode()
+
+    def until(self, message: str, timeout: float = 10.0) -> list[str]:
+        """Messages received up to and including `message`."""
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout
+        while message not in seen:
+            seen.append(self.receive(max(0.01, deadline - time.monotonic())))
+        return seen
+
+    def close(self) -> None:
+        self.sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def notify_socket() -> Iterator[NotifySocket]:
+    sock = NotifySocket()
+    yield sock
+    sock.close()
+
+
+def test_run_tells_systemd_ready_after_start_up_and_stopping_on_sigterm(
+    project: Project, procs: list[subprocess.Popen[str]], notify_socket: NotifySocket
+) -> None:
+    process = spawn(project, env={"NOTIFY_SOCKET": notify_socket.path})
+    procs.append(process)
+
+    assert notify_socket.receive() == "READY=1"
+    assert events(project, "started")  # logged before readiness is announced
+    process.send_signal(signal.SIGTERM)
+    assert notify_socket.until("STOPPING=1") == ["STOPPING=1"]  # no watchdog pings unasked
+    assert finish(process)[0] == 0
+
+
+def test_run_pings_the_systemd_watchdog_when_asked(
+    project: Project, procs: list[subprocess.Popen[str]], notify_socket: NotifySocket
+) -> None:
+    env = {"NOTIFY_SOCKET": notify_socket.path, "WATCHDOG_USEC": "200000"}  # every 0.1 s
+    process = spawn(project, env=env)
+    procs.append(process)
+
+    assert notify_socket.receive() == "READY=1"
+    pings = [notify_socket.receive(timeout=2) for _ in range(3)]
+    assert pings == ["WATCHDOG=1"] * 3
+    process.send_signal(signal.SIGTERM)
+    assert notify_socket.until("STOPPING=1")[-1] == "STOPPING=1"
+    assert finish(process)[0] == 0
