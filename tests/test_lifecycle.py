@@ -1,0 +1,204 @@
+"""One daemon per project (PROTOCOL.md §5): `handoffd start`, `stop`, `stop_handoff_daemon`,
+the lock that refuses a second daemon, and a stale pid file that never gets a stranger
+signalled.  Real processes and real signals throughout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from handoffd import lifecycle
+from tests.conftest import BIN, Project
+from tests.daemon_support import (
+    alive,
+    finish,
+    handoffd,
+    inbox,
+    pid_file,
+    queue,
+    running_pid,
+    spawn,
+    stopping,
+    terminate,
+    wait_for,
+)
+
+STOPPERS = {
+    "handoffd stop": lambda root: handoffd("stop", root),
+    "stop_handoff_daemon": lambda root: subprocess.run(
+        [os.path.join(BIN, "stop_handoff_daemon"), root],
+        capture_output=True, text=True, timeout=30, check=False,
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture
+def stopper(project: Project) -> Iterator[Project]:
+    yield from stopping(project)
+
+
+@pytest.fixture
+def stranger() -> Iterator[subprocess.Popen[bytes]]:
+    """An unrelated live process."""
+    process = subprocess.Popen(["sleep", "60"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def start(project: Project) -> int:
+    """`handoffd start`; the pid of the daemon it started."""
+    result = handoffd("start", str(project.root))
+    assert result.returncode == 0, result.stderr
+    pid = running_pid(project)
+    assert pid and alive(pid) and lifecycle.holder(str(project.root)) == pid
+    return pid
+
+
+def assert_no_daemon(project: Project, pid: int | None = None) -> None:
+    assert lifecycle.holder(str(project.root)) is None
+    assert not pid_file(project).exists()
+    if pid:
+        wait_for(lambda: not alive(pid), timeout=5, what=f"daemon {pid} to exit")
+
+
+def test_start_returns_once_the_daemon_runs_and_it_delivers(stopper: Project) -> None:
+    project = stopper
+    pid = start(project)
+    path = queue(project, "coder", ["QA"])
+
+    wait_for(lambda: inbox(project, "QA") == [path.name], what="delivery")
+    assert alive(pid)
+
+
+def test_start_returns_promptly_when_its_output_is_read_through_a_pipe(stopper: Project) -> None:
+    project = stopper
+    started = time.monotonic()
+    result = subprocess.run(
+        ["bash", "-c", f'"{BIN}/handoffd" start "$1" | cat', "bash", str(project.root)],
+        capture_output=True, text=True, timeout=20, check=False,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+
+    assert result.returncode == 0, result.stderr
+    assert elapsed < 5, f"`handoffd start | cat` took {elapsed:.1f}s"
+    assert "started" in result.stdout
+    pid = running_pid(project)
+    assert pid and alive(pid) and lifecycle.holder(str(project.root)) == pid
+
+
+def test_starting_twice_says_it_already_runs_and_exits_0(stopper: Project) -> None:
+    project = stopper
+    pid = start(project)
+
+    again = handoffd("start", str(project.root))
+
+    assert again.returncode == 0, again.stderr
+    assert "already running" in again.stdout and str(pid) in again.stdout
+    assert running_pid(project) == pid and alive(pid)
+
+
+def test_a_second_run_for_the_same_root_is_refused_naming_the_running_pid(
+    stopper: Project,
+) -> None:
+    project = stopper
+    pid = start(project)
+
+    code, _, err = finish(spawn(project))
+
+    assert code == 1
+    assert str(pid) in err and "already running" in err
+    assert running_pid(project) == pid and alive(pid)  # the first one is untouched
+
+
+def test_a_second_run_is_refused_while_the_first_runs_in_the_foreground(
+    project: Project,
+) -> None:
+    first = spawn(project)
+    try:
+        wait_for(lambda: running_pid(project) == first.pid, what="the first daemon")
+        code, _, err = finish(spawn(project))
+        assert code == 1 and f"pid {first.pid}" in err
+    finally:
+        terminate(first)
+
+
+@pytest.mark.parametrize("command", sorted(STOPPERS))
+def test_stop_stops_a_running_daemon_and_leaves_no_pid_file(stopper: Project, command: str) -> None:
+    project = stopper
+    pid = start(project)
+
+    result = STOPPERS[command](str(project.root))
+
+    assert result.returncode == 0, result.stderr
+    assert_no_daemon(project, pid)
+
+
+@pytest.mark.parametrize("command", sorted(STOPPERS))
+def test_stop_exits_0_when_no_daemon_runs(project: Project, command: str) -> None:
+    result = STOPPERS[command](str(project.root))
+
+    assert result.returncode == 0, result.stderr
+    assert_no_daemon(project)
+
+
+@pytest.mark.parametrize("command", sorted(STOPPERS))
+def test_a_stale_pid_file_never_gets_an_unrelated_process_signalled(
+    project: Project, stranger: subprocess.Popen[bytes], command: str
+) -> None:
+    pid_file(project).parent.mkdir(parents=True, exist_ok=True)
+    pid_file(project).write_text(f"{stranger.pid}\n")
+
+    result = STOPPERS[command](str(project.root))
+
+    assert result.returncode == 0, result.stderr
+    assert stranger.poll() is None and alive(stranger.pid)
+    assert_no_daemon(project)
+
+
+def test_stop_signals_the_lock_holder_not_the_pid_file_s_stranger(
+    stopper: Project, stranger: subprocess.Popen[bytes]
+) -> None:
+    project = stopper
+    pid = start(project)
+    pid_file(project).write_text(f"{stranger.pid}\n")  # overwritten by someone
+
+    assert handoffd("stop", str(project.root)).returncode == 0
+
+    assert_no_daemon(project, pid)
+    assert stranger.poll() is None and alive(stranger.pid)
+
+
+def test_a_daemon_killed_with_sigkill_leaves_no_lock_a_new_one_cannot_take(
+    project: Project,
+) -> None:
+    first = spawn(project)
+    wait_for(lambda: running_pid(project) == first.pid, what="the first daemon")
+    first.kill()
+    first.wait()
+
+    second = spawn(project)
+    try:
+        wait_for(lambda: running_pid(project) == second.pid, what="the second daemon")
+        assert lifecycle.holder(str(project.root)) == second.pid
+    finally:
+        terminate(second)
+
+
+def test_holder_is_none_for_a_free_lock_and_the_pid_for_a_held_one(project: Project) -> None:
+    root = str(project.root)
+    assert lifecycle.holder(root) is None
+    lock = lifecycle.Lock(root)
+    lock.acquire()
+    try:
+        assert lifecycle.holder(root) == os.getpid() == running_pid(project)
+        with pytest.raises(lifecycle.AlreadyRunning) as running:
+            lifecycle.Lock(root).acquire()
+        assert running.value.pid == os.getpid()
+    finally:
+        lock.release()
+    assert lifecycle.holder(root) is None and not pid_file(project).exists()

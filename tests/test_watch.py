@@ -1,0 +1,142 @@
+"""Filesystem events (PROTOCOL.md §5.6): which changes wake the loop, and watches on real
+directories that are re-armed when a directory is replaced."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from handoffd.watch import Watcher, is_trigger
+from tests.daemon_support import wait_for
+
+OUTBOX = "/w/coder/.swarmforge/handoffs/outbox"
+
+
+@pytest.mark.parametrize(
+    ("path", "trigger"),
+    [
+        (f"{OUTBOX}/50_x_from_coder_to_QA.handoff", True),
+        ("/p/.swarmforge/roles.tsv", True),
+        ("/p/.swarmforge/daemon/stop", True),
+        (f"{OUTBOX}/.50_x.handoff.123.0.tmp", False),
+        (f"{OUTBOX}/.hidden.handoff", False),
+        (f"{OUTBOX}/notes.txt", False),
+        (f"{OUTBOX}/tmp/50_x.handoff", False),
+        ("/w/coder/.swarmforge/handoffs/sent/50_x.handoff", False),
+        ("/w/coder/.swarmforge/handoffs/inbox/new/50_x.handoff", False),
+        ("/p/.swarmforge/daemon/handoffd.log", False),
+    ],
+)
+def test_only_outbox_handoffs_roles_tsv_and_the_stop_file_trigger_a_pass(
+    path: str, trigger: bool
+) -> None:
+    assert is_trigger(path) is trigger
+
+
+class Events:
+    def __init__(self) -> None:
+        self.fired = threading.Event()
+
+    def __call__(self) -> None:
+        self.fired.set()
+
+    def wait(self, timeout: float = 2.0) -> bool:
+        fired = self.fired.wait(timeout)
+        self.fired.clear()
+        return fired
+
+
+@pytest.fixture
+def watching() -> Iterator[tuple[Watcher, Events]]:
+    events = Events()
+    watcher = Watcher(events)
+    yield watcher, events
+    watcher.stop()
+
+
+def drop(directory: Path, name: str = "50_x_from_coder_to_QA.handoff") -> None:
+    temp = directory / "tmp" / f".{name}.tmp"
+    temp.parent.mkdir(exist_ok=True)
+    temp.write_text("x")
+    os.rename(temp, directory / name)  # as swarm_handoff does: a rename into outbox/
+
+
+def test_a_handoff_renamed_into_a_watched_outbox_fires(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, events = watching
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    assert watcher.update([str(outbox)]) == [str(outbox)]
+
+    drop(outbox)
+
+    assert events.wait()
+
+
+def test_a_missing_directory_is_armed_once_it_exists(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, events = watching
+    outbox = tmp_path / "outbox"
+    assert watcher.update([str(outbox)]) == []
+    outbox.mkdir()
+    assert watcher.update([str(outbox)]) == [str(outbox)]
+    assert watcher.update([str(outbox)]) == []  # already armed: left alone
+
+    drop(outbox)
+
+    assert events.wait()
+
+
+def test_a_deleted_and_recreated_directory_is_re_armed_and_fires_again(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, events = watching
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    watcher.update([str(outbox)])
+    shutil.rmtree(outbox)
+    outbox.mkdir()  # on ext4 this often gets the deleted directory's inode number back
+
+    # The old watch notices its directory's deletion on its own thread, so the rescan
+    # right after may still miss it; a following one re-arms.
+    wait_for(lambda: watcher.update([str(outbox)]) == [str(outbox)], 2, "the watch re-armed")
+    drop(outbox)
+
+    assert events.wait()
+
+
+def test_a_directory_moved_away_and_replaced_is_re_armed(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, events = watching
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    watcher.update([str(outbox)])
+    os.rename(outbox, tmp_path / "old-outbox")
+    outbox.mkdir()
+
+    assert watcher.update([str(outbox)]) == [str(outbox)]
+    drop(outbox)
+
+    assert events.wait()
+
+
+def test_a_directory_no_longer_asked_for_is_unwatched(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, events = watching
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    watcher.update([str(outbox)])
+    watcher.update([])
+
+    drop(outbox)
+
+    assert not events.wait(0.5)
