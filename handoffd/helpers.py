@@ -71,7 +71,8 @@ def _run(step: Step, unknown_role: str = "Unknown role: {}") -> None:
 
 
 def _print(text: str) -> None:
-    sys.stdout.buffer.write(text.encode("utf-8"))
+    # surrogateescape: a file name that is not UTF-8 prints as its bytes, not a traceback
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
 
 
 def _fail(code: int, text: str) -> None:
@@ -84,23 +85,27 @@ def _fail(code: int, text: str) -> None:
 
 
 def _take_task(caller: Caller) -> str:
-    item = Inbox(caller.role.handoffs).take_task()
+    with Inbox(caller.role.handoffs) as inbox:
+        item = inbox.take_task()
     return "NO_TASK\n" if item is None else blocks.task(item)
 
 
 def _take_batch(caller: Caller) -> str:
-    taken = Inbox(caller.role.handoffs).take_batch()
+    with Inbox(caller.role.handoffs) as inbox:
+        taken = inbox.take_batch()
     return "NO_TASK\n" if taken is None else blocks.batch(*taken)
 
 
 def _finish_task(caller: Caller) -> str:
-    done = Inbox(caller.role.handoffs).finish_task()
+    with Inbox(caller.role.handoffs) as inbox:
+        done = inbox.finish_task()
     _print(blocks.completed(done))  # done is done, even if taking the next task is refused
     return _take_task(caller)
 
 
 def _finish_batch(caller: Caller) -> str:
-    directory, files = Inbox(caller.role.handoffs).finish_batch()
+    with Inbox(caller.role.handoffs) as inbox:
+        directory, files = inbox.finish_batch()
     _print(blocks.completed(files) + f"COMPLETED_BATCH: {directory}\n")
     return _take_batch(caller)
 

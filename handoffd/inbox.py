@@ -9,6 +9,7 @@ name the work in process or raise a `Refusal`; the `Inbox` methods do the I/O.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 
@@ -95,12 +96,30 @@ def priority(handoff: hf.Handoff) -> str:
 
 
 class Inbox:
-    """A role's inbox, rooted at its handoff directory."""
+    """A role's inbox, rooted at its handoff directory.
+
+    Use it as a context manager around a transition: it holds an `flock` on the inbox
+    folder, so two helpers of one role started at once act one after the other instead
+    of both claiming work.  The kernel drops the lock if the holder dies.
+    """
 
     def __init__(self, handoffs: str) -> None:
+        self.root = os.path.join(handoffs, "inbox")
         self.new = os.path.join(handoffs, Box.NEW)
         self.in_process = os.path.join(handoffs, Box.IN_PROCESS)
         self.completed = os.path.join(handoffs, Box.COMPLETED)
+        self._lock: int | None = None
+
+    def __enter__(self) -> Inbox:
+        os.makedirs(self.root, exist_ok=True)
+        self._lock = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # releases the lock
+            self._lock = None
 
     # reading
 

@@ -68,15 +68,26 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
 
 def queue(sender: Role, draft: Draft, now: float) -> str:
     """Write the handoff into the sender's outbox, complete or not at all; its path."""
-    name, content = compose(draft, sender.name, next_sequence(sender.handoffs), now)
     drafts, outbox = sender.path(Box.DRAFTS), sender.path(Box.OUTBOX)
     os.makedirs(drafts, exist_ok=True)
-    temp = os.path.join(drafts, f".{name}.tmp")
-    durable.create(temp, content.render())
+    os.makedirs(outbox, exist_ok=True)
+    while True:
+        name, content = compose(draft, sender.name, next_sequence(sender.handoffs), now)
+        if _publish(os.path.join(drafts, f".{name}.tmp"), content.render(), outbox, name):
+            durable.fsync_dir(outbox)
+            return os.path.join(outbox, name)
+
+
+def _publish(temp: str, data: bytes, outbox: str, name: str) -> bool:
+    """Write `temp` durably, then link it into the outbox: the daemon only ever sees it
+    whole, and unlike rename, link never replaces a file of the same name (a sequence
+    file restored from a backup could repeat a number within one second).  False if the
+    name is taken."""
+    durable.create(temp, data)
     try:
-        os.rename(temp, os.path.join(outbox, name))  # the daemon only ever sees it whole
-    except BaseException:
+        os.link(temp, os.path.join(outbox, name))
+    except FileExistsError:
+        return False
+    finally:
         durable.unlink_quietly(temp)
-        raise
-    durable.fsync_dir(outbox)
-    return os.path.join(outbox, name)
+    return True

@@ -869,3 +869,25 @@ def test_outside_every_worktree_the_role_must_be_set(project: Project, tmp_path:
         assert_result(result, 1, err="Set SWARMFORGE_ROLE.\n")
     assert draft.exists()
     assert_result(project.run("ready_for_next", role="QA", cwd=spare), 0, "NO_TASK\n")
+
+
+@pytest.mark.parametrize(
+    ("role", "command"), [("coder", "ready_for_next"), ("cleaner", "ready_for_next")]
+)
+def test_simultaneous_takes_by_one_role_claim_one_piece_of_work(
+    project: Project, role: str, command: str
+) -> None:
+    """Two agents' calls racing (or one agent retrying) must not put two tasks in process."""
+    import subprocess
+
+    from tests.conftest import helper_env
+
+    for n in range(4):
+        project.put(role, f"50_2026010{n}T000000Z_00000{n}_from_coder_to_{role}.handoff")
+    env, cwd, pipe = helper_env(role), project.worktrees[role], subprocess.PIPE
+    calls = [subprocess.Popen([command], cwd=cwd, env=env, stdout=pipe) for _ in range(12)]
+    results = [(call.wait(timeout=60), call.stdout.read()) for call in calls if call.stdout]
+    assert [code for code, _ in results] == [0] * 12
+    in_process = list((project.box(role, "inbox/in_process")).iterdir())
+    assert len(in_process) == 1, in_process
+    assert len({out for _, out in results}) == 1, "every call must show the same work"
