@@ -141,8 +141,11 @@ def start(root: str, extra_args: list[str], timeout: float = 15.0) -> int:
         os.close(read_end)
     if ready != b"READY=1\n":
         code = child.poll()
-        if code is None and holder(root) == child.pid:
+        running = holder(root)
+        if code is None and running == child.pid:
             return child.pid  # up, only slow to say so
+        if running is not None and running != child.pid:
+            raise AlreadyRunning(running)  # a concurrent start won the lock; ours gave up
         raise RuntimeError(f"the daemon did not start (exit status {code})")
     return child.pid
 
