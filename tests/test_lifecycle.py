@@ -102,6 +102,20 @@ def test_starting_twice_says_it_already_runs_and_exits_0(stopper: Project) -> No
     assert running_pid(project) == pid and alive(pid)
 
 
+def test_concurrent_starts_all_exit_0_and_leave_exactly_one_daemon(stopper: Project) -> None:
+    project = stopper
+    command = [os.path.join(BIN, "handoffd"), "start", str(project.root)]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    starts = [subprocess.Popen(command, **pipes) for _ in range(4)]  # type: ignore[call-overload]
+    results = [(p.wait(timeout=30), *p.communicate()) for p in starts]
+
+    assert [code for code, _, _ in results] == [0] * 4, results
+    pid = running_pid(project)
+    assert pid and alive(pid) and lifecycle.holder(str(project.root)) == pid
+    assert all(str(pid) in out for _, out, _ in results)
+    assert sum("already running" in out for _, out, _ in results) == 3
+
+
 def test_a_second_run_for_the_same_root_is_refused_naming_the_running_pid(
     stopper: Project,
 ) -> None:
