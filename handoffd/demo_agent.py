@@ -62,9 +62,10 @@ class Agent:
 
     def handle(self, payload: str) -> None:
         """Merge what the peer handed over, then do our part of the round."""
-        words = payload.split()
-        if len(words) == 3 and words[0] == "merge_and_process":
-            merge(words[2])
+        for line in payload.splitlines():  # the payload's last line: merge_and_process <from> <c>
+            words = line.split()
+            if len(words) == 3 and words[0] == "merge_and_process":
+                merge(words[2])
         if self.rounds == 0:
             self.hand_off(f"cleaned-{commit_count()}", "clean.txt")
         elif self.sent < self.rounds:
