@@ -331,3 +331,20 @@ def test_a_delivered_name_already_in_sent_is_archived_under_a_distinct_name(
     [other] = sorted(set(os.listdir(sent)) - {name})
     assert "/" not in other and ":" not in other
     assert (sent / other).read_bytes() == original
+
+
+def test_an_error_file_left_alone_in_failed_is_not_overwritten_by_a_newcomer(
+    project: Project,
+) -> None:
+    name = handoff_name("coder", ["ghost"])
+    failed = project.box("coder", "failed")
+    failed.mkdir(parents=True)
+    (failed / (name + ".error")).write_bytes(b"the first reason\n")  # its file was taken away
+    queue(project, "coder", ["ghost"], name=name)
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    assert (failed / (name + ".error")).read_bytes() == b"the first reason\n"
+    [other] = [n for n in os.listdir(failed) if n.endswith(".handoff")]
+    assert other != name and "ghost" in (failed / (other + ".error")).read_text()
