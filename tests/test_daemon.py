@@ -309,6 +309,35 @@ def test_sigterm_in_the_middle_of_a_backlog_exits_0_and_leaves_a_consistent_queu
     assert len(inbox(project, "cleaner")) == len(inbox(project, "QA")) == 300
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_sigterm_or_sigint_stops_an_idle_daemon_with_exit_0(
+    project: Project, procs: list[subprocess.Popen[str]], signum: int
+) -> None:
+    process = run_daemon(project, procs)
+    process.send_signal(signum)
+
+    code, _, err = finish(process, timeout=10)
+
+    assert code == 0, err
+    assert not pid_file(project).exists()
+    assert read_log(project)[-1]["event"] == "stopped"
+
+
+def test_renotify_after_on_the_command_line_sets_the_interval(
+    project: Project, procs: list[subprocess.Popen[str]]
+) -> None:
+    queue(project, "coder", ["QA"])
+    run_daemon(project, procs, "--renotify-after", "0.2")
+
+    first = wait_event(project, "renotify", timeout=5, where=lambda e: e["role"] == "QA")
+    second = wait_event(
+        project, "renotify", timeout=5, where=lambda e: e["timestamp"] > first["timestamp"]
+    )
+
+    gap = datetime.fromisoformat(second["timestamp"]) - datetime.fromisoformat(first["timestamp"])
+    assert 0.3 < gap.total_seconds() < 2.0  # the second interval is doubled: 0.4 s
+
+
 def test_the_stop_file_stops_a_running_daemon_with_exit_0(
     project: Project, procs: list[subprocess.Popen[str]]
 ) -> None:
