@@ -21,7 +21,6 @@ from __future__ import annotations
 import ctypes
 import datetime
 import json
-import math
 import os
 import platform
 import select
@@ -46,8 +45,6 @@ JOURNAL = os.path.join(".swarmforge", "daemon", "handoffd.journal")
 IN_MOVED_TO = 0x80
 TIMEOUT = 10.0  # seconds to wait for one delivery before giving up
 SPACING = 0.02  # seconds between latency samples, so each is a pass of its own
-GROWTH_TOLERANCE = 1.5  # "flat": within 1.5x of the empty-history figure ...
-GROWTH_SLACK_MS = 1.0  # ... or, for latencies, within 1 ms of it (sub-ms noise)
 
 
 @dataclass
@@ -56,16 +53,27 @@ class Sizes:
     latency_samples: int = 200
     idle_seconds: float = 15.0
     startup_runs: int = 20
-    limit_files: int = 2000
+    limit_files: int = 1000  # before and after each drain
     histories: tuple[int, ...] = (10_000, 50_000)
 
 
 QUICK = Sizes(handoffs=50, latency_samples=20, idle_seconds=2.0, startup_runs=3,
-              limit_files=100, histories=(500,))  # fmt: skip
+              limit_files=50, histories=(500,))  # fmt: skip
 
 
 class BenchError(Exception):
     """The daemon did not do what the benchmark waited for."""
+
+
+@dataclass
+class Scenario:
+    """What one history size measured."""
+
+    history: int  # old files in each recipient's completed/ and the sender's sent/
+    limit: float  # the disk's limit (files/s), mean of the runs before and after the drain
+    drain: Drain
+    latencies_ms: list[float]
+    at_rest: AtRest | None = None
 
 
 # --- the throwaway project -----------------------------------------------------------
@@ -270,12 +278,6 @@ def _wait_gone(*paths: str) -> None:
         time.sleep(0.0005)
 
 
-def percentile(values: list[float], share: float) -> float:
-    """Nearest-rank percentile: the smallest value with at least `share` of values <= it."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
-
-
 # --- 4. helper start-up ------------------------------------------------------------------
 
 
@@ -307,67 +309,85 @@ def _time_run(command: list[str], cwd: str, env: dict[str, str]) -> float:
 # --- 5. the daemon at rest ---------------------------------------------------------------
 
 
-def idle(pid: int, seconds: float) -> tuple[float, float]:
-    """CPU share (%) over `seconds` (utime + stime of all threads) and VmRSS (MB)."""
-    before, started = _cpu_seconds(pid), time.monotonic()
+@dataclass
+class AtRest:
+    cpu_pct: float  # utime + stime of every thread, from /proc/<pid>/stat (10 ms ticks)
+    cpu_pct_ns: float | None  # the same from the threads' schedstat run time (ns resolution)
+    rss_mb: float
+    threads: int
+    helper_s: float = 0.0
+    python_s: float = 0.0
+
+
+def idle(pid: int, seconds: float) -> AtRest:
+    """The daemon's CPU share (%) over `seconds`, its VmRSS (MB) and thread count."""
+    ticks, ns, started = _cpu_ticks(pid), _run_ns(pid), time.monotonic()
     time.sleep(seconds)
-    used, elapsed = _cpu_seconds(pid) - before, time.monotonic() - started
+    elapsed = time.monotonic() - started
+    cpu = 100 * (_cpu_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK") / elapsed
+    after = _run_ns(pid)
+    cpu_ns = None if ns is None or after is None else 100 * (after - ns) / 1e9 / elapsed
     with open(f"/proc/{pid}/status", encoding="ascii") as file:
         rss_kb = next(int(line.split()[1]) for line in file if line.startswith("VmRSS:"))
-    return 100 * used / elapsed, rss_kb / 1024
+    return AtRest(cpu, cpu_ns, rss_kb / 1024, len(os.listdir(f"/proc/{pid}/task")))
 
 
-def _cpu_seconds(pid: int) -> float:
+def _cpu_ticks(pid: int) -> int:
+    """utime + stime of the whole process (its threads included, live or exited)."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as file:
         fields = file.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    return int(fields[11]) + int(fields[12])
+
+
+def _run_ns(pid: int) -> int | None:
+    """Nanoseconds on CPU summed over the live threads; None without schedstat."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as file:
+                total += int(file.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
 
 
 # --- the run -----------------------------------------------------------------------------
 
 
-@dataclass
-class Scenario:
-    history: int
-    drain: Drain
-    latencies_ms: list[float]
-
-    @property
-    def p50(self) -> float:
-        return percentile(self.latencies_ms, 0.50)
-
-    @property
-    def p99(self) -> float:
-        return percentile(self.latencies_ms, 0.99)
-
-
-def scenario(
-    base: str, history: int, sizes: Sizes, at_rest: dict[str, float] | None = None
-) -> Scenario:
-    """Drain, then pickup latency with a running daemon; with `at_rest`, also fill it with
-    the daemon's idle cost and the helper start-up times, measured in this project."""
+def scenario(base: str, history: int, sizes: Sizes, rest: bool = False) -> Scenario:
+    """With `history` old files: the disk's limit around a drain, then pickup latency with
+    a running daemon; with `rest`, also the daemon's idle cost and helper start-up."""
     project = Project(os.path.join(base, f"history-{history}"))
-    _progress(f"history {history}: filling")
+    _progress(f"history {history:,}: {history:,} old files per folder")
     project.fill_history(history)
-    _progress(f"history {history}: drain of {sizes.handoffs} x {len(RECIPIENTS)}")
+    _progress(f"history {history:,}: disk limit, drain of {sizes.handoffs:,} x 2, disk limit")
+    before = disk_limit(os.path.join(base, f"limit-{history}-a"), sizes.limit_files)
     drained = drain(project, sizes.handoffs)
+    after = disk_limit(os.path.join(base, f"limit-{history}-b"), sizes.limit_files)
     started = _handoffd("start", project.root)
     if started.returncode != 0:
         raise BenchError(f"handoffd start failed: {started.stderr}")
+    at_rest = None
     try:
         with open(os.path.join(project.root, ".swarmforge", "daemon", "handoffd.pid")) as file:
             pid = int(file.read())
-        _progress(f"history {history}: {sizes.latency_samples} latency samples")
+        _progress(f"history {history:,}: {sizes.latency_samples} pickup samples")
         samples = latency(project, sizes.latency_samples)
-        if at_rest is not None:
-            _progress(f"daemon at rest for {sizes.idle_seconds:g} s")
-            time.sleep(1.0)  # let the last pass and its log writes settle
-            at_rest["cpu_pct"], at_rest["rss_mb"] = idle(pid, sizes.idle_seconds)
-            _progress(f"helper start-up, {sizes.startup_runs} runs each")
-            at_rest["helper_s"], at_rest["python_s"] = startup(project, sizes.startup_runs)
+        if rest:
+            at_rest = _at_rest(project, pid, sizes)
     finally:
         _handoffd("stop", project.root)
-    return Scenario(history, drained, [s * 1000 for s in samples])
+    limit = (before + after) / 2
+    return Scenario(history, limit, drained, [s * 1000 for s in samples], at_rest)
+
+
+def _at_rest(project: Project, pid: int, sizes: Sizes) -> AtRest:
+    _progress(f"daemon at rest for {sizes.idle_seconds:g} s")
+    time.sleep(1.0)  # let the last pass and its log writes settle
+    at_rest = idle(pid, sizes.idle_seconds)
+    _progress(f"helper start-up, {sizes.startup_runs} runs each")
+    at_rest.helper_s, at_rest.python_s = startup(project, sizes.startup_runs)
+    return at_rest
 
 
 def machine(directory: str) -> dict[str, Any]:
@@ -378,19 +398,36 @@ def machine(directory: str) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "cpu_model": _cpu_model(),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "bytecode": _bytecode(),
         "temp_dir": directory,
         "filesystem": _filesystem(directory),
+        "load_start": _load(),
     }
+
+
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages: other work on the machine skews every figure."""
+    return " ".join(f"{load:.2f}" for load in os.getloadavg())
 
 
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as file:
-            return next(
-                (ln.split(":", 1)[1].strip() for ln in file if ln.startswith("model name")), ""
-            )
+            names = (ln.split(":", 1)[1].strip() for ln in file if ln.startswith("model name"))
+            return next(names, "")
     except OSError:
         return ""
+
+
+def _bytecode() -> str:
+    """Whether the helpers start from cached bytecode: without it each call compiles them."""
+    import importlib.util
+
+    from handoffd import helpers
+
+    cached = os.path.exists(importlib.util.cache_from_source(helpers.__file__))
+    note = " (PYTHONDONTWRITEBYTECODE is set)" if sys.flags.dont_write_bytecode else ""
+    return ("cached" if cached else "not cached: helpers compile on every call") + note
 
 
 def _filesystem(directory: str) -> str:
@@ -409,129 +446,10 @@ def _filesystem(directory: str) -> str:
     return f"{best[1]} ({best[2]} on {best[0]})"
 
 
-def measure(base: str, sizes: Sizes) -> dict[str, Any]:
-    _progress(f"disk limit: {sizes.limit_files} files")
-    limit = disk_limit(os.path.join(base, "limit"), sizes.limit_files)
-    at_rest: dict[str, float] = {}
-    runs = [scenario(base, 0, sizes, at_rest)]
-    runs += [scenario(base, history, sizes) for history in sizes.histories]
-    return report(limit, runs, at_rest)
-
-
-def report(limit: float, runs: list[Scenario], at_rest: dict[str, float]) -> dict[str, Any]:
-    """The figures and their verdicts (pure)."""
-    empty = runs[0]
-    helper_ratio = at_rest["helper_s"] / at_rest["python_s"]
-    metrics: dict[str, Any] = {
-        "disk_limit_files_per_s": limit,
-        "drain_copies": empty.drain.copies,
-        "drain_pass_s": empty.drain.pass_s,
-        "drain_wall_s": empty.drain.wall_s,
-        "drain_copies_per_s": empty.drain.copies_per_s,
-        "drain_vs_limit": empty.drain.copies_per_s / limit,
-        "latency_samples": len(empty.latencies_ms),
-        "latency_p50_ms": empty.p50,
-        "latency_p99_ms": empty.p99,
-        "latency_max_ms": max(empty.latencies_ms),
-        "helper_median_ms": at_rest["helper_s"] * 1000,
-        "python_median_ms": at_rest["python_s"] * 1000,
-        "helper_vs_python": helper_ratio,
-        "idle_cpu_pct": at_rest["cpu_pct"],
-        "idle_rss_mb": at_rest["rss_mb"],
-        "growth": {},
-    }
-    verdicts = {
-        "drain": metrics["drain_vs_limit"] >= 0.5,
-        "latency_p50": empty.p50 <= 5.0,
-        "latency_p99": empty.p99 <= 25.0,
-        "helper_startup": helper_ratio <= 1.5,
-        "idle_cpu": at_rest["cpu_pct"] <= 0.2,
-        "idle_rss": at_rest["rss_mb"] <= 60.0,
-    }
-    for run in runs[1:]:
-        growth = {
-            "drain_copies_per_s": run.drain.copies_per_s,
-            "drain_vs_empty": run.drain.copies_per_s / empty.drain.copies_per_s,
-            "latency_p50_ms": run.p50,
-            "p50_vs_empty": run.p50 / empty.p50,
-            "latency_p99_ms": run.p99,
-            "p99_vs_empty": run.p99 / empty.p99,
-        }
-        metrics["growth"][str(run.history)] = growth
-        verdicts[f"growth_{run.history}_drain"] = growth["drain_vs_empty"] >= 1 / GROWTH_TOLERANCE
-        verdicts[f"growth_{run.history}_p50"] = _flat(run.p50, empty.p50)
-        verdicts[f"growth_{run.history}_p99"] = _flat(run.p99, empty.p99)
-    return {"metrics": metrics, "verdicts": verdicts, "all_pass": all(verdicts.values())}
-
-
-def _flat(value_ms: float, empty_ms: float) -> bool:
-    return value_ms <= empty_ms * GROWTH_TOLERANCE or value_ms - empty_ms <= GROWTH_SLACK_MS
-
-
-# --- rendering ---------------------------------------------------------------------------
-
-
-Row = tuple[str, str, str, str]  # measurement, value, target, verdict
-
-
-def render(info: dict[str, Any], sizes: Sizes, result: dict[str, Any]) -> str:
-    """The readable report: machine, one row per figure with its target and verdict."""
-    rows = _rows(result["metrics"], result["verdicts"], sizes)
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    header = [
-        f"handoffd bench  {info['date']}",
-        f"machine: {info['uname']}, {info['cpus']} CPUs ({info['cpu_model']}), {info['python']}",
-        f"temp dir: {info['temp_dir']} on {info['filesystem']}",
-        f"sizes: {asdict(sizes)}",
-        "",
-    ]
-    table = [("measurement", "value", "target", "verdict"), *rows]
-    lines = [
-        f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:<{widths[2]}}  {d}".rstrip()
-        for a, b, c, d in table
-    ]
-    footer = [
-        "",
-        "drain: timed from the daemon log's `started` to its last `delivered` event;",
-        "latency: from the rename into outbox/ until both copies appear in inbox/new/ (inotify);",
-        f"growth: flat = within {GROWTH_TOLERANCE}x of the empty-history figure (latencies: "
-        f"or within {GROWTH_SLACK_MS:g} ms of it).",
-        f"overall: {'PASS' if result['all_pass'] else 'MISS'}",
-    ]
-    return "\n".join(header + lines + footer)
-
-
-def _rows(m: dict[str, Any], verdicts: dict[str, bool], sizes: Sizes) -> list[Row]:
-    def row(label: str, value: str, target: str = "", key: str = "") -> Row:
-        return label, value, target, ("PASS" if verdicts[key] else "MISS") if key else ""
-
-    rows = [
-        row("1 disk limit: write+fsync+rename+dir fsync", f"{m['disk_limit_files_per_s']:,.0f}/s"),
-        row(f"2 drain {m['drain_copies']:,} copies (pass)", f"{m['drain_copies_per_s']:,.0f}/s"),
-        row("  drain / disk limit", f"{m['drain_vs_limit']:.2f}x", ">= 0.5x", "drain"),
-        row("  pass / run --once wall", f"{m['drain_pass_s']:.2f} s / {m['drain_wall_s']:.2f} s"),
-        row(f"3 pickup p50 ({m['latency_samples']} samples)", f"{m['latency_p50_ms']:.2f} ms",
-            "<= 5 ms", "latency_p50"),
-        row("  pickup p99", f"{m['latency_p99_ms']:.2f} ms", "<= 25 ms", "latency_p99"),
-        row("  pickup max", f"{m['latency_max_ms']:.2f} ms"),
-        row("4 ready_for_next start-up, median", f"{m['helper_median_ms']:.1f} ms"),
-        row("  python -c pass, median", f"{m['python_median_ms']:.1f} ms"),
-        row("  helper / python", f"{m['helper_vs_python']:.2f}x", "<= 1.5x", "helper_startup"),
-        row(f"5 idle CPU over {sizes.idle_seconds:g} s", f"{m['idle_cpu_pct']:.3f} %",
-            "<= 0.2 %", "idle_cpu"),
-        row("  idle RSS", f"{m['idle_rss_mb']:.1f} MB", "<= 60 MB", "idle_rss"),
-    ]  # fmt: skip
-    for history, g in m["growth"].items():
-        n, key = f"{int(history):,}", f"growth_{history}"
-        rows += [
-            row(f"6 history {n}: drain", f"{g['drain_copies_per_s']:,.0f}/s "
-                f"({g['drain_vs_empty']:.2f}x)", f">= {1 / GROWTH_TOLERANCE:.2f}x", key + "_drain"),
-            row(f"  history {n}: pickup p50", f"{g['latency_p50_ms']:.2f} ms "
-                f"({g['p50_vs_empty']:.2f}x)", "flat", key + "_p50"),
-            row(f"  history {n}: pickup p99", f"{g['latency_p99_ms']:.2f} ms "
-                f"({g['p99_vs_empty']:.2f}x)", "flat", key + "_p99"),
-        ]  # fmt: skip
-    return rows
+def measure(base: str, sizes: Sizes) -> list[Scenario]:
+    """The empty-history run (with idle cost and start-up), then one per history size."""
+    runs = [scenario(base, 0, sizes, rest=True)]
+    return runs + [scenario(base, history, sizes) for history in sizes.histories]
 
 
 def _progress(text: str) -> None:
@@ -544,23 +462,34 @@ def _progress(text: str) -> None:
 @click.option("--latency-samples", type=click.IntRange(1), help="Pickup samples [200].")
 @click.option("--idle-seconds", type=click.FloatRange(0.5), help="Idle window [15].")
 @click.option("--startup-runs", type=click.IntRange(1), help="Runs of each command [20].")
-@click.option("--limit-files", type=click.IntRange(1), help="Files of the disk-limit loop [2000].")
-@click.option("--history", "histories", type=click.IntRange(1), multiple=True,
-              help="History sizes for the growth runs, repeatable [10000, 50000].")  # fmt: skip
+@click.option(
+    "--limit-files",
+    type=click.IntRange(1),
+    help="Files of each disk-limit loop, run before and after each drain [1000].",
+)
+@click.option(
+    "--history",
+    "histories",
+    type=click.IntRange(1),
+    multiple=True,
+    help="History sizes for the growth runs, repeatable [10000, 50000].",
+)
 @click.option("--dir", "directory", type=click.Path(file_okay=False), help="Where to build.")
 @click.option("--json-only", is_flag=True, help="Print only the JSON line.")
-@click.option("--keep", is_flag=True, help="Keep the temp dir.")
+@click.option("--keep", is_flag=True, help="Keep the temp dir.")  # fmt: skip
 def main(quick: bool, directory: str | None, json_only: bool, keep: bool, **given: Any) -> None:
     """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth."""
-    sizes = QUICK if quick else Sizes()
+    from handoffd import benchreport
+
     chosen = {key: value for key, value in given.items() if value not in (None, ())}
     if "histories" in chosen:
         chosen["histories"] = tuple(chosen["histories"])
-    sizes = Sizes(**{**asdict(sizes), **chosen})
+    sizes = Sizes(**{**asdict(QUICK if quick else Sizes()), **chosen})
     base = tempfile.mkdtemp(prefix="handoffd-bench-", dir=directory)
     try:
         info = machine(base)
-        result = measure(base, sizes)
+        result = benchreport.report(measure(base, sizes))
+        info["load_end"] = _load()
     except BenchError as error:
         raise click.ClickException(str(error)) from None
     finally:
@@ -569,5 +498,5 @@ def main(quick: bool, directory: str | None, json_only: bool, keep: bool, **give
         else:
             shutil.rmtree(base, ignore_errors=True)
     if not json_only:
-        click.echo(render(info, sizes, result))
+        click.echo(benchreport.render(info, asdict(sizes), result))
     click.echo(json.dumps({**info, "sizes": asdict(sizes), **result}, sort_keys=True))

@@ -17,14 +17,19 @@ METRICS = (
     "latency_p50_ms",
     "latency_p99_ms",
     "latency_max_ms",
+    "latency_p50_in_limit_periods",
     "helper_median_ms",
     "python_median_ms",
     "helper_vs_python",
     "idle_cpu_pct",
     "idle_rss_mb",
+    "idle_threads",
 )
 GROWTH = (
+    "disk_limit_files_per_s",
     "drain_copies_per_s",
+    "drain_vs_limit",
+    "drain_raw_vs_empty",
     "drain_vs_empty",
     "latency_p50_ms",
     "p50_vs_empty",
@@ -50,9 +55,9 @@ def test_quick_bench_prints_the_table_and_a_json_line_with_every_metric(tmp_path
     for label in ("disk limit", "drain", "pickup p50", "pickup p99", "ready_for_next",
                   "python -c pass", "idle CPU", "idle RSS", "history 500"):  # fmt: skip
         assert label in text
-    assert "machine:" in text and report["python"] in text
+    assert "machine:" in text and report["python"] in text and "bytecode" in text
     assert text.count("PASS") + text.count("MISS") >= len(VERDICTS) + 3
-    for key in ("date", "uname", "cpus", "python", "filesystem", "sizes"):
+    for key in ("date", "uname", "cpus", "python", "bytecode", "filesystem", "load_end", "sizes"):
         assert report[key]
     metrics = report["metrics"]
     for key in METRICS:
