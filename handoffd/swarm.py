@@ -57,9 +57,12 @@ def up(
     """Start the missing sessions and the daemon; returns the socket and the sessions started."""
     roles = config.load_roles(root)
     socket = read_socket(root)
+    commands = {**default_agents(), **(agents or {})}
+    for role in roles.values():
+        if role.session:
+            _check_startable(role)
     os.makedirs(os.path.dirname(socket), mode=0o700, exist_ok=True)
     server = libtmux.Server(socket_path=socket, config_file=tmux_config)
-    commands = {**default_agents(), **(agents or {})}
     started = []
     for role in roles.values():
         if not role.session or server.has_session(role.session, exact=True):
@@ -75,6 +78,16 @@ def up(
     if lifecycle.holder(root) is None:
         lifecycle.start(root, list(daemon_args))
     return socket, started
+
+
+def _check_startable(role: config.Role) -> None:
+    """Refuse before starting anything: tmux opens a session whose directory is missing
+    somewhere else, without a word."""
+    if not os.path.isdir(role.worktree):
+        raise RuntimeError(
+            f"the worktree of role {role.name} is missing: {role.worktree}; "
+            "run `handoffd init` to lay it out again"
+        )
 
 
 def down(root: str) -> tuple[int | None, bool]:
