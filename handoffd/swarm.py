@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from importlib import resources
@@ -60,7 +61,7 @@ def up(
     commands = {**default_agents(), **(agents or {})}
     for role in roles.values():
         if role.session:
-            _check_startable(role)
+            _check_startable(role, commands)
     os.makedirs(os.path.dirname(socket), mode=0o700, exist_ok=True)
     server = libtmux.Server(socket_path=socket, config_file=tmux_config)
     started = []
@@ -80,14 +81,34 @@ def up(
     return socket, started
 
 
-def _check_startable(role: config.Role) -> None:
+def _check_startable(role: config.Role, agents: dict[str, str]) -> None:
     """Refuse before starting anything: tmux opens a session whose directory is missing
-    somewhere else, without a word."""
+    somewhere else, without a word, and an agent that is not installed ends its session
+    (and, if it was the last, the server) at once."""
     if not os.path.isdir(role.worktree):
         raise RuntimeError(
             f"the worktree of role {role.name} is missing: {role.worktree}; "
             "run `handoffd init` to lay it out again"
         )
+    program = _program(agents.get(role.agent, shlex.quote(role.agent)))
+    if program and shutil.which(program, path=session_environment(role)["PATH"]) is None:
+        raise RuntimeError(
+            f"the agent of role {role.name} is not installed: {program} not found; "
+            f"give its command line with --agent {role.agent}=COMMAND"
+        )
+
+
+def _program(command: str) -> str | None:
+    """The program a command line runs: its first word that is not a NAME=value."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None  # tmux's shell will say what is wrong with it
+    for word in words:
+        name, assigns, _ = word.partition("=")
+        if not (assigns and name.isidentifier()):
+            return word
+    return None
 
 
 def down(root: str) -> tuple[int | None, bool]:
