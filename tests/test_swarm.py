@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import lifecycle, swarm
+from tests.conftest import git
 from tests.swarm_support import (
     WAKE_TEXT,
     alive,
@@ -120,7 +121,7 @@ def test_the_shell_agent_runs_the_users_shell(root: Path, tmp_path: Path) -> Non
     fake_shell.chmod(0o755)
     config = root / ".swarmforge" / "roles.tsv"
     config.write_text(config.read_text().replace("\tprobe-sh\t", "\tshell\t"))
-    result = handoffd("up", str(root), env=command_env(SHELL=str(fake_shell)))
+    result = handoffd("up", *AGENTS, str(root), env=command_env(SHELL=str(fake_shell)))
     assert result.returncode == 0, result.stderr
     wait_for(
         lambda: "MY SHELL as coder" in pane_text(socket_of(root), "swarmforge-coder"),
@@ -254,6 +255,35 @@ def test_up_outside_a_project_says_to_run_init_without_a_traceback(tmp_path: Pat
     assert result.returncode != 0
     assert "handoffd init" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_agent_that_is_not_installed_is_reported_before_anything_starts(root: Path) -> None:
+    result = handoffd("up", *AGENTS, "--agent", "probe-cat=no-such-agent --flag", str(root))
+    assert result.returncode == 1
+    assert "cleaner" in result.stderr
+    assert "no-such-agent" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not server_answers(socket_of(root))
+    assert lifecycle.holder(str(root)) is None
+
+
+def test_an_agent_command_may_start_with_variable_assignments(root: Path) -> None:
+    assign = ("--agent", "probe-cat=GREETING=hello sh -c 'echo $GREETING from $SWARMFORGE_ROLE; exec cat'")
+    result = handoffd("up", *AGENTS[:2], *assign, str(root))
+    assert result.returncode == 0, result.stderr
+    wait_for(
+        lambda: "hello from cleaner" in pane_text(socket_of(root), "swarmforge-cleaner"),
+        what="the agent to see its variable",
+    )
+
+
+def test_a_missing_worktree_is_reported_before_anything_starts(root: Path) -> None:
+    git(root, "worktree", "remove", ".worktrees/cleaner")
+    result = handoffd("up", *AGENTS, str(root))
+    assert result.returncode == 1
+    assert str(worktree(root, "cleaner")) in result.stderr
+    assert "handoffd init" in result.stderr
+    assert not server_answers(socket_of(root))
 
 
 def test_an_agent_option_without_a_command_is_refused(root: Path) -> None:
