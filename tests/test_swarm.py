@@ -268,7 +268,10 @@ def test_an_agent_that_is_not_installed_is_reported_before_anything_starts(root:
 
 
 def test_an_agent_command_may_start_with_variable_assignments(root: Path) -> None:
-    assign = ("--agent", "probe-cat=GREETING=hello sh -c 'echo $GREETING from $SWARMFORGE_ROLE; exec cat'")
+    assign = (
+        "--agent",
+        "probe-cat=GREETING=hello sh -c 'echo $GREETING from $SWARMFORGE_ROLE; exec cat'",
+    )
     result = handoffd("up", *AGENTS[:2], *assign, str(root))
     assert result.returncode == 0, result.stderr
     wait_for(
