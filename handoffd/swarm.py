@@ -77,7 +77,10 @@ def up(
         )
         started.append(role.session)
     if lifecycle.holder(root) is None:
-        lifecycle.start(root, list(daemon_args))
+        try:
+            lifecycle.start(root, list(daemon_args))
+        except lifecycle.AlreadyRunning:
+            pass  # another start won the race since we looked: one daemon runs, as wanted
     return socket, started
 
 
