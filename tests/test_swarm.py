@@ -154,6 +154,26 @@ def test_up_twice_starts_nothing_new(root: Path) -> None:
     assert swarm_pids(root) == before
 
 
+def test_up_racing_another_start_of_the_daemon_keeps_the_one_that_won(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert handoffd("start", str(root)).returncode == 0
+    winner = daemon_pid(root)
+    real_holder = lifecycle.holder
+    calls: list[str] = []
+
+    def holder_seen_before_the_other_start(project: str) -> int | None:
+        """The first look finds no daemon, as if the other start came just after it."""
+        calls.append(project)
+        return None if len(calls) == 1 else real_holder(project)
+
+    monkeypatch.setattr(lifecycle, "holder", holder_seen_before_the_other_start)
+    agents = dict(value.split("=", 1) for value in AGENTS[1::2])
+    _, started = swarm.up(str(root), agents)
+    assert started == ["swarmforge-coder", "swarmforge-cleaner"]
+    assert real_holder(str(root)) == winner
+
+
 def test_up_restarts_only_the_session_that_is_gone(root: Path) -> None:
     up(root)
     socket = socket_of(root)
