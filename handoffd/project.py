@@ -62,7 +62,7 @@ def parse(text: str, source: str) -> list[Window]:
             continue
         where = f"{source}:{number}"
         try:
-            words = shlex.split(line)
+            words = shlex.split(line, comments=True)  # a trailing `# note` is not an argument
         except ValueError as error:
             raise SwarmConfigError(f"{where}: {error}") from None
         window = _window(words, where)
@@ -121,7 +121,7 @@ def roles_tsv(windows: list[Window], root: str) -> str:
     rows = [
         "\t".join((
             w.role, w.worktree, w.worktree_path(root), f"swarmforge-{w.role}",
-            w.role.capitalize(), w.agent, w.mode, shlex.join(w.args),
+            w.role[:1].upper() + w.role[1:], w.agent, w.mode, shlex.join(w.args),
         ))
         for w in windows
     ]  # fmt: skip

@@ -62,7 +62,9 @@ def up(
     for role in roles.values():
         if role.session:
             _check_startable(role, commands)
-    os.makedirs(os.path.dirname(socket), mode=0o700, exist_ok=True)
+    if shutil.which("tmux") is None:
+        raise RuntimeError("tmux is not installed; install it (e.g. apt-get install tmux)")
+    _private_dir(os.path.dirname(socket))
     server = libtmux.Server(socket_path=socket, config_file=tmux_config)
     started = []
     for role in roles.values():
@@ -82,6 +84,18 @@ def up(
         except lifecycle.AlreadyRunning:
             pass  # another start won the race since we looked: one daemon runs, as wanted
     return socket, started
+
+
+def _private_dir(directory: str) -> None:
+    """The socket's folder must be ours alone: whoever can write there can impersonate the
+    server, and with it type into every agent's session."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    info = os.stat(directory)
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise RuntimeError(
+            f"{directory} must belong to you and be private (mode 700); "
+            "fix it or remove it, then run `handoffd up` again"
+        )
 
 
 def _check_startable(role: config.Role, agents: dict[str, str]) -> None:

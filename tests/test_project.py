@@ -89,6 +89,16 @@ def test_comments_and_blank_lines_are_skipped() -> None:
     assert [w.role for w in windows] == ["a"]
 
 
+def test_a_trailing_comment_is_not_an_agent_argument() -> None:
+    windows = project.parse("window a shell wa batch --x  # the cleaner\n", "swarm.conf")
+    assert (windows[0].mode, windows[0].args) == ("batch", ("--x",))
+
+
+def test_the_display_column_keeps_the_role_names_capitals(tmp_path: Path) -> None:
+    text = project.roles_tsv(project.parse("window QA shell qa\nwindow coder shell c\n", "s"), "/p")
+    assert [line.split("\t")[4] for line in text.splitlines()] == ["QA", "Coder"]
+
+
 @pytest.mark.parametrize(
     ("text", "line", "words"),
     [

@@ -314,3 +314,17 @@ def test_an_agent_option_without_a_command_is_refused(root: Path) -> None:
     assert result.returncode == 2
     assert "NAME=COMMAND" in result.stderr
     assert not server_answers(socket_of(root))
+
+
+def test_up_refuses_a_socket_folder_others_can_write(tmp_path: Path) -> None:
+    """Whoever can write the socket's folder could stand in for the server and type into
+    every agent's session."""
+    from handoffd.swarm import _private_dir
+
+    shared = tmp_path / "sockets"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(RuntimeError, match="private"):
+        _private_dir(str(shared))
+    shared.chmod(0o700)
+    _private_dir(str(shared))  # ours alone: accepted
