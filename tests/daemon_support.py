@@ -154,6 +154,22 @@ def queue(
     return target
 
 
+def rewrite_roles(project: Project, text: str) -> None:
+    """Replace roles.tsv atomically, as a careful operator would: a daemon reading it
+    meanwhile sees the old file or the new one, never a half-written one."""
+    path = project.root / ".swarmforge" / "roles.tsv"
+    temp = path.with_name(".roles.tsv.tmp")
+    temp.write_text(text, encoding="utf-8")
+    os.rename(temp, path)
+
+
+def add_role(project: Project, name: str, worktree: Path) -> None:
+    """Append a role (session named like it) to roles.tsv, atomically."""
+    path = project.root / ".swarmforge" / "roles.tsv"
+    rewrite_roles(project, path.read_text() + f"{name}\t{name}\t{worktree}\t{name}\n")
+    project.worktrees[name] = worktree
+
+
 def inbox(project: Project, role: str) -> list[str]:
     """The visible names in a role's inbox/new/, sorted."""
     directory = project.box(role, "inbox/new")

@@ -19,10 +19,11 @@ import pytest
 
 from handoffd import config
 from handoffd.audit import audit
-from tests.conftest import Project, roles_tsv
+from tests.conftest import Project
 from tests.daemon_support import (
     RecordingWaker,
     Tmux,
+    add_role,
     events,
     finish,
     handoffd,
@@ -32,6 +33,7 @@ from tests.daemon_support import (
     pid_file,
     queue,
     read_log,
+    rewrite_roles,
     spawn,
     terminate,
     tmux_server,
@@ -152,9 +154,7 @@ def test_roles_tsv_changes_apply_on_the_next_pass(project: Project, tmp_path: Pa
     daemon.step(0)
     extra = tmp_path / "extra"
     extra.mkdir()
-    with open(project.root / config.ROLES_FILE, "a") as roles:
-        roles.write(roles_tsv([("extra", "extra", str(extra), "extra")]))
-    project.worktrees["extra"] = extra
+    add_role(project, "extra", extra)
     path = queue(project, "extra", ["QA"])
 
     daemon.step(0.1)
@@ -168,7 +168,7 @@ def test_a_broken_roles_tsv_is_logged_and_the_last_good_roles_keep_working(
 ) -> None:
     daemon = open_daemon(project)
     good = (project.root / config.ROLES_FILE).read_text()
-    project.write_roles(good + "broken\tline\n")
+    rewrite_roles(project, good + "broken\tline\n")
     path = queue(project, "coder", ["QA"])
 
     daemon.step(0)
@@ -254,9 +254,7 @@ def test_a_role_added_to_roles_tsv_is_delivered_without_a_restart(
     process = run_daemon(project, procs)
     extra = tmp_path / "extra"
     extra.mkdir()
-    project.worktrees["extra"] = extra
-    with open(project.root / config.ROLES_FILE, "a") as roles:
-        roles.write(roles_tsv([("extra", "extra", str(extra), "extra")]))
+    add_role(project, "extra", extra)
     wait_event(project, "config_loaded", where=lambda e: "extra" in e["roles"])
     outgoing = queue(project, "extra", ["QA"])
     incoming = queue(project, "coder", ["extra"])
@@ -271,7 +269,7 @@ def test_a_broken_roles_tsv_never_stops_the_running_daemon(
 ) -> None:
     process = run_daemon(project, procs)
     good = (project.root / config.ROLES_FILE).read_text()
-    project.write_roles(good + "two\tcolumns\n")
+    rewrite_roles(project, good + "two\tcolumns\n")
     wait_event(project, "config_error")
     path = queue(project, "coder", ["cleaner", "QA"])
 
@@ -279,7 +277,7 @@ def test_a_broken_roles_tsv_never_stops_the_running_daemon(
     wait_delivered(project, "QA", path.name)
     assert process.poll() is None
     loaded = len(events(project, "config_loaded"))
-    project.write_roles(good)  # fixed: picked up again
+    rewrite_roles(project, good)  # fixed: picked up again
     wait_for(lambda: len(events(project, "config_loaded")) > loaded, what="config reloaded")
     assert stop_daemon(process)[0] == 0
 
@@ -384,8 +382,7 @@ def test_the_log_is_json_lines_with_every_event_and_its_fields(
 ) -> None:
     tmux.session("QA")  # cleaner has no session: its wake-up fails
     use_socket(project, tmux.socket)
-    with open(project.root / config.ROLES_FILE, "a") as roles:
-        roles.write(roles_tsv([("ghost", "ghost", str(tmp_path / "nowhere"), "ghost")]))
+    add_role(project, "ghost", tmp_path / "nowhere")
     good = queue(project, "coder", ["QA", "cleaner"])
     bad = queue(project, "coder", ["QA"], data=b"not a handoff\n")
     later = queue(project, "coder", ["ghost"])  # its worktree is missing: deferred
