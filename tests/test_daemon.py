@@ -399,8 +399,9 @@ def test_the_log_is_json_lines_with_every_event_and_its_fields(
     by_event: dict[str, list[dict[str, object]]] = {}
     for entry in entries:
         by_event.setdefault(entry["event"], []).append(entry)
-    assert entries[0]["event"] == "config_loaded" or by_event["started"]
-    assert by_event["started"][0]["pid"] and entries[-1]["event"] == "stopped"
+    order = [entry["event"] for entry in entries]
+    assert order.index("started") < order.index("delivered") and order[-1] == "stopped"
+    assert by_event["started"][0]["pid"] == by_event["stopped"][0]["pid"]
     [delivered] = by_event["delivered"]
     assert (delivered["file"], delivered["recipients"]) == (good.name, ["QA", "cleaner"])
     [failed] = by_event["failed"]
