@@ -5,6 +5,7 @@ signalled.  Real processes and real signals throughout."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -149,6 +150,19 @@ def test_stop_stops_a_running_daemon_and_leaves_no_pid_file(stopper: Project, co
     result = STOPPERS[command](str(project.root))
 
     assert result.returncode == 0, result.stderr
+    assert_no_daemon(project, pid)
+
+
+def test_stop_kills_a_wedged_daemon_that_does_not_answer_sigterm(stopper: Project) -> None:
+    project = stopper
+    pid = start(project)
+    os.kill(pid, signal.SIGSTOP)  # wedged: TERM stays pending, only KILL works
+
+    started = time.monotonic()
+    result = handoffd("stop", str(project.root))
+
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started >= lifecycle.STOP_GRACE  # TERM was tried first
     assert_no_daemon(project, pid)
 
 
