@@ -31,13 +31,14 @@ def create(path: str, data: bytes, mode: int = 0o644) -> None:
     """
     fd = os.open(path, _CREATE, mode)
     try:
-        write_all(fd, data)
-        os.fsync(fd)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # a failed close still frees the fd (Linux): never close twice
     except BaseException:
-        os.close(fd)
         unlink_quietly(path)
         raise
-    os.close(fd)
 
 
 def fsync_dir(path: str) -> None:
