@@ -67,13 +67,23 @@ class BenchError(Exception):
 
 @dataclass
 class Scenario:
-    """What one history size measured."""
+    """What one history size measured.  Every history size gets the same measurements,
+    interleaved with the others', so a disk that drifts during the run affects all alike."""
 
     history: int  # old files in each recipient's completed/ and the sender's sent/
-    limit: float  # the disk's limit (files/s), mean of the runs before and after the drain
-    drain: Drain
-    latencies_ms: list[float]
+    limits: list[float] = field(default_factory=list)  # files/s, before and after each drain
+    drains: list[Drain] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
     at_rest: AtRest | None = None
+
+    @property
+    def limit(self) -> float:
+        return statistics.fmean(self.limits)
+
+    @property
+    def copies_per_s(self) -> float:
+        """All copies over all drain time."""
+        return sum(d.copies for d in self.drains) / sum(d.pass_s for d in self.drains)
 
 
 # --- the throwaway project -----------------------------------------------------------
@@ -240,34 +250,42 @@ class Inotify:
         os.close(self.fd)
 
 
-def latency(project: Project, samples: int) -> list[float]:
-    """Seconds from the rename into outbox/ until every recipient's copy shows in new/."""
+def latency(projects: list[Project], samples: int) -> list[list[float]]:
+    """Seconds from the rename into outbox/ until every recipient's copy shows in new/;
+    `samples` per project, taken in turn from each project's running daemon."""
     inotify = Inotify()
-    news = [project.box(role, Box.NEW) for role in RECIPIENTS]
-    for directory in news:
-        inotify.watch(directory, IN_MOVED_TO)
-    journal = os.path.join(project.root, JOURNAL)
-    results = []
     try:
+        for project in projects:
+            for role in RECIPIENTS:
+                inotify.watch(project.box(role, Box.NEW), IN_MOVED_TO)
+        results: list[list[float]] = [[] for _ in projects]
         for _ in range(samples):
-            name, data = project.handoff()
-            draft = project.box(SENDER, Box.DRAFTS, f".{name}.tmp")
-            durable.create(draft, data)  # as swarm_handoff does; not timed
-            waiting = {(directory, name) for directory in news}
-            started = time.perf_counter()
-            os.rename(draft, project.box(SENDER, Box.OUTBOX, name))
-            while waiting:
-                events = inotify.read(started + TIMEOUT - time.perf_counter())
-                if not events:
-                    raise BenchError(f"{name} was not delivered within {TIMEOUT} s")
-                waiting.difference_update(events)
-            results.append(time.perf_counter() - started)
-            _wait_gone(project.box(SENDER, Box.OUTBOX, name), journal)  # the pass has ended
-            project.clear_new()
-            time.sleep(SPACING)
+            for project, result in zip(projects, results, strict=True):
+                result.append(_pickup(project, inotify))
+                time.sleep(SPACING)
     finally:
         inotify.close()
     return results
+
+
+def _pickup(project: Project, inotify: Inotify) -> float:
+    """One handoff: queued as swarm_handoff does (not timed), then timed to visibility."""
+    name, data = project.handoff()
+    draft = project.box(SENDER, Box.DRAFTS, f".{name}.tmp")
+    durable.create(draft, data)
+    waiting = {(project.box(role, Box.NEW), name) for role in RECIPIENTS}
+    started = time.perf_counter()
+    os.rename(draft, project.box(SENDER, Box.OUTBOX, name))
+    while waiting:
+        events = inotify.read(started + TIMEOUT - time.perf_counter())
+        if not events:
+            raise BenchError(f"{name} was not delivered within {TIMEOUT} s")
+        waiting.difference_update(events)
+    elapsed = time.perf_counter() - started
+    # The pass ends when the original is archived and the journal cleared.
+    _wait_gone(project.box(SENDER, Box.OUTBOX, name), os.path.join(project.root, JOURNAL))
+    project.clear_new()
+    return elapsed
 
 
 def _wait_gone(*paths: str) -> None:
@@ -354,31 +372,44 @@ def _run_ns(pid: int) -> int | None:
 # --- the run -----------------------------------------------------------------------------
 
 
-def scenario(base: str, history: int, sizes: Sizes, rest: bool = False) -> Scenario:
-    """With `history` old files: the disk's limit around a drain, then pickup latency with
-    a running daemon; with `rest`, also the daemon's idle cost and helper start-up."""
-    project = Project(os.path.join(base, f"history-{history}"))
-    _progress(f"history {history:,}: {history:,} old files per folder")
-    project.fill_history(history)
-    _progress(f"history {history:,}: disk limit, drain of {sizes.handoffs:,} x 2, disk limit")
-    before = disk_limit(os.path.join(base, f"limit-{history}-a"), sizes.limit_files)
-    drained = drain(project, sizes.handoffs)
-    after = disk_limit(os.path.join(base, f"limit-{history}-b"), sizes.limit_files)
+def measure(base: str, sizes: Sizes) -> list[Scenario]:
+    """Every history size (0 first), interleaved: drains in A B C C B A order, each between
+    two disk-limit runs; then pickup samples in turn from one running daemon per size;
+    then the empty-history daemon's idle cost, and helper start-up in that project."""
+    runs = [Scenario(history) for history in (0, *sizes.histories)]
+    projects = [Project(os.path.join(base, f"history-{run.history}")) for run in runs]
+    for run, project in zip(runs, projects, strict=True):
+        _progress(f"history {run.history:,}: {run.history:,} old files per folder")
+        project.fill_history(run.history)
+    order = list(zip(runs, projects, strict=True))
+    for n, (run, project) in enumerate(order + order[::-1]):
+        _progress(f"history {run.history:,}: disk limit, drain of {sizes.handoffs:,} x 2")
+        run.limits.append(disk_limit(os.path.join(base, f"limit-{n}-a"), sizes.limit_files))
+        run.drains.append(drain(project, sizes.handoffs))
+        run.limits.append(disk_limit(os.path.join(base, f"limit-{n}-b"), sizes.limit_files))
+    pids = []
+    try:
+        for project in projects:
+            pids.append(_start(project))
+        _progress(f"{sizes.latency_samples} pickup samples per history size, in turn")
+        for run, samples in zip(runs, latency(projects, sizes.latency_samples), strict=True):
+            run.latencies_ms = [s * 1000 for s in samples]
+        for project in projects[1:]:
+            _handoffd("stop", project.root)
+        runs[0].at_rest = _at_rest(projects[0], pids[0], sizes)
+    finally:
+        for project in projects:
+            _handoffd("stop", project.root)
+    return runs
+
+
+def _start(project: Project) -> int:
+    """Start the project's daemon in the background, as `handoffd start` does; its pid."""
     started = _handoffd("start", project.root)
     if started.returncode != 0:
         raise BenchError(f"handoffd start failed: {started.stderr}")
-    at_rest = None
-    try:
-        with open(os.path.join(project.root, ".swarmforge", "daemon", "handoffd.pid")) as file:
-            pid = int(file.read())
-        _progress(f"history {history:,}: {sizes.latency_samples} pickup samples")
-        samples = latency(project, sizes.latency_samples)
-        if rest:
-            at_rest = _at_rest(project, pid, sizes)
-    finally:
-        _handoffd("stop", project.root)
-    limit = (before + after) / 2
-    return Scenario(history, limit, drained, [s * 1000 for s in samples], at_rest)
+    with open(os.path.join(project.root, ".swarmforge", "daemon", "handoffd.pid")) as file:
+        return int(file.read())
 
 
 def _at_rest(project: Project, pid: int, sizes: Sizes) -> AtRest:
@@ -444,12 +475,6 @@ def _filesystem(directory: str) -> str:
     except OSError:
         pass
     return f"{best[1]} ({best[2]} on {best[0]})"
-
-
-def measure(base: str, sizes: Sizes) -> list[Scenario]:
-    """The empty-history run (with idle cost and start-up), then one per history size."""
-    runs = [scenario(base, 0, sizes, rest=True)]
-    return runs + [scenario(base, history, sizes) for history in sizes.histories]
 
 
 def _progress(text: str) -> None:
