@@ -119,6 +119,7 @@ FAULTS = [
     ("open", errno.EIO),
     ("rename", errno.EIO),
     ("unlink", errno.EIO),
+    ("close", errno.EIO),
 ]
 
 
@@ -291,6 +292,7 @@ def test_the_daemon_never_renames_into_new_from_another_directory(
 JOURNAL_FAULTS = {
     "write": ("write", errno.ENOSPC, lambda path: path.endswith(JOURNAL)),
     "fsync": ("fsync", errno.EIO, lambda path: path.endswith(JOURNAL)),
+    "close": ("close", errno.EIO, lambda path: path.endswith(JOURNAL)),
     "directory fsync": ("fsync", errno.EIO, lambda path: path.endswith("/.swarmforge/daemon")),
 }
 
@@ -299,9 +301,9 @@ JOURNAL_FAULTS = {
 def test_an_io_error_committing_the_journal_defers_the_whole_pass_with_nothing_visible(
     project: Project, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    """Two originals in one pass, the journal's write, fsync or directory fsync fails:
-    both are deferred, no copy is in view, no temp and no journal stay behind; the next
-    pass delivers each exactly once."""
+    """Two originals in one pass, the journal's write, fsync, close or directory fsync
+    fails: both are deferred, no copy is in view, no temp and no journal stay behind;
+    the next pass delivers each exactly once."""
     roles = roles_of(project.root)
     queued = [
         queue_note(roles, "coder", ["cleaner", "QA"], message="one"),
