@@ -100,7 +100,12 @@ class Courier:
         """Outbox entries due for a try, in queue (filename) order across roles."""
         ready, present = [], set()
         for role in roles.values():
-            for name in _names(role.path(Box.OUTBOX)):
+            try:
+                names = _names(role.path(Box.OUTBOX))
+            except OSError as error:  # e.g. EACCES: one unreadable outbox holds up no other
+                self.log.warning("outbox_unreadable", role=role.name, error=str(error))
+                continue
+            for name in names:
                 path = role.path(Box.OUTBOX, name)
                 present.add(path)
                 retry = self.retries.get(path)
