@@ -61,9 +61,17 @@ class Courier:
         self.finish_journal()
         for role in roles.values():
             for box in (Box.NEW, Box.FAILED):
-                for temp in durable.temp_files(role.path(box)):
-                    durable.unlink_quietly(temp)
-                    self.log.info("swept", file=temp)
+                self._sweep(role.path(box))
+
+    def _sweep(self, folder: str) -> None:
+        """Remove the temp files in `folder`; one we cannot sweep waits for the next start
+        (helpers ignore hidden files), it is never a reason not to start."""
+        try:
+            for temp in durable.temp_files(folder):
+                durable.unlink_quietly(temp)
+                self.log.info("swept", file=temp)
+        except OSError as error:
+            self.log.warning("sweep_failed", folder=folder, error=str(error))
 
     def finish_journal(self) -> None:
         """Complete a pass the journal committed but a crash or an error interrupted."""
