@@ -369,3 +369,48 @@ def test_a_deferred_original_delivered_by_recovery_leaves_no_retry_timer(
     assert_delivered_once(scene.project.root, scene.expect())
     assert daemon.courier.next_retry() is None
     daemon.close()
+
+
+# --- an unreadable folder ------------------------------------------------------------------
+
+
+def test_an_unreadable_outbox_holds_up_no_other_role(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA's outbox cannot be listed (EACCES, as for a worktree the daemon's user may not
+    read): coder's handoff is still delivered, QA's waits in its outbox, logged, and goes
+    out once the outbox is readable again."""
+    roles = roles_of(project.root)
+    daemon, log = open_daemon(project.root)
+    from_coder = queue_note(roles, "coder", ["cleaner"], message="one")
+    from_qa = queue_note(roles, "QA", ["coder"], message="two")
+    faults = Faults(monkeypatch)
+    faults.fail("listdir", errno.EACCES, where=lambda path: path == roles["QA"].path(Box.OUTBOX))
+    daemon.guarded_step(T0)
+    assert faults.injected
+    assert not log.named("pass_failed"), log.named("pass_failed")
+    assert [fields["file"] for fields in log.named("delivered")] == [os.path.basename(from_coder)]
+    assert os.path.lexists(from_qa)
+    faults.clear()
+    daemon.guarded_step(LATER)
+    assert_delivered_once(
+        project.root, {ident_of(from_coder): ["cleaner"], ident_of(from_qa): ["coder"]}
+    )
+    daemon.close()
+
+
+def test_an_unreadable_inbox_at_start_up_does_not_stop_the_daemon(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QA's new/ cannot be listed while the daemon starts and sweeps temp files: it still
+    starts, and delivers once the folder is readable."""
+    qa_new = scene.roles["QA"].path(Box.NEW)
+    os.makedirs(qa_new)
+    faults = Faults(monkeypatch)
+    faults.fail("listdir", errno.EACCES, where=lambda path: path == qa_new)
+    daemon, _ = open_daemon(scene.project.root)
+    assert faults.injected
+    faults.clear()
+    daemon.step(T0)
+    assert_delivered_once(scene.project.root, scene.expect())
+    daemon.close()
