@@ -247,22 +247,27 @@ def test_short_writes_still_produce_complete_copies(
 # --- (d) an inbox on another filesystem ----------------------------------------------------
 
 
-def test_a_recipient_inbox_on_another_filesystem_is_delivered_atomically(scene: Scene) -> None:
-    """QA's inbox/ is a tmpfs (another filesystem than the outbox, sent/ and the journal):
-    its copy is still staged beside new/ and renamed within it, so it arrives whole, with
-    no temp left, and QA's real helper takes it."""
-    inbox = Path(scene.roles["QA"].handoffs) / "inbox"
-    inbox.mkdir(parents=True)
-    with tmpfs(inbox, "1m") as cannot:
+@pytest.mark.parametrize("mounted", ["inbox", "inbox/new"])
+def test_a_recipient_inbox_on_another_filesystem_is_delivered_atomically(
+    scene: Scene, mounted: str
+) -> None:
+    """QA's inbox/ (or only its new/) is a tmpfs, another filesystem than the outbox, sent/
+    and the journal: its copy is still staged inside new/ and renamed within it, so it
+    arrives whole, with no temp left; with the whole inbox there, QA's helper takes it."""
+    mount = Path(scene.roles["QA"].handoffs) / mounted
+    mount.mkdir(parents=True)
+    with tmpfs(mount, "1m") as cannot:
         if cannot:
             pytest.skip(cannot)
-        assert os.stat(inbox).st_dev != os.stat(scene.project.root).st_dev
-        daemon, _ = open_daemon(scene.project.root)
+        assert os.stat(mount).st_dev != os.stat(scene.project.root).st_dev
+        daemon, log = open_daemon(scene.project.root)
         daemon.step(T0)
         daemon.close()
+        assert not log.named("deferred")
         assert_delivered_once(scene.project.root, scene.expect())
-        taken = scene.project.run("ready_for_next", role="QA")
-        assert taken.code == 0 and "TASK: " in taken.out, taken.err
+        if mounted == "inbox":
+            taken = scene.project.run("ready_for_next", role="QA")
+            assert taken.code == 0 and "TASK: " in taken.out, taken.err
 
 
 def test_the_daemon_never_renames_into_new_from_another_directory(
@@ -390,6 +395,7 @@ def test_an_unreadable_outbox_holds_up_no_other_role(
     assert faults.injected
     assert not log.named("pass_failed"), log.named("pass_failed")
     assert [fields["file"] for fields in log.named("delivered")] == [os.path.basename(from_coder)]
+    assert log.named("outbox_unreadable")
     assert os.path.lexists(from_qa)
     faults.clear()
     daemon.guarded_step(LATER)
@@ -408,8 +414,8 @@ def test_an_unreadable_inbox_at_start_up_does_not_stop_the_daemon(
     os.makedirs(qa_new)
     faults = Faults(monkeypatch)
     faults.fail("listdir", errno.EACCES, where=lambda path: path == qa_new)
-    daemon, _ = open_daemon(scene.project.root)
-    assert faults.injected
+    daemon, log = open_daemon(scene.project.root)
+    assert faults.injected and log.named("sweep_failed")
     faults.clear()
     daemon.step(T0)
     assert_delivered_once(scene.project.root, scene.expect())
