@@ -79,6 +79,10 @@ def inspect(data: bytes, name: str, sender: str, roles: set[str]) -> tuple[hf.Ha
     claimed = handoff.get("from")
     if claimed != sender:
         raise Refused(f"header 'from: {claimed}' does not match the sending role '{sender}'")
+    if f"_from_{sender}_to_" not in name:
+        # Names are unique per sender only because they carry the sender; a name borrowed
+        # from another role's queue could collide with that role's handoff in an inbox.
+        raise Refused(f"file name does not say '_from_{sender}_to_' (the sending role)")
     return handoff, _recipients(handoff.get("to") or "", roles)
 
 

@@ -9,12 +9,13 @@ flight always finishes.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
 
-from handoffd import config
+from handoffd import config, durable
 from handoffd.config import Box, Role
 from handoffd.delivery import Courier
 from handoffd.handoff import is_visible
@@ -28,17 +29,25 @@ if TYPE_CHECKING:
 
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
+SETTLE = 0.3  # seconds a changed roles.tsv must stand still before it is read
 HANDOFF_DIRS = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 
 
 class Roles:
-    """roles.tsv, re-read when it changes; a broken file keeps the last good roles."""
+    """roles.tsv, re-read when it changes; a broken file keeps the last good roles.
+
+    A file edited in place can be read half-written, and a role missing from that read
+    would send its mail to failed/ as an unknown recipient.  So an in-place change
+    younger than SETTLE is read only once it has stood still that long (a file replaced
+    by rename is whole at once), and a file listing no role is never a good configuration.
+    """
 
     def __init__(self, root: str, log: FilteringBoundLogger) -> None:
         self.root = root
         self.path = os.path.join(root, config.ROLES_FILE)
         self.log = log
         self.current: dict[str, Role] = {}
+        self.settling = False  # a change waits to settle: look again in SETTLE seconds
         self._seen: object = None
 
     def get(self) -> tuple[dict[str, Role], bool]:
@@ -46,16 +55,22 @@ class Roles:
         try:
             info = os.stat(self.path)
             seen: object = (info.st_mtime_ns, info.st_size, info.st_ino)
+            in_place = isinstance(self._seen, tuple) and self._seen[2] == info.st_ino
+            fresh = in_place and time.time() - info.st_mtime_ns / 1e9 < SETTLE
         except OSError as error:
-            seen = error.strerror
-        if seen == self._seen:
+            seen, fresh = error.strerror, False
+        self.settling = seen != self._seen and fresh
+        if seen == self._seen or self.settling:
             return self.current, False
         self._seen = seen
         try:
-            self.current = config.load_roles(self.root)
+            roles = config.load_roles(self.root)
+            if not roles:
+                raise config.ConfigError(f"{self.path} lists no roles")
         except config.ConfigError as error:
             self.log.error("config_error", error=str(error), kept=sorted(self.current))
             return self.current, False
+        self.current = roles
         self.log.info("config_loaded", roles=sorted(self.current))
         return self.current, True
 
@@ -81,8 +96,7 @@ class Daemon:
 
     def open(self, watch: bool = True) -> None:
         """Recover from any crash, then start watching; the daemon is ready after this."""
-        if os.path.lexists(self._stop_file):
-            os.unlink(self._stop_file)  # left by an earlier stop: not meant for us
+        self._take_stop_file()  # left by an earlier stop: not meant for us
         roles, _ = self.roles.get()
         self._make_dirs(roles)
         self.courier.recover(roles)
@@ -143,8 +157,7 @@ class Daemon:
             # Watch before scanning: a file landing after the scan then still sends an event
             # (re-armed after the scan, it would wait for the next rescan).
             self._rearm(roles)
-        if os.path.lexists(self._stop_file):
-            os.unlink(self._stop_file)
+        if self._take_stop_file():
             self.log.info("stop_file")
             self.stopping = True
         got_mail = self.courier.deliver(roles, now)
@@ -153,8 +166,20 @@ class Daemon:
             self._next_rescan = now + self.rescan_every
             self._renotify(roles, now)
 
+    def _take_stop_file(self) -> bool:
+        """Remove `daemon/stop` if it is there (whatever it is); True if it was."""
+        if not os.path.lexists(self._stop_file):
+            return False
+        if os.path.isdir(self._stop_file) and not os.path.islink(self._stop_file):
+            shutil.rmtree(self._stop_file, ignore_errors=True)
+        else:
+            durable.unlink_quietly(self._stop_file)
+        return True
+
     def _timeout(self, now: float, watchdog: float | None) -> float:
         due = [self._next_rescan, self.courier.next_retry() or self._next_rescan]
+        if self.roles.settling:
+            due.append(now + SETTLE)
         timeout = max(0.0, min(due) - now)
         return min(timeout, watchdog) if watchdog else timeout
 

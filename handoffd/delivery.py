@@ -193,8 +193,13 @@ class Courier:
             os.makedirs(failed, exist_ok=True)
             target = _failed_name(failed, os.path.basename(path))
             # The reason first: an operator never sees a failed file without its reason.
-            durable.replace(os.path.join(failed, target + ".error"), f"{reason}\n".encode())
-            os.rename(path, os.path.join(failed, target))
+            error_file = os.path.join(failed, target + ".error")
+            durable.replace(error_file, f"{reason}\n".encode())
+            try:
+                os.rename(path, os.path.join(failed, target))
+            except OSError:
+                durable.unlink_quietly(error_file)  # no reason without its file
+                raise
             durable.fsync_dir(failed)
             durable.fsync_dir(os.path.dirname(path))
         except OSError as error:

@@ -55,6 +55,18 @@ def test_inspect_refuses_with_a_one_line_reason_that_names_the_problem(
     assert words in reason and "\n" not in reason
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["note.handoff", "50_20260101T000000Z_000001_from_QA_to_cleaner.handoff"],
+    ids=["no-sender", "another-senders-name"],
+)
+def test_inspect_refuses_a_file_name_that_does_not_carry_its_sender(name: str) -> None:
+    """Names are unique per sender only because they carry the sender: a borrowed name
+    could stand in an inbox in place of that other sender's handoff."""
+    with pytest.raises(checks.Refused, match="_from_coder_to_"):
+        checks.inspect(good(), name, "coder", ROLES)
+
+
 def test_read_entry_returns_a_regular_files_bytes_up_to_the_limit(tmp_path: Path) -> None:
     path = tmp_path / NAME
     path.write_bytes(b"x" * checks.MAX_BYTES)

@@ -364,6 +364,19 @@ def test_a_stop_file_left_from_before_does_not_stop_a_new_daemon(
     assert stop_daemon(process)[0] == 0
 
 
+def test_a_directory_named_stop_stops_the_daemon_too(project: Project) -> None:
+    """Whatever `daemon/stop` is, it is taken away and honoured, never a pass that fails
+    forever on removing it."""
+    daemon = open_daemon(project)
+    stop = project.root / ".swarmforge" / "daemon" / "stop"
+    (stop / "inside").mkdir(parents=True)
+
+    daemon.step(0)
+
+    assert daemon.stopping and not stop.exists()
+    assert events(project, "pass_failed") == []
+
+
 def test_run_once_delivers_everything_queued_then_exits_0(project: Project) -> None:
     for _ in range(300):
         queue(project, "coder", ["QA"])
@@ -475,3 +488,26 @@ def test_run_pings_the_systemd_watchdog_when_asked(
     process.send_signal(signal.SIGTERM)
     assert notify_socket.until("STOPPING=1")[-1] == "STOPPING=1"
     assert finish(process)[0] == 0
+
+
+def test_a_roles_tsv_being_written_in_place_is_read_only_once_it_stands_still(
+    project: Project,
+) -> None:
+    """A half-written roles.tsv (here: truncated to its first role) must not turn the
+    missing roles' mail into failures as 'unknown recipient'."""
+    daemon = open_daemon(project)
+    daemon.step(0)
+    path = project.root / config.ROLES_FILE
+    whole = path.read_text()
+    with open(path, "r+", encoding="utf-8") as file:  # in place, as `echo >>` or an editor
+        file.truncate(whole.index("\n", whole.index("\ncoder") + 1) + 1)
+    queued = queue(project, "coder", ["QA"])
+
+    daemon.step(0.1)
+
+    assert inbox(project, "QA") == [queued.name], "the last good roles still deliver"
+    assert daemon.roles.settling
+    stale = time.time() - 10
+    os.utime(path, (stale, stale))  # it stood still: now it is read
+    daemon.step(0.2)
+    assert events(project, "config_loaded")[-1]["roles"] == ["coder"]

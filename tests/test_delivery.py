@@ -346,3 +346,29 @@ def test_an_error_file_left_alone_in_failed_is_not_overwritten_by_a_newcomer(
     assert (failed / (name + ".error")).read_bytes() == b"the first reason\n"
     [other] = [n for n in os.listdir(failed) if n.endswith(".handoff")]
     assert other != name and "ghost" in (failed / (other + ".error")).read_text()
+
+
+def test_a_refusal_that_cannot_move_its_file_leaves_no_reason_behind_and_retries(
+    project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An `.error` with no file beside it would mislead the operator reading failed/."""
+    import errno
+
+    original = queue(project, "coder", ["ghost"])
+    failed = project.box("coder", "failed")
+    real_rename = os.rename
+
+    def rename(source: str, target: str) -> None:
+        if os.path.dirname(target) == str(failed):
+            raise OSError(errno.EIO, "injected I/O error")
+        real_rename(source, target)
+
+    monkeypatch.setattr(os, "rename", rename)
+    daemon = open_daemon(project)
+    daemon.step(0)
+
+    assert original.exists() and os.listdir(failed) == []
+    assert [e["file"] for e in events(project, "deferred")] == [original.name]
+    monkeypatch.setattr(os, "rename", real_rename)
+    daemon.step(100)
+    assert sorted(os.listdir(failed)) == [original.name, original.name + ".error"]
