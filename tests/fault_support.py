@@ -322,10 +322,14 @@ def describe(target: object) -> str:
 def tmpfs(path: Path | str, size: str) -> Iterator[str | None]:
     """Mount a tmpfs of `size` at `path` for the block; yields None (mounts nothing) with
     the reason when mounting is not allowed here, so the caller can skip."""
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    try:
+        result = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    except OSError as error:
+        yield f"cannot run mount here: {error}"
+        return
     if result.returncode != 0:
         yield f"cannot mount a tmpfs here: {result.stderr.strip() or result.returncode}"
         return
