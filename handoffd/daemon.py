@@ -17,7 +17,7 @@ import time
 
 from handoffd import config, durable
 from handoffd.config import Box, Role
-from handoffd.delivery import Courier
+from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.handoff import is_visible
 from handoffd.lifecycle import daemon_path, notify
 from handoffd.wake import Renotifier, Waker
@@ -125,13 +125,19 @@ class Daemon:
     def run(self) -> None:
         """Until asked to stop: a pass on every event, retry or rescan."""
         watchdog = _watchdog_interval()
+        failures = 0
         while not self.stopping:
             self.poke.clear()
-            self.guarded_step(time.monotonic())
+            failures = 0 if self.guarded_step(time.monotonic()) else failures + 1
             if watchdog:
                 notify("WATCHDOG=1")
-            if not self.stopping and not self.courier.backlog:
-                self.poke.wait(self._timeout(time.monotonic(), watchdog))
+            if self.stopping or (self.courier.backlog and not failures):
+                continue
+            timeout = self._timeout(time.monotonic(), watchdog)
+            if failures:  # a pass failing again at once must not spin: back off
+                timeout = max(timeout, min(FIRST_RETRY * 2**failures, LAST_RETRY))
+                timeout = min(timeout, watchdog) if watchdog else timeout
+            self.poke.wait(timeout)
 
     def drain(self) -> None:
         """`run --once`: pass until nothing deliverable is left."""
@@ -139,12 +145,14 @@ class Daemon:
         while self.courier.backlog and not self.stopping:
             self.guarded_step(time.monotonic())
 
-    def guarded_step(self, now: float) -> None:
+    def guarded_step(self, now: float) -> bool:
         """A pass whose unexpected failure is logged, never fatal: the next pass retries."""
         try:
             self.step(now)
         except Exception as error:
             self.log.exception("pass_failed", error=str(error))
+            return False
+        return True
 
     def step(self, now: float) -> None:
         """One pass: configuration, stop file, deliveries and their wake-ups, and on

@@ -75,7 +75,15 @@ class Courier:
 
     def finish_journal(self) -> None:
         """Complete a pass the journal committed but a crash or an error interrupted."""
-        entries = journal.load(self.journal)
+        try:
+            entries = journal.load(self.journal)
+        except journal.Corrupt as error:
+            # Nothing can be replayed from it; set it aside for a person and go on, rather
+            # than stop every delivery.  Staged copies it named are swept at start-up.
+            aside = durable.free_name(os.path.dirname(self.journal), "handoffd.journal.corrupt")
+            os.rename(self.journal, os.path.join(os.path.dirname(self.journal), aside))
+            self.log.error("journal_corrupt", error=str(error), kept_as=aside)
+            return
         if entries is None:
             journal.clear(self.journal)  # absent, or torn before its commit line
             return

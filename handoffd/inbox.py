@@ -127,15 +127,24 @@ class Inbox:
         """What is in process.  An empty batch dir is a take killed right after its mkdir:
         it holds no work, so it is removed rather than shown as a batch of nothing."""
         files, batches = [], []
+        self._sweep(self.in_process)
         for entry in _visible(self.in_process):
             if entry.is_file(follow_symlinks=False):
                 files.append(entry.path)
             elif entry.is_dir(follow_symlinks=False) and entry.name.startswith("batch_"):
+                self._sweep(entry.path)
                 if _visible(entry.path):
                     batches.append(entry.path)
                 else:
                     _rmdir_quietly(entry.path)
         return Listing(files, batches)
+
+    def _sweep(self, directory: str) -> None:
+        """Remove stamping temp files a killed helper left: while we hold the inbox lock no
+        other helper of this role is writing one, so any found are strays."""
+        if self._lock is not None:
+            for temp in durable.temp_files(directory):
+                durable.unlink_quietly(temp)
 
     def waiting(self) -> list[str]:
         """Paths of the files waiting in `new/`, in queue (byte) order."""

@@ -23,6 +23,10 @@ from handoffd import durable
 COMMIT = "commit"
 
 
+class Corrupt(Exception):
+    """A committed journal that cannot be read back (the disk damaged it)."""
+
+
 class Entry:
     """One original in a pass: its staged copies and where it is archived."""
 
@@ -93,7 +97,10 @@ def load(path: str) -> list[Entry] | None:
         return None
     if lines[-2:] != [COMMIT, ""]:
         return None
-    return [Entry.from_json(line) for line in lines[:-2]]
+    try:
+        return [Entry.from_json(line) for line in lines[:-2]]
+    except (ValueError, KeyError, TypeError, IndexError) as error:
+        raise Corrupt(f"{path}: {error}") from None
 
 
 def clear(path: str) -> None:

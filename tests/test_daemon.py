@@ -511,3 +511,45 @@ def test_a_roles_tsv_being_written_in_place_is_read_only_once_it_stands_still(
     os.utime(path, (stale, stale))  # it stood still: now it is read
     daemon.step(0.2)
     assert events(project, "config_loaded")[-1]["roles"] == ["coder"]
+
+
+def test_a_corrupt_committed_journal_is_set_aside_and_delivery_goes_on(project: Project) -> None:
+    """A journal the disk damaged cannot be replayed; it must not stop every delivery."""
+    journal_path = project.root / ".swarmforge" / "daemon" / "handoffd.journal"
+    journal_path.parent.mkdir(parents=True)
+    journal_path.write_text("{not json\ncommit\n")
+    daemon = open_daemon(project)  # start-up replays the journal first
+    path = queue(project, "coder", ["QA"])
+
+    daemon.step(0)
+
+    assert inbox(project, "QA") == [path.name]
+    assert not journal_path.exists()
+    assert (journal_path.parent / "handoffd.journal.corrupt").read_text() == "{not json\ncommit\n"
+    assert [e["kept_as"] for e in events(project, "journal_corrupt")] == [
+        "handoffd.journal.corrupt"
+    ]
+
+
+def test_a_pass_that_keeps_failing_backs_off_instead_of_spinning(project: Project) -> None:
+    """Each failure is logged and retried later, the wait doubling: the daemon must not burn
+    a core retrying a pass that fails at once (e.g. an archive folder made unwritable)."""
+    import threading
+
+    daemon = open_daemon(project)
+    calls: list[float] = []
+
+    def failing_step(now: float) -> None:
+        calls.append(now)
+        raise OSError(13, "injected: permission denied")
+
+    daemon.step = failing_step  # type: ignore[method-assign]
+    runner = threading.Thread(target=daemon.run)
+    runner.start()
+    time.sleep(1.5)  # the observation window itself, not a synchronisation
+    daemon.request_stop()
+    runner.join(timeout=30)
+
+    assert not runner.is_alive()
+    assert 1 <= len(calls) <= 3, f"{len(calls)} passes in 1.5 s"
+    assert len(events(project, "pass_failed")) == len(calls)

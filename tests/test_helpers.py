@@ -515,12 +515,17 @@ def test_an_empty_batch_dir_from_a_killed_take_is_ignored(project: Project) -> N
         assert not empty.exists()
 
 
-def test_stray_hidden_temp_files_are_ignored(project: Project) -> None:
+def test_stray_hidden_temp_files_are_ignored_and_a_killed_stamps_temp_swept(
+    project: Project,
+) -> None:
+    """new/ belongs to the daemon, whose staged copies are hidden temp files: left alone.
+    A stamping temp in in_process/ can only be a killed helper's: removed."""
     for role in ("coder", "cleaner"):
         project.put(role, ".x.tmp")
         project.put(role, ".50_a.handoff.99.0.tmp", box="inbox/in_process")
         assert_result(project.run("ready_for_next", role=role), 0, "NO_TASK\n")
         assert names(project.box(role, "inbox/new")) == [".x.tmp"]
+        assert names(project.box(role, "inbox/in_process")) == []
 
 
 # --- swarm_handoff: success -------------------------------------------------------------
