@@ -4,7 +4,8 @@ Everything runs in throwaway projects under a temp dir (no git, no tmux: roles.t
 names worktrees that exist and there is no `tmux-socket`, so wake-ups only log
 `wake_failed` and cost no tmux call).  One run measures, side by side:
 
-1. the disk's durable-write limit: temp write + fsync + rename + directory fsync;
+1. the disk's durable-write limit: temp write + fsync + rename + directory fsync,
+   run just before and just after each drain;
 2. a backlog drain through `handoffd run --once`, timed from the daemon's own log
    (`started` to the last `delivered`) and, for reference, as process wall time;
 3. pickup latency of a running daemon: the benchmark renames a handoff into an outbox
@@ -13,7 +14,9 @@ names worktrees that exist and there is no `tmux-socket`, so wake-ups only log
 5. the daemon at rest: CPU share from /proc/<pid>/stat and its RSS;
 6. (2) and (3) again with a long history in `completed/` and `sent/`.
 
-Absolute figures swing from run to run on a shared machine; compare the ratios.
+A shared machine's disk changes speed several-fold within minutes, so the history
+sizes are measured interleaved (see `measure`) and the drain is judged as a share of
+the limit measured around it: compare ratios, not absolute figures.
 """
 
 from __future__ import annotations
