@@ -222,7 +222,7 @@ class Daemon:
         swarmforge = os.path.join(self.root, config.SWARMFORGE)
         directories = [swarmforge, os.path.join(swarmforge, "daemon")]
         for role in roles.values():
-            directories += [role.path(Box.OUTBOX), role.path(Box.SENT), role.path(Box.FAILED)]
+            directories.append(role.path(Box.OUTBOX))
         try:
             self.watcher.update(directories)
         except OSError as error:  # e.g. out of inotify watches: the rescan still finds work

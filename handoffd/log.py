@@ -3,6 +3,7 @@ and the same events rendered for a person on stderr when the daemon runs in a te
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any, TextIO
@@ -33,8 +34,11 @@ class _Tee:
         return event
 
 
-def configure(log_path: str | None, console: bool = True) -> FilteringBoundLogger:
-    """Log to `log_path` (JSON lines, appended) and, if `console`, to stderr."""
+def configure(log_path: str | None, console: bool | None = None) -> FilteringBoundLogger:
+    """Log to `log_path` (JSON lines, appended) and, if `console`, to stderr (by default,
+    unless stderr is /dev/null, as for a daemon started in the background)."""
+    if console is None:
+        console = not _is_devnull(sys.stderr)
     file = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115
     processors: list[Any] = [
         structlog.processors.add_log_level,
@@ -49,3 +53,11 @@ def configure(log_path: str | None, console: bool = True) -> FilteringBoundLogge
     )
     logger: FilteringBoundLogger = structlog.get_logger()
     return logger
+
+
+def _is_devnull(stream: TextIO) -> bool:
+    try:
+        mine, null = os.fstat(stream.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return True  # no usable stderr at all
+    return (mine.st_dev, mine.st_ino) == (null.st_dev, null.st_ino)

@@ -1,10 +1,11 @@
 """Filesystem events that tell the daemon to run a pass now instead of at the next rescan.
 
 Each watch is non-recursive (a recursive watch on a handoff tree would add one inotify
-watch per batch dir in `completed/`).  Each role's `sent/` and `failed/` are watched
-beside its `outbox/` on purpose: when a file is renamed out of a watched directory
-into an unwatched one, watchdog holds that watch's events ~0.5 s waiting for the
-matching half of the move; with both ends watched the move pairs at once.
+watch per batch dir in `completed/`).  watchdog pairs the two halves of a rename only
+within one watch, and holds an unpaired IN_MOVED_FROM up to 0.5 s in case its other
+half comes, with every later event of that watch queued behind it.  Archiving an
+original (outbox/ → sent/) is such a move, so the next handoff would wait half a
+second: the daemon only needs "look now", never paired moves, so the hold is off.
 
 Events only say "look now".  Inotify queues overflow and watched directories get
 deleted and recreated, so the daemon also rescans periodically, and `update` re-arms a
@@ -23,6 +24,17 @@ from watchdog.observers.api import ObservedWatch
 from handoffd.config import Box
 
 TRIGGERS = frozenset({"roles.tsv", "stop"})  # besides outbox/*.handoff
+ARRIVALS = frozenset({"created", "moved", "modified", "closed"})  # a deletion brings no work
+
+
+def _no_move_pairing() -> None:
+    """Turn off watchdog's 0.5 s hold of unpaired moves (see above).  The name is watchdog's
+    own (7.x); should it move, events are merely late and the rescan still bounds them."""
+    try:
+        from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
+    except ImportError:
+        return
+    InotifyMoveEventGrouper.delay = 0.0
 
 
 def is_trigger(path: str) -> bool:
@@ -44,7 +56,8 @@ class _Handler(FileSystemEventHandler):
     def on_any_event(self, event: FileSystemEvent) -> None:
         # A move counts by where it lands: the daemon's own outbox → sent/ moves do not.
         path = getattr(event, "dest_path", "") or event.src_path
-        if not event.is_directory and is_trigger(os.fsdecode(path)):
+        arrival = event.event_type in ARRIVALS and not event.is_directory
+        if arrival and is_trigger(os.fsdecode(path)):
             self.on_change()
 
 
@@ -52,6 +65,7 @@ class Watcher:
     """Keeps one watch per directory of interest; call `update` on every rescan."""
 
     def __init__(self, on_change: Callable[[], None]) -> None:
+        _no_move_pairing()
         self.handler = _Handler(on_change)
         self.observer = Observer()
         self.watches: dict[str, tuple[tuple[int, int], ObservedWatch]] = {}

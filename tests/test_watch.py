@@ -140,3 +140,26 @@ def test_a_directory_no_longer_asked_for_is_unwatched(
     drop(outbox)
 
     assert not events.wait(0.5)
+
+
+def test_a_handoff_arriving_just_after_an_archive_is_not_held_back(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    """Archiving moves a file out of the watched outbox into sent/, an unwatched folder.
+    watchdog would hold that half-move 0.5 s and queue every later outbox event behind
+    it, so each handoff following a delivery would be seen half a second late."""
+    import time
+
+    watcher, events = watching
+    outbox, sent = tmp_path / "outbox", tmp_path / "sent"
+    outbox.mkdir()
+    sent.mkdir()
+    watcher.update([str(outbox)])
+    drop(outbox, "50_a_from_coder_to_QA.handoff")
+    assert events.wait()
+    os.rename(outbox / "50_a_from_coder_to_QA.handoff", sent / "50_a_from_coder_to_QA.handoff")
+
+    start = time.monotonic()
+    drop(outbox, "50_b_from_coder_to_QA.handoff")
+    assert events.wait()
+    assert time.monotonic() - start < 0.3, "held behind the archive's half-move"
