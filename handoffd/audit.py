@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from handoffd import durable
+from handoffd import durable, journal
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import JOURNAL
@@ -47,8 +47,11 @@ def audit(root: str, roles: dict[str, Role]) -> Report:
         _originals(role, report)
         _copies(role, report)
     _match(roles, report)
-    if os.path.lexists(os.path.join(root, JOURNAL)):
-        report.problems.append("a delivery journal is left behind")
+    try:
+        if journal.load(os.path.join(root, JOURNAL)) is not None:
+            report.problems.append("a committed delivery journal is left unfinished")
+    except journal.Corrupt as error:
+        report.problems.append(f"the delivery journal is corrupt: {error}")
     return report
 
 

@@ -199,7 +199,7 @@ class Courier:
         failed = sender.path(Box.FAILED)
         try:
             os.makedirs(failed, exist_ok=True)
-            target = _failed_name(failed, os.path.basename(path))
+            target = durable.free_name(failed, os.path.basename(path), companions=(".error",))
             # The reason first: an operator never sees a failed file without its reason.
             error_file = os.path.join(failed, target + ".error")
             durable.replace(error_file, f"{reason}\n".encode())
@@ -243,17 +243,6 @@ def _stage_copy(handoff: hf.Handoff, recipient: Role, name: str) -> tuple[str, s
     staged = durable.temp_name(new, name)
     durable.create(staged, copy.render())
     return staged, os.path.join(new, name)
-
-
-def _failed_name(failed: str, name: str) -> str:
-    """A name in failed/ free for the file and for its `.error`: neither ever overwrites
-    (an operator may have taken a failed file away and left its `.error`)."""
-    target, n = name, 1
-    while any(os.path.lexists(os.path.join(failed, t)) for t in (target, target + ".error")):
-        n += 1
-        stem, _, suffix = name.rpartition(".")
-        target = f"{stem}.{n}.{suffix}"
-    return target
 
 
 def _unstage(copies: list[tuple[str, str]]) -> None:

@@ -84,17 +84,17 @@ def unlink_quietly(path: str) -> None:
         pass
 
 
-def free_name(directory: str, name: str) -> str:
-    """`name`, or the first `<stem>.<n><suffix>` not yet present in `directory`.
+def free_name(directory: str, name: str, companions: tuple[str, ...] = ()) -> str:
+    """`name`, or the first `<stem>.<n><suffix>` not yet present in `directory`, nor with
+    any of the `companions` suffixes appended (a failed file's `.error`, say).
 
     Archives never overwrite: a second file of the same name gets a distinct one.
     """
-    if not os.path.lexists(os.path.join(directory, name)):
-        return name
     stem, dot, suffix = name.rpartition(".")
     stem, suffix = (stem, dot + suffix) if stem else (name, "")
-    for n in itertools.count(2):
-        candidate = f"{stem}.{n}{suffix}"
-        if not os.path.lexists(os.path.join(directory, candidate)):
+    candidates = itertools.chain([name], (f"{stem}.{n}{suffix}" for n in itertools.count(2)))
+    for candidate in candidates:
+        taken = (os.path.join(directory, candidate + extra) for extra in ("", *companions))
+        if not any(os.path.lexists(path) for path in taken):
             return candidate
     raise AssertionError("unreachable")

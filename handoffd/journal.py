@@ -21,6 +21,7 @@ import os
 from handoffd import durable
 
 COMMIT = "commit"
+_REWRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Corrupt(Exception):
@@ -48,9 +49,10 @@ class Entry:
         self.copies = copies  # (staged temp path, final path in new/)
         self.recipients = recipients
 
-    def to_json(self) -> str:
+    def to_json(self, token: str) -> str:
         return json.dumps(
             {
+                "token": token,
                 "sender": self.sender,
                 "original": self.original,
                 "identity": list(self.identity),
@@ -61,8 +63,11 @@ class Entry:
         )
 
     @classmethod
-    def from_json(cls, line: str) -> Entry:
+    def from_json(cls, line: str, token: str) -> Entry | None:
+        """The entry of a line, or None if the line belongs to another commit (torn file)."""
         data = json.loads(line)
+        if data.get("token") != token:
+            return None
         return cls(
             data["sender"],
             data["original"],
@@ -74,16 +79,31 @@ class Entry:
 
 
 def commit(path: str, entries: list[Entry]) -> None:
-    """Durably record `entries`; the commit line is written last, so a torn journal
-    (power lost mid-write) reads as uncommitted."""
-    durable.unlink_quietly(path)
-    text = "".join(entry.to_json() + "\n" for entry in entries) + COMMIT + "\n"
-    durable.create(path, text.encode())
+    """Durably record `entries`: the pass's point of no return.
+
+    The journal is one file kept from pass to pass and rewritten in place, so a commit
+    costs one flush: only the pass that creates the file also flushes its directory.
+    Every line carries the commit's token and the commit line comes last, so a file torn
+    by a power cut (new lines over an old journal's tail, or a short one) never reads as
+    committed.
+    """
+    token = os.urandom(8).hex()
+    text = "".join(entry.to_json(token) + "\n" for entry in entries) + f"{COMMIT} {token}\n"
+    created = not os.path.lexists(path)
     try:
-        durable.fsync_dir(os.path.dirname(path))
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+        try:
+            durable.write_all(fd, text.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            durable.fsync_dir(os.path.dirname(path))
     except BaseException:
         # Not durable, so not committed: the caller unstages the copies, and a journal
-        # left here would make the next pass archive originals that nobody received.
+        # left readable would make the next pass archive originals nobody received.
         durable.unlink_quietly(path)
         raise
 
@@ -95,15 +115,20 @@ def load(path: str) -> list[Entry] | None:
             lines = file.read().split("\n")
     except FileNotFoundError:
         return None
-    if lines[-2:] != [COMMIT, ""]:
+    head, _, token = lines[-2].partition(" ") if len(lines) > 1 else ("", "", "")
+    if lines[-1] != "" or head != COMMIT or not token:
         return None
     try:
-        return [Entry.from_json(line) for line in lines[:-2]]
+        entries = [Entry.from_json(line, token) for line in lines[:-2]]
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise Corrupt(f"{path}: {error}") from None
+    return None if None in entries else [e for e in entries if e is not None]
 
 
 def clear(path: str) -> None:
-    """Forget a finished pass.  No fsync: if the removal is lost, replaying a finished
-    journal finds no staged file and no original, and does nothing."""
-    durable.unlink_quietly(path)
+    """Forget a finished pass by emptying the journal.  No flush: if the emptying is lost,
+    replaying a finished journal finds no staged file and no original, and does nothing."""
+    try:
+        os.close(os.open(path, _REWRITE & ~os.O_CREAT))
+    except FileNotFoundError:
+        pass

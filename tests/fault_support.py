@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from handoffd import audit, config, outbox
+from handoffd import audit, config, journal, outbox
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.daemon import Daemon
@@ -240,8 +240,8 @@ def invariant_problems(root: Path | str, roles: dict[str, Role]) -> list[str]:
     """Everything wrong with a project at rest: handoffd.audit's findings plus our own."""
     problems = list(audit.audit(str(root), roles).problems)
     problems += [f"hidden temp file left: {path}" for path in hidden_temps(roles)]
-    if os.path.lexists(os.path.join(root, JOURNAL)):
-        problems.append("journal left behind")
+    if journal.load(os.path.join(root, JOURNAL)) is not None:
+        problems.append("committed journal left behind")
     for name, places in originals(roles).items():
         if len(places) != 1:
             problems.append(f"original {name} is in {places}")

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import handoff as hf
+from handoffd import journal
 from handoffd.config import Box, Role
 from handoffd.delivery import JOURNAL
 from handoffd.lifecycle import READY_FD_ENV
@@ -194,7 +195,7 @@ class Torture:
             least = self.rng.randint(1, 6)
             return spin_until(lambda: staged_copies(self.roles) >= least, MISS)
         if moment == "committed":
-            return spin_until(self.journal.exists, MISS)
+            return spin_until(lambda: journal.load(str(self.journal)) is not None, MISS)
         if moment == "revealed":
             return spin_until(lambda: any(map(os.path.exists, finals)), MISS)
         return not threading.Event().wait(self.rng.uniform(0.0, 0.3))
@@ -321,7 +322,8 @@ def test_sigkill_at_every_io_step_of_a_three_recipient_delivery_then_restart_del
     assert len(points) >= 40, f"only {len(points)} crash points found: {points}"
     scenes = [first, Scene(tmp_path / "b", first.original)]
     covered = {name for name, _ in points}
-    assert {"fsync", "rename", "write", "openat", "unlink"} <= covered, covered
+    # (a clean pass unlinks nothing: the journal is emptied in place, not removed)
+    assert {"fsync", "rename", "write", "openat"} <= covered, covered
 
     def run_share(index: int) -> list[str]:
         share = points[index :: len(scenes)]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import config
+from handoffd import config, journal
 from handoffd.audit import audit
 from tests.conftest import Project
 from tests.daemon_support import (
@@ -517,15 +517,16 @@ def test_a_corrupt_committed_journal_is_set_aside_and_delivery_goes_on(project: 
     """A journal the disk damaged cannot be replayed; it must not stop every delivery."""
     journal_path = project.root / ".swarmforge" / "daemon" / "handoffd.journal"
     journal_path.parent.mkdir(parents=True)
-    journal_path.write_text("{not json\ncommit\n")
+    journal_path.write_text("{not json\ncommit 0123abcd\n")
     daemon = open_daemon(project)  # start-up replays the journal first
     path = queue(project, "coder", ["QA"])
 
     daemon.step(0)
 
     assert inbox(project, "QA") == [path.name]
-    assert not journal_path.exists()
-    assert (journal_path.parent / "handoffd.journal.corrupt").read_text() == "{not json\ncommit\n"
+    assert journal.load(str(journal_path)) is None  # the journal in use is a fresh one
+    kept = journal_path.parent / "handoffd.journal.corrupt"
+    assert kept.read_text() == "{not json\ncommit 0123abcd\n"
     assert [e["kept_as"] for e in events(project, "journal_corrupt")] == [
         "handoffd.journal.corrupt"
     ]

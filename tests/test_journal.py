@@ -56,3 +56,23 @@ def test_committing_again_replaces_an_earlier_journal(tmp_path: Path) -> None:
     journal.commit(path, [entry(2)])
     loaded = journal.load(path)
     assert loaded is not None and [e.original for e in loaded] == [entry(2).original]
+
+
+def test_new_lines_torn_over_an_old_journals_tail_read_as_uncommitted(tmp_path: Path) -> None:
+    """The journal is rewritten in place; a power cut can leave the new commit's first
+    lines over the old commit's tail, commit line included: that is no commit."""
+    path = tmp_path / "handoffd.journal"
+    journal.commit(str(path), [entry(1), entry(2), entry(3)])
+    old = path.read_text()
+    journal.commit(str(path), [entry(4)])
+    new_first_line = path.read_text().split("\n")[0] + "\n"
+    path.write_text(new_first_line + old[len(new_first_line) :])
+    assert journal.load(str(path)) is None
+
+
+def test_clearing_empties_the_journal_and_keeps_the_file(tmp_path: Path) -> None:
+    """Kept from pass to pass, so a commit costs one flush, not two (file and folder)."""
+    path = tmp_path / "handoffd.journal"
+    journal.commit(str(path), [entry()])
+    journal.clear(str(path))
+    assert path.read_text() == "" and journal.load(str(path)) is None
