@@ -39,7 +39,7 @@ from typing import Any
 
 import click
 
-from handoffd import durable
+from handoffd import durable, journal
 from handoffd import handoff as hf
 from handoffd.config import Box
 
@@ -285,17 +285,17 @@ def _pickup(project: Project, inotify: Inotify) -> float:
             raise BenchError(f"{name} was not delivered within {TIMEOUT} s")
         waiting.difference_update(events)
     elapsed = time.perf_counter() - started
-    # The pass ends when the original is archived and the journal cleared.
-    _wait_gone(project.box(SENDER, Box.OUTBOX, name), os.path.join(project.root, JOURNAL))
+    # The pass ends when the original is archived and the journal emptied.
+    _wait_pass_end(project.box(SENDER, Box.OUTBOX, name), os.path.join(project.root, JOURNAL))
     project.clear_new()
     return elapsed
 
 
-def _wait_gone(*paths: str) -> None:
+def _wait_pass_end(original: str, journal_path: str) -> None:
     deadline = time.monotonic() + TIMEOUT
-    while any(os.path.lexists(path) for path in paths):
+    while os.path.lexists(original) or journal.load(journal_path) is not None:
         if time.monotonic() > deadline:
-            raise BenchError(f"the daemon did not finish its pass: {paths}")
+            raise BenchError(f"the daemon did not finish its pass: {original}")
         time.sleep(0.0005)
 
 
