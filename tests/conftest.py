@@ -15,14 +15,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from handoffd import handoff as hf
 
 BIN = os.path.dirname(sys.executable)
+T = TypeVar("T")
 
 # Fixed identities and dates make commit hashes the same on every run.
 GIT_ENV = {
@@ -45,6 +49,19 @@ class Result:
     out: str
     err: str
     raw: bytes
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
+    """Poll `condition` until it returns something truthy; fail the test at the deadline.
+    For observing another process, whose progress no pipe reports."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
 
 
 def git(cwd: Path | str, *args: str) -> str:

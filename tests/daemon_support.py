@@ -19,12 +19,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
-
 from handoffd import handoff as hf
 from handoffd import log as logging
 from handoffd.daemon import Daemon
-from tests.conftest import BIN, Project
+from tests.conftest import BIN, Project, wait_for
 
 WAKE_TEXT = "You have new handoff mail. If idle, run ready_for_next.sh."
 HANDOFFD = os.path.join(BIN, "handoffd")
@@ -32,18 +30,6 @@ T = TypeVar("T")
 
 
 # --- waiting --------------------------------------------------------------------------
-
-
-def wait_for(condition: Callable[[], T], timeout: float = 10.0, what: str = "condition") -> T:
-    """Poll `condition` until it returns something truthy; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
 
 
 # --- tmux ------------------------------------------------------------------------------

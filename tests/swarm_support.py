@@ -12,13 +12,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
-
-import pytest
 
 from handoffd import lifecycle
 from tests.conftest import BIN
@@ -55,18 +52,6 @@ def handoffd(
         timeout=timeout,
         check=False,
     )
-
-
-def wait_for(condition: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
-    """Poll `condition` until it returns something truthy; fail the test at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 # --- tmux ---------------------------------------------------------------------------------

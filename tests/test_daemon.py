@@ -19,7 +19,7 @@ import pytest
 
 from handoffd import config, journal
 from handoffd.audit import audit
-from tests.conftest import Project
+from tests.conftest import Project, wait_for
 from tests.daemon_support import (
     RecordingWaker,
     Tmux,
@@ -39,7 +39,6 @@ from tests.daemon_support import (
     tmux_server,
     use_socket,
     wait_event,
-    wait_for,
 )
 
 

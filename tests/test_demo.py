@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from handoffd import cli, config, demo, demo_agent, lifecycle, project
 from handoffd.config import Box
-from tests.conftest import git, run_command
+from tests.conftest import git, run_command, wait_for
 from tests.swarm_support import (
     BARE_GIT_ENV,
     handoffd,
@@ -26,7 +26,6 @@ from tests.swarm_support import (
     server_answers,
     sessions,
     take_down,
-    wait_for,
 )
 
 SWARM_UP = re.compile(r"swarm up in (\S+): sessions .* on tmux socket (\S+)")

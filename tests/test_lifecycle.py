@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from handoffd import lifecycle
-from tests.conftest import BIN, Project
+from tests.conftest import BIN, Project, wait_for
 from tests.daemon_support import (
     alive,
     finish,
@@ -25,7 +25,6 @@ from tests.daemon_support import (
     spawn,
     stopping,
     terminate,
-    wait_for,
 )
 
 STOPPERS = {

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import lifecycle, swarm
-from tests.conftest import git
+from tests.conftest import git, wait_for
 from tests.swarm_support import (
     WAKE_TEXT,
     alive,
@@ -30,7 +30,6 @@ from tests.swarm_support import (
     socket_of,
     take_down,
     tmux,
-    wait_for,
 )
 
 CONFIG = """\
