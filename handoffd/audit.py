@@ -118,13 +118,7 @@ def _header(path: str, key: str) -> str | None:
 
 def _visible_files(directory: str, into_batches: bool = False) -> list[str]:
     files = []
-    try:
-        entries = list(os.scandir(directory))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    for entry in entries:
-        if not hf.is_visible(entry.name):
-            continue
+    for entry in hf.visible(directory):
         if entry.is_file(follow_symlinks=False):
             files.append(entry.path)
         elif into_batches and entry.is_dir(follow_symlinks=False):

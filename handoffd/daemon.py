@@ -18,7 +18,7 @@ import time
 from handoffd import config, durable
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
-from handoffd.handoff import is_visible
+from handoffd.handoff import visible
 from handoffd.lifecycle import daemon_path, notify
 from handoffd.wake import Renotifier, Waker
 from handoffd.watch import Watcher
@@ -236,10 +236,9 @@ def _idle_with_mail(role: Role) -> bool:
 
 def _has_visible(directory: str) -> bool:
     try:
-        with os.scandir(directory) as entries:
-            return any(is_visible(entry.name) for entry in entries)
+        return bool(visible(directory))
     except OSError:
-        return False
+        return False  # an unreadable folder: nothing we could wake anyone for
 
 
 def _watchdog_interval() -> float | None:

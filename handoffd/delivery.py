@@ -117,7 +117,7 @@ class Courier:
         ready, present = [], set()
         for role in roles.values():
             try:
-                names = _names(role.path(Box.OUTBOX))
+                names = [entry.name for entry in hf.visible(role.path(Box.OUTBOX))]
             except OSError as error:  # e.g. EACCES: one unreadable outbox holds up no other
                 self.log.warning("outbox_unreadable", role=role.name, error=str(error))
                 continue
@@ -265,14 +265,6 @@ def _archive(entry: Entry) -> None:
 def _identity(path: str) -> tuple[int, int]:
     info = os.lstat(path)
     return info.st_dev, info.st_ino
-
-
-def _names(directory: str) -> list[str]:
-    """Visible names in `directory`; a missing directory is an empty one."""
-    try:
-        return [name for name in os.listdir(directory) if hf.is_visible(name)]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
 
 
 def _parents(paths: Iterable[str]) -> list[str]:

@@ -107,18 +107,14 @@ def _settle(root: str, deadline: float) -> None:
     roles = config.load_roles(root).values()
     boxes = (Box.OUTBOX, Box.NEW, Box.IN_PROCESS)
     while time.monotonic() < deadline:
-        if not any(_visible(role.path(box)) for role in roles for box in boxes):
+        if not any(_queued(role.path(box)) for role in roles for box in boxes):
             return
         time.sleep(0.05)
 
 
-def _visible(directory: str) -> list[str]:
+def _queued(directory: str) -> list[str]:
     """Queue items in `directory`: visible names other than the outbox's drafts folder."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    return [name for name in names if handoff.is_visible(name) and name != "tmp"]
+    return [entry.name for entry in handoff.visible(directory) if entry.name != "tmp"]
 
 
 def _summarise(root: str, rounds: int, returned: int, seconds: float) -> Summary:

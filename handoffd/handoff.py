@@ -7,6 +7,7 @@ and `time` (see the start-up budget in README.md).
 
 from __future__ import annotations
 
+import os
 import time
 
 from handoffd import durable
@@ -99,3 +100,13 @@ def id_stamp(now: float | None = None) -> str:
 def is_visible(name: str) -> bool:
     """Entries starting with `.` are working files of some tool, never queue items."""
     return not name.startswith(".")
+
+
+def visible(directory: str) -> list[os.DirEntry[str]]:
+    """The visible entries of `directory`, sorted by name; a missing folder is an empty one.
+    Other errors (an unreadable folder, say) are the caller's to report."""
+    try:
+        with os.scandir(directory) as entries:
+            return sorted((e for e in entries if is_visible(e.name)), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []

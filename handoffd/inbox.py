@@ -128,12 +128,12 @@ class Inbox:
         it holds no work, so it is removed rather than shown as a batch of nothing."""
         files, batches = [], []
         self._sweep(self.in_process)
-        for entry in _visible(self.in_process):
+        for entry in hf.visible(self.in_process):
             if entry.is_file(follow_symlinks=False):
                 files.append(entry.path)
             elif entry.is_dir(follow_symlinks=False) and entry.name.startswith("batch_"):
                 self._sweep(entry.path)
-                if _visible(entry.path):
+                if hf.visible(entry.path):
                     batches.append(entry.path)
                 else:
                     _rmdir_quietly(entry.path)
@@ -148,10 +148,10 @@ class Inbox:
 
     def waiting(self) -> list[str]:
         """Paths of the files waiting in `new/`, in queue (byte) order."""
-        return [e.path for e in _visible(self.new) if e.is_file(follow_symlinks=False)]
+        return [e.path for e in hf.visible(self.new) if e.is_file(follow_symlinks=False)]
 
     def batch_items(self, batch: str) -> list[str]:
-        return [e.path for e in _visible(batch) if e.is_file(follow_symlinks=False)]
+        return [e.path for e in hf.visible(batch) if e.is_file(follow_symlinks=False)]
 
     # task mode
 
@@ -226,15 +226,6 @@ class Inbox:
 
 
 # --- small I/O steps ------------------------------------------------------------------
-
-
-def _visible(directory: str) -> list[os.DirEntry[str]]:
-    """Visible entries sorted by name; a missing directory is an empty one."""
-    try:
-        with os.scandir(directory) as entries:
-            return sorted((e for e in entries if hf.is_visible(e.name)), key=lambda e: e.name)
-    except FileNotFoundError:
-        return []
 
 
 def _name(path: str) -> str:

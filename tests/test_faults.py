@@ -391,7 +391,7 @@ def test_an_unreadable_outbox_holds_up_no_other_role(
     from_coder = queue_note(roles, "coder", ["cleaner"], message="one")
     from_qa = queue_note(roles, "QA", ["coder"], message="two")
     faults = Faults(monkeypatch)
-    faults.fail("listdir", errno.EACCES, where=lambda path: path == roles["QA"].path(Box.OUTBOX))
+    faults.fail("scandir", errno.EACCES, where=lambda path: path == roles["QA"].path(Box.OUTBOX))
     daemon.guarded_step(T0)
     assert faults.injected
     assert not log.named("pass_failed"), log.named("pass_failed")
