@@ -1,12 +1,73 @@
-"""The `handoffd` command: thin click commands that parse options and hand off."""
+"""The `handoffd` command: thin click commands that parse options and hand off.
+
+Commands defined elsewhere (the board, continuity, MCP…) are registered by name in
+`LAZY` and imported only when invoked, so `handoffd --help` and the daemon commands
+never pay for the web stack or the MCP SDK.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from handoffd import config
+from handoffd.outcome import Outcome
+
+# name -> ("module:attribute" of a click command, its one-line help).  Imported on
+# first use; `handoffd --help` shows the help line without importing anything.
+LAZY: dict[str, tuple[str, str]] = {}
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands in `LAZY` are imported only when run."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in LAZY and name not in self.commands:
+            module, _, attribute = LAZY[name][0].partition(":")
+            command = getattr(__import__(module, fromlist=[attribute]), attribute)
+            self.add_command(command, name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY and name not in self.commands:
+                rows.append((name, LAZY[name][1]))
+            elif (command := self.get_command(ctx, name)) and not command.hidden:
+                rows.append((name, command.get_short_help_str(formatter.width - 20)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def emit(outcome: Outcome) -> None:
+    """Render an operation's outcome as a command: its text, then its exit code (the
+    contract's, e.g. 2 for a refusal, never click's generic 1)."""
+    if outcome.stdout:
+        sys.stdout.write(outcome.stdout)
+        sys.stdout.flush()
+    if outcome.stderr:
+        sys.stderr.write(outcome.stderr)
+    raise SystemExit(outcome.code)
+
+
+def root_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`--root ROOT` (env HANDOFFD_ROOT): the project root, found from the working
+    directory when absent.  Every command takes it."""
+    return click.option(
+        "--root",
+        "root_opt",
+        envvar="HANDOFFD_ROOT",
+        type=click.Path(file_okay=False),
+        help="Project root (default: found from the working directory).",
+    )(function)
 
 
 def _root(value: str | None) -> str:
@@ -20,7 +81,7 @@ def _root(value: str | None) -> str:
 root_argument = click.argument("root", required=False, type=click.Path(file_okay=False))
 
 
-@click.group()
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="handoffd")
 def main() -> None:
     """handoffd: the post office between AI coding agents."""
