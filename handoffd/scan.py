@@ -277,12 +277,18 @@ class Snapshot:
         return self._reports[key]
 
 
-def scan(root: str, roles: dict[str, Role] | None = None, now: float | None = None) -> Snapshot:
-    """Scan the project at `root` in one pass (roles.tsv is read unless `roles` is given)."""
+def scan(
+    root: str, roles: dict[str, Role] | None = None, now: float | None = None, once: bool = True
+) -> Snapshot:
+    """Scan the project at `root` in one pass (roles.tsv is read unless `roles` is given).
+
+    `once`: a name found in two folders of one role is a file caught mid-rename, kept once.
+    An audit of a queue at rest passes False, to see a real duplicate as two entries.
+    """
     roles = config.load_roles(root) if roles is None else roles
     snapshot = Snapshot(root, roles, time.time() if now is None else now)
     for role in roles.values():
-        entries = scan_role(role)
+        entries = scan_role(role, once=once)
         snapshot.open += [e for e in entries if e.state in State.OPEN]
         snapshot.history += [e for e in entries if e.state in State.HISTORY]
         snapshot.heartbeats[role.name] = _heartbeat(role)
@@ -291,13 +297,15 @@ def scan(root: str, roles: dict[str, Role] | None = None, now: float | None = No
     return snapshot
 
 
-def scan_role(role: Role, states: Iterable[str] = State.ALL, headers: bool = True) -> list[Entry]:
-    """One role's queue files in `states`, each once; open files with their headers (unless
-    `headers` is False: then names only, as the daemon's idle check wants)."""
+def scan_role(
+    role: Role, states: Iterable[str] = State.ALL, headers: bool = True, once: bool = True
+) -> list[Entry]:
+    """One role's queue files in `states`, each once (see `scan`); open files with their
+    headers (unless `headers` is False: then names only, as the daemon's idle check wants)."""
     states = tuple(states)
     seen: dict[str, tuple[dict[str, str], float | None]] = {}  # path -> what was read there
     for _ in range(RESCANS):
-        entries = _dedupe(_list(role, states))
+        entries = _dedupe(_list(role, states)) if once else list(_list(role, states))
         if not headers:
             return entries
         if _load_open(entries, seen):
