@@ -19,7 +19,9 @@ from handoffd.outcome import Outcome
 
 # name -> ("module:attribute" of a click command, its one-line help).  Imported on
 # first use; `handoffd --help` shows the help line without importing anything.
-LAZY: dict[str, tuple[str, str]] = {}
+LAZY: dict[str, tuple[str, str]] = {
+    "status": ("handoffd.board.status:status", "The board: every open card in its colour."),
+}
 
 
 class LazyGroup(click.Group):

@@ -31,6 +31,7 @@ from handoffd.config import Box, Role
 SUFFIX = ".handoff"
 HEADER_LIMIT = 64 * 1024  # the daemon refuses larger files; never read more of one
 CHUNK = 4096
+LOG_TAIL = 256 * 1024  # bytes of the daemon's log read for wake-up counts
 RESCANS = 5  # listings of one role before a file that keeps vanishing is left out
 
 
@@ -192,11 +193,12 @@ class Entry:
         batch: str | None = None,
         headers: dict[str, str] | None = None,
         mtime: float | None = None,
+        name: str | None = None,
     ) -> None:
         self.role = role
         self.state = state
         self.path = path
-        self.name = os.path.basename(path)
+        self.name = name or os.path.basename(path)
         self.batch = batch  # the batch_* folder holding it, if any
         self.mtime = mtime
         self._headers = headers
@@ -246,23 +248,50 @@ class Daemon:
 
 
 class Snapshot:
-    """What one scan of a project found.  Read-only: nothing here changes the disk."""
+    """What one scan of a project found.  Read-only: nothing here changes the disk.
 
-    def __init__(self, root: str, roles: dict[str, Role], taken_at: float) -> None:
+    History (`completed/`, `sent/`: it grows without bound) is listed on first use of
+    `history`, once, and its headers only as each entry is asked for: a view that needs
+    no history (the board without `--all`) never pays for it.
+    """
+
+    def __init__(
+        self, root: str, roles: dict[str, Role], taken_at: float, once: bool = True
+    ) -> None:
         self.root = root
         self.roles = roles
         self.taken_at = taken_at
         self.open: list[Entry] = []  # outbox, failed, new, in_process; headers read
-        self.history: list[Entry] = []  # completed, sent; headers read on demand
         self.heartbeats: dict[str, object | None] = {}  # role -> heartbeat.Heartbeat | None
         self.report_ids: dict[str, set[str]] = {}  # role -> ids with a reports folder
         self.daemon = Daemon(None, False, None)
+        self.wakes: dict[str, list[float]] = {}  # role -> wake-up times in the log's tail
+        self._once = once
+        self._history: list[Entry] | None = None
         self._reports: dict[tuple[str, str], list[str]] = {}
+
+    @property
+    def history(self) -> list[Entry]:
+        """Completed copies and sent originals, listed on first use (names only)."""
+        if self._history is None:
+            self._history = []
+            for role in self.roles.values():
+                self._history += scan_role(role, State.HISTORY, once=self._once)
+            if self._once:
+                self._drop_moved_on()
+        return self._history
+
+    def _drop_moved_on(self) -> None:
+        """An open file found in history too was completed or sent while we read: it is
+        kept at its later place, once."""
+        later = {(e.role, e.is_original, e.name) for e in self._history or ()}
+        self.open = [e for e in self.open if (e.role, e.is_original, e.name) not in later]
 
     def entries(self, states: Iterable[str] = State.ALL) -> Iterator[Entry]:
         """Every entry whose state is in `states`, open ones first."""
         wanted = set(states)
-        for entry in (*self.open, *self.history):
+        history = self.history if wanted & set(State.HISTORY) else []
+        for entry in (*self.open, *history):
             if entry.state in wanted:
                 yield entry
 
@@ -286,14 +315,13 @@ def scan(
     An audit of a queue at rest passes False, to see a real duplicate as two entries.
     """
     roles = config.load_roles(root) if roles is None else roles
-    snapshot = Snapshot(root, roles, time.time() if now is None else now)
+    snapshot = Snapshot(root, roles, time.time() if now is None else now, once)
     for role in roles.values():
-        entries = scan_role(role, once=once)
-        snapshot.open += [e for e in entries if e.state in State.OPEN]
-        snapshot.history += [e for e in entries if e.state in State.HISTORY]
+        snapshot.open += scan_role(role, State.OPEN, once=once)
         snapshot.heartbeats[role.name] = _heartbeat(role)
         snapshot.report_ids[role.name] = set(_names(os.path.join(role.handoffs, "reports")))
     snapshot.daemon = _daemon(root)
+    snapshot.wakes = wakes(root)
     return snapshot
 
 
@@ -322,24 +350,24 @@ def _list(role: Role, states: tuple[str, ...]) -> Iterator[Entry]:
     """Every queue file of `role` in `states`, upstream folders first, batches included."""
     for state in State.ALL:  # in life order, so a file moving on is seen at least once
         if state in states:
-            for path, batch in _files(role.path(FOLDER[state]), descend=_has_batches(state)):
-                yield Entry(role.name, state, path, batch)
+            for path, name, batch in _files(role.path(FOLDER[state]), _has_batches(state)):
+                yield Entry(role.name, state, path, batch, name=name)
 
 
 def _has_batches(state: str) -> bool:
     return state in (State.IN_PROCESS, State.COMPLETED)
 
 
-def _files(directory: str, descend: bool) -> Iterator[tuple[str, str | None]]:
-    """(path, batch folder) of each queue file in `directory` and, if `descend`, in its
+def _files(directory: str, descend: bool) -> Iterator[tuple[str, str, str | None]]:
+    """(path, name, batch folder) of each queue file in `directory` and, if `descend`, in its
     `batch_*` folders.  A missing or unreadable folder holds nothing."""
     for entry in _scandir(directory):
         if is_item(entry.name) and entry.is_file(follow_symlinks=False):
-            yield entry.path, None
+            yield entry.path, entry.name, None
         elif descend and entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False):
             for inner in _scandir(entry.path):
                 if is_item(inner.name) and inner.is_file(follow_symlinks=False):
-                    yield inner.path, entry.path
+                    yield inner.path, inner.name, entry.path
 
 
 def _scandir(directory: str) -> list[os.DirEntry[str]]:
@@ -354,10 +382,10 @@ def _dedupe(entries: Iterable[Entry]) -> list[Entry]:
     """A file seen twice mid-rename (same side, same name) is kept at its later place."""
     kept: dict[tuple[bool, str], Entry] = {}
     for entry in entries:
-        key = (entry.is_original, entry.name)
+        key = (entry.state in State.ORIGINALS, entry.name)
         if key not in kept or _LATER[entry.state] >= _LATER[kept[key].state]:
             kept[key] = entry
-    return sorted(kept.values(), key=lambda e: (State.ALL.index(e.state), e.name))
+    return list(kept.values())  # listing order; views sort as they show
 
 
 def _load_open(entries: list[Entry], seen: dict[str, tuple[dict[str, str], float | None]]) -> bool:
@@ -421,3 +449,35 @@ def _daemon(root: str) -> Daemon:
     holder = lifecycle.holder(root)
     running = holder is not None and (pid is None or holder == pid)
     return Daemon(holder if running else pid, running, started_at if running else None)
+
+
+def wakes(root: str, tail: int = LOG_TAIL) -> dict[str, list[float]]:
+    """Wake-up times per role, from the last `tail` bytes of the daemon's log (a bounded
+    read, so counts cover the recent past only: a card waiting longer may have had more)."""
+    from handoffd import lifecycle
+
+    try:
+        with open(lifecycle.daemon_path(root, "handoffd.log"), "rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(0, size - tail))
+            lines = log.read().split(b"\n")[0 if size <= tail else 1 :]
+    except OSError:
+        return {}
+    found: dict[str, list[float]] = {}
+    for line in lines:
+        if b'"wake"' in line:  # cheap filter before parsing JSON
+            _add_wake(line, found)
+    return found
+
+
+def _add_wake(line: bytes, found: dict[str, list[float]]) -> None:
+    import json
+    from datetime import datetime
+
+    try:
+        event = json.loads(line)
+        when = datetime.fromisoformat(event["timestamp"]).timestamp()
+    except (ValueError, KeyError, TypeError):
+        return
+    if event.get("event") == "wake" and isinstance(event.get("role"), str):
+        found.setdefault(event["role"], []).append(when)
