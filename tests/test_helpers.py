@@ -72,6 +72,13 @@ def header_keys(path: Path) -> list[str]:
     return [key for key, _ in hf.read(str(path)).headers]
 
 
+def queue_state(project: Project, role: str) -> dict[str, bytes | None]:
+    """A role's handoff tree less its heartbeat, which every helper call renews (§8)."""
+    tree = snapshot(project.handoffs(role))
+    tree.pop("heartbeat", None)
+    return tree
+
+
 def only_batch(project: Project, role: str, box: str = "inbox/in_process") -> Path:
     [name] = names(project.box(role, box))
     assert BATCH_NAME.fullmatch(name), name
@@ -185,9 +192,9 @@ def test_refusals_print_the_token_and_paths_and_change_nothing(
 ) -> None:
     listed = shape(project, role)
     project.put(role, "00_waiting.handoff")  # new work must not be touched either
-    before = snapshot(project.handoffs(role))
+    before = queue_state(project, role)
     assert_result(project.run(command, role=role), code, err=refusal(message, listed))
-    assert snapshot(project.handoffs(role)) == before
+    assert queue_state(project, role) == before
 
 
 # --- ready_for_next_task ----------------------------------------------------------------
@@ -369,9 +376,9 @@ def test_an_unknown_receive_mode_is_refused_and_changes_nothing(
     text = (project.root / ".swarmforge" / "roles.tsv").read_text()
     project.write_roles(text.replace("\tbatch\n", "\tstream\n"))
     project.put("cleaner", "50_a.handoff")
-    before = snapshot(project.handoffs("cleaner"))
+    before = queue_state(project, "cleaner")
     assert_result(project.run(command, role="cleaner"), 2, err="INVALID_RECEIVE_MODE: stream\n")
-    assert snapshot(project.handoffs("cleaner")) == before
+    assert queue_state(project, "cleaner") == before
 
 
 def test_the_explicit_task_and_batch_commands_ignore_the_receive_mode(project: Project) -> None:
@@ -478,24 +485,24 @@ def test_a_broken_inbox_file_is_named_with_exit_2_and_nothing_moves(
     broken.parent.mkdir(parents=True)
     broken.write_bytes(data)
     project.put(role, "50_fine.handoff")
-    before = snapshot(project.handoffs(role))
+    before = queue_state(project, role)
     result = project.run("ready_for_next", role=role)
     assert (result.code, result.out) == (2, "")
     assert result.err.startswith(f"INVALID_HANDOFF: {broken}: {complaint}")
     assert result.err.endswith(f"\n- {broken}\n")
     assert "Traceback" not in result.err
-    assert snapshot(project.handoffs(role)) == before
+    assert queue_state(project, role) == before
 
 
 def test_a_broken_file_in_process_blocks_completion_and_nothing_moves(project: Project) -> None:
     broken = project.box("coder", "inbox/in_process/50_a.handoff")
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"\xff")
-    before = snapshot(project.handoffs("coder"))
+    before = queue_state(project, "coder")
     result = project.run("done_with_current", role="coder")
     assert (result.code, result.out) == (2, "")
     assert result.err.startswith(f"INVALID_HANDOFF: {broken}: not UTF-8 text")
-    assert snapshot(project.handoffs("coder")) == before
+    assert queue_state(project, "coder") == before
 
 
 # --- crash shapes -----------------------------------------------------------------------
