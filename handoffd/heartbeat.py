@@ -41,7 +41,12 @@ def renew(handoffs: str, agent: str, conversation: str) -> None:
         return
     # write beside it and rename: a reader sees the old content or the new, never a mix
     temp = os.path.join(handoffs, f".{NAME}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(temp, flags)
+    except FileNotFoundError:  # a role that has never had mail has no handoff directory yet
+        os.makedirs(handoffs, exist_ok=True)
+        fd = os.open(temp, flags)
     try:
         os.write(fd, data)  # a few dozen bytes: one write is never short on a regular file
     finally:

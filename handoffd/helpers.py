@@ -176,7 +176,11 @@ def helper_step(caller: Caller, name: str) -> Outcome:
 def beat(caller: Caller) -> Outcome:
     """`handoffd heartbeat`: the role shows life."""
     path = os.path.join(caller.role.handoffs, heartbeat.NAME)
-    return after_step(caller, Outcome(0, f"HEARTBEAT: {path}\n"), alive=True)
+    try:
+        heartbeat.renew(caller.role.handoffs, caller.agent, caller.conversation)
+    except OSError as error:
+        return Outcome(1, "", f"I/O error: {error}\n")
+    return after_step(caller, Outcome(0, f"HEARTBEAT: {path}\n"), alive=False)
 
 
 def release(caller: Caller, ident: str | None) -> Outcome:
