@@ -427,3 +427,39 @@ def test_a_batch_takes_only_handoff_files_and_completes_them_with_one_time(
     files = sorted((project.box("cleaner", "inbox/completed") / batch).iterdir())
     assert len({headers(f)["completed_at"] for f in files}) == 1
     assert listing(project.box("cleaner", "inbox/new")) == ["README.md"]
+
+
+# --- drafts with depends_on and blocked_reason ---------------------------------------------------
+
+
+def queue_note(project: Project, role: str, extra: str = "") -> Result:
+    draft = project.draft(project.note_draft(to="QA") + extra, name=f"d-{role}.txt")
+    return run(project, "swarm_handoff", str(draft), role=role)
+
+
+def test_a_draft_may_depend_on_a_handoff_that_exists_anywhere(project: Project) -> None:
+    first = Path(queue_note(project, "coder").out.split(": ", 1)[1].strip())
+    ident = headers(first)["id"]
+    result = queue_note(project, "cleaner", f"depends_on: {ident}\nblocked_reason: needs QA\n")
+    assert result.code == 0, result.err
+    queued = Path(result.out.split(": ", 1)[1].strip())
+    keys = list(headers(queued))
+    assert keys == ["id", "from", "to", "priority", "type", "message", "depends_on",
+                    "blocked_reason", "created_at"]  # fmt: skip
+    assert headers(queued)["depends_on"] == ident
+    # still found once the original has moved on to sent/ and the copy to a completed batch
+    sent = project.box("coder", "sent")
+    sent.mkdir(parents=True)
+    first.rename(sent / first.name)
+    assert queue_note(project, "QA", f"depends_on: {ident}\n").code == 0
+    (sent / first.name).unlink()
+    put(project, ident, to="cleaner", box="inbox/completed/batch_20260101T000000Z_000001")
+    assert queue_note(project, "QA", f"depends_on: {ident}\n").code == 0
+
+
+def test_a_draft_depending_on_an_unknown_id_is_refused_and_kept(project: Project) -> None:
+    result = queue_note(project, "coder", "depends_on: 20990101T000000Z_000001_from_QA\n")
+    assert result.code == 2
+    assert "- Unknown dependency '20990101T000000Z_000001_from_QA'.\n" in result.err
+    assert (project.root / "d-coder.txt").exists()
+    assert listing(project.box("coder", "outbox")) in ([], ["tmp"])
