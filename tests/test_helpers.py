@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 
 from handoffd import handoff as hf
 from handoffd.helpers import USAGE
-from tests.conftest import Project, Result, git, snapshot
+from tests.conftest import Project, Result, git, run_command, snapshot
 
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
 STAMP = r"\d{8}T\d{6}Z"
@@ -903,3 +904,41 @@ def test_simultaneous_takes_by_one_role_claim_one_piece_of_work(
     in_process = list((project.box(role, "inbox/in_process")).iterdir())
     assert len(in_process) == 1, in_process
     assert len({out for _, out in results}) == 1, "every call must show the same work"
+
+
+# --- start-up: what the helpers import (docs/protocol.md §8, start-up headroom) ---------------
+
+HEAVY = ("click", "structlog", "yaml", "frontmatter", "typing", "enum", "re", "dataclasses")
+PROBE = """
+import atexit, sys
+sys.path.insert(0, {repo!r})
+before = set(sys.modules)
+atexit.register(lambda: print(" ".join(sorted(set(sys.modules) - before)), file=sys.stderr))
+sys.argv = [{name!r}, *{args!r}]
+from handoffd import helpers
+getattr(helpers, {name!r})()
+"""
+
+
+def imported_by(project: Project, name: str, *args: str) -> set[str]:
+    """The modules the helper `name` imports beyond what the bare interpreter had: `-S`, so
+    no site hook (an editable install's imports `re`) hides one, and no site-packages."""
+    repo = str(Path(__file__).resolve().parent.parent)
+    code = PROBE.format(name=name, args=args, repo=repo)
+    result = run_command(sys.executable, "-S", "-c", code, cwd=project.root, role="coder")
+    assert result.code == 0, result.err
+    return set(result.err.strip().split("\n")[-1].split())
+
+
+@pytest.mark.parametrize("name", ["ready_for_next", "done_with_current", "swarm_handoff"])
+def test_the_helpers_import_no_heavy_module(project: Project, name: str) -> None:
+    project.put("coder", "50_a.handoff")
+    project.run("ready_for_next", role="coder")
+    args = (str(project.draft(project.note_draft())),) if name == "swarm_handoff" else ()
+    loaded = imported_by(project, name, *args)
+    assert "handoffd.heartbeat" in loaded  # the probe saw the helper's own imports
+    # swarm_handoff runs git through subprocess, whose locale import brings re and enum: the
+    # git process it starts costs far more, so only its own imports are held to the list
+    allowed = {"re", "enum"} if name == "swarm_handoff" else set()
+    heavy = sorted(m for m in loaded if m.partition(".")[0] in set(HEAVY) - allowed)
+    assert heavy == [], f"{name} imports {heavy}"
