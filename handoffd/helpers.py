@@ -257,7 +257,7 @@ def report(
         stored = _store(caller, files, status, text, time.time() if now is None else now)
         done = "".join(f"REPORTED: {path}\n" for path in stored)
         if status == "BLOCKED":
-            inbox.set_header(ident, BLOCKED, blocked)
+            done += "".join(f"BLOCKED: {p}\n" for p in inbox.set_header(ident, BLOCKED, blocked))
         if status == "DONE":
             return _then(done, caller, inbox, finish)
         return Outcome(0, taken + done)

@@ -294,10 +294,10 @@ def test_report_blocked_takes_the_reason_from_the_option(project: Project) -> No
     put(project, ID1)
     run(project, "ready_for_next")
     result = run(project, "report", "--status", "BLOCKED", "--reason", "need creds")
-    assert result.code == 0, result.err
     [report] = stored(project, ID1)
-    assert report.status == "BLOCKED"
     path = project.box("coder", "inbox/in_process") / name(ID1)
+    assert (result.code, result.out) == (0, f"REPORTED: {report.path}\nBLOCKED: {path}\n")
+    assert report.status == "BLOCKED"
     assert headers(path)["blocked_reason"] == "need creds"
 
 
