@@ -50,6 +50,19 @@ class Roles:
         self.settling = False  # a change waits to settle: look again in SETTLE seconds
         self._seen: object = None
 
+    def reread(self) -> dict[str, Role]:
+        """The roles with roles.tsv read now, settled or not: a recipient looks unknown, and
+        may have just been added.  Raises `ConfigError` rather than answer from a stale view.
+
+        A file read mid-write may lack roles, so only a read that adds roles replaces the
+        current ones at once; any other change waits for the settled read of `get`.
+        """
+        fresh = config.load_roles(self.root)
+        if set(self.current) < set(fresh):
+            self.current = fresh
+            self.log.info("config_loaded", roles=sorted(fresh))
+        return {**self.current, **fresh}
+
     def get(self) -> tuple[dict[str, Role], bool]:
         """The roles to use now, and whether they changed since the last call."""
         try:
@@ -82,7 +95,7 @@ class Daemon:
         self.root = root
         self.log = log
         self.roles = Roles(root, log)
-        self.courier = Courier(root, log)
+        self.courier = Courier(root, log, self.roles.reread)
         self.waker = Waker(root, log)
         self.renotifier = Renotifier(renotify_after)
         self.rescan_every = min(RESCAN, renotify_after / 4)
@@ -194,6 +207,7 @@ class Daemon:
     # --- wake-ups -----------------------------------------------------------------------
 
     def _wake(self, names: set[str], roles: dict[str, Role], now: float) -> None:
+        roles = self.roles.current  # a recipient found by a re-read during the pass is here
         self.waker.wake((name, roles[name].session) for name in names if name in roles)
         for name in names:
             self.renotifier.woken(name, now)
