@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable
+from handoffd import config, durable, lifecycle
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.handoff import visible
@@ -91,9 +91,16 @@ class Roles:
 class Daemon:
     """The delivery loop of one project."""
 
-    def __init__(self, root: str, log: FilteringBoundLogger, renotify_after: float = 120.0) -> None:
+    def __init__(
+        self,
+        root: str,
+        log: FilteringBoundLogger,
+        renotify_after: float = 120.0,
+        lock: lifecycle.Lock | None = None,
+    ) -> None:
         self.root = root
         self.log = log
+        self.lock = lock  # the project lock `handoffd run` holds, watched every pass
         self.roles = Roles(root, log)
         self.courier = Courier(root, log, self.roles.reread)
         self.waker = Waker(root, log)
@@ -181,11 +188,35 @@ class Daemon:
         if self._take_stop_file():
             self.log.info("stop_file")
             self.stopping = True
+        if self.lock is not None and self.lock.lost():
+            # .swarmforge/ was removed or replaced: another daemon may lock the new one.
+            self.log.error("lock_lost", folder=self.lock.path)
+            self.stopping = True
+            return
+        if rescan and self.lock is not None:
+            self._restore_daemon_files()
         got_mail = self.courier.deliver(roles, now)
         self._wake(got_mail, roles, now)
         if rescan:
             self._next_rescan = now + self.rescan_every
             self._renotify(roles, now)
+
+    def _restore_daemon_files(self) -> None:
+        """Put back the pid file and the log if someone removed `daemon/` (the journal is
+        recreated by its next commit); a write that fails is retried at the next rescan."""
+        error = lifecycle.ensure_pid(self.root, os.getpid())
+        if error is not None:
+            self.log.warning("pid_file_not_written", error=str(error))
+        log_file = daemon_path(self.root, "handoffd.log")
+        if not os.path.exists(log_file):
+            from handoffd import log as logging
+
+            try:
+                logging.configure(log_file)
+            except OSError as failure:
+                self.log.warning("log_not_reopened", error=str(failure))
+                return
+            self.log.info("log_reopened", file=log_file)
 
     def _take_stop_file(self) -> bool:
         """Remove `daemon/stop` if it is there (whatever it is); True if it was."""
@@ -275,8 +306,13 @@ def serve(root: str, once: bool = False, renotify_after: float = 120.0) -> int:
     except AlreadyRunning as running:
         print(f"handoffd is already running for {root} ({running})", file=sys.stderr)
         return 1
-    log = logging.configure(daemon_path(root, "handoffd.log"))
-    daemon = Daemon(root, log, renotify_after)
+    try:
+        log = logging.configure(daemon_path(root, "handoffd.log"))
+    except OSError:  # daemon/ cannot be made (disk full?): retried at each rescan
+        log = logging.configure(None)
+    daemon = Daemon(root, log, renotify_after, lock)
+    if lock.pid_error is not None:
+        log.warning("pid_file_not_written", error=str(lock.pid_error))
     daemon.install_signal_handlers()
     try:
         daemon.open(watch=not once)
