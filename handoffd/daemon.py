@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable
+from handoffd import config, durable, lifecycle
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.lifecycle import daemon_path, notify
@@ -50,6 +50,19 @@ class Roles:
         self.settling = False  # a change waits to settle: look again in SETTLE seconds
         self._seen: object = None
 
+    def reread(self) -> dict[str, Role]:
+        """The roles with roles.tsv read now, settled or not: a recipient looks unknown, and
+        may have just been added.  Raises `ConfigError` rather than answer from a stale view.
+
+        A file read mid-write may lack roles, so only a read that adds roles replaces the
+        current ones at once; any other change waits for the settled read of `get`.
+        """
+        fresh = config.load_roles(self.root)
+        if set(self.current) < set(fresh):
+            self.current = fresh
+            self.log.info("config_loaded", roles=sorted(fresh))
+        return {**self.current, **fresh}
+
     def get(self) -> tuple[dict[str, Role], bool]:
         """The roles to use now, and whether they changed since the last call."""
         try:
@@ -78,11 +91,18 @@ class Roles:
 class Daemon:
     """The delivery loop of one project."""
 
-    def __init__(self, root: str, log: FilteringBoundLogger, renotify_after: float = 120.0) -> None:
+    def __init__(
+        self,
+        root: str,
+        log: FilteringBoundLogger,
+        renotify_after: float = 120.0,
+        lock: lifecycle.Lock | None = None,
+    ) -> None:
         self.root = root
         self.log = log
+        self.lock = lock  # the project lock `handoffd run` holds, watched every pass
         self.roles = Roles(root, log)
-        self.courier = Courier(root, log)
+        self.courier = Courier(root, log, self.roles.reread)
         self.waker = Waker(root, log)
         self.renotifier = Renotifier(renotify_after)
         self.rescan_every = min(RESCAN, renotify_after / 4)
@@ -168,11 +188,35 @@ class Daemon:
         if self._take_stop_file():
             self.log.info("stop_file")
             self.stopping = True
+        if self.lock is not None and self.lock.lost():
+            # .swarmforge/ was removed or replaced: another daemon may lock the new one.
+            self.log.error("lock_lost", folder=self.lock.path)
+            self.stopping = True
+            return
+        if rescan and self.lock is not None:
+            self._restore_daemon_files()
         got_mail = self.courier.deliver(roles, now)
         self._wake(got_mail, roles, now)
         if rescan:
             self._next_rescan = now + self.rescan_every
             self._renotify(roles, now)
+
+    def _restore_daemon_files(self) -> None:
+        """Put back the pid file and the log if someone removed `daemon/` (the journal is
+        recreated by its next commit); a write that fails is retried at the next rescan."""
+        error = lifecycle.ensure_pid(self.root, os.getpid())
+        if error is not None:
+            self.log.warning("pid_file_not_written", error=str(error))
+        log_file = daemon_path(self.root, "handoffd.log")
+        if not os.path.exists(log_file):
+            from handoffd import log as logging
+
+            try:
+                logging.configure(log_file)
+            except OSError as failure:
+                self.log.warning("log_not_reopened", error=str(failure))
+                return
+            self.log.info("log_reopened", file=log_file)
 
     def _take_stop_file(self) -> bool:
         """Remove `daemon/stop` if it is there (whatever it is); True if it was."""
@@ -194,6 +238,7 @@ class Daemon:
     # --- wake-ups -----------------------------------------------------------------------
 
     def _wake(self, names: set[str], roles: dict[str, Role], now: float) -> None:
+        roles = self.roles.current  # a recipient found by a re-read during the pass is here
         self.waker.wake((name, roles[name].session) for name in names if name in roles)
         for name in names:
             self.renotifier.woken(name, now)
@@ -254,8 +299,13 @@ def serve(root: str, once: bool = False, renotify_after: float = 120.0) -> int:
     except AlreadyRunning as running:
         print(f"handoffd is already running for {root} ({running})", file=sys.stderr)
         return 1
-    log = logging.configure(daemon_path(root, "handoffd.log"))
-    daemon = Daemon(root, log, renotify_after)
+    try:
+        log = logging.configure(daemon_path(root, "handoffd.log"))
+    except OSError:  # daemon/ cannot be made (disk full?): retried at each rescan
+        log = logging.configure(None)
+    daemon = Daemon(root, log, renotify_after, lock)
+    if lock.pid_error is not None:
+        log.warning("pid_file_not_written", error=str(lock.pid_error))
     daemon.install_signal_handlers()
     try:
         daemon.open(watch=not once)
