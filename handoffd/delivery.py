@@ -53,6 +53,7 @@ class Courier:
         self.log = log
         self.retries: dict[str, Retry] = {}
         self.backlog = False  # the last pass left ready originals behind (batch limit)
+        self.refused_senders: set[str] = set()  # roles with an original sent to failed/ this pass
 
     # --- passes ---------------------------------------------------------------------
 
@@ -92,6 +93,7 @@ class Courier:
 
     def deliver(self, roles: dict[str, Role], now: float) -> set[str]:
         """One pass over every outbox; returns the roles that received new mail."""
+        self.refused_senders.clear()
         self.finish_journal()
         staged = (self._stage(role, path, roles, now) for role, path in self._ready(roles, now))
         entries = [entry for entry in staged if entry]
@@ -214,6 +216,7 @@ class Courier:
             self._defer(path, error, now)
             return
         self.retries.pop(path, None)
+        self.refused_senders.add(sender.name)
         self.log.warning("failed", file=os.path.basename(path), sender=sender.name, reason=reason)
 
     def _defer(self, path: str, error: OSError, now: float) -> None:
