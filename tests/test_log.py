@@ -25,6 +25,7 @@ from tests.daemon_support import (
     handoff_name,
     inbox,
     log_path,
+    queue,
     read_log,
     spawn,
     terminate,
@@ -187,3 +188,38 @@ def queue_hidden(project: Project, n: int) -> Path:
     hidden = drafts / f".{name}.tmp"
     hidden.write_bytes(handoff_bytes(name, "coder", "QA", message=f"note {n}"))
     return hidden
+
+
+# --- SIGHUP ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def daemon_process(project: Project) -> Iterator[subprocess.Popen[str]]:
+    process = spawn(project)
+    wait_event(project, "started", where=lambda e: e["pid"] == process.pid)
+    yield process
+    terminate(process)
+
+
+def test_sighup_reopens_the_log_and_rereads_roles_tsv_and_the_daemon_lives_on(
+    project: Project, daemon_process: subprocess.Popen[str]
+) -> None:
+    """As an external rotator does it: rename the log away, then HUP.  The daemon stays up,
+    writes its next lines to a new file at the old path, reads roles.tsv again though it
+    did not change, and keeps delivering."""
+    rotated = log_path(project).with_name("handoffd.log.1")
+    log_path(project).rename(rotated)
+
+    daemon_process.send_signal(signal.SIGHUP)
+    wait_event(project, "reloaded", where=lambda e: e["pid"] == daemon_process.pid)
+    name = queue(project, "coder", ["QA"]).name
+    wait_event(project, "delivered", where=lambda e: e["file"] == name)
+
+    assert daemon_process.poll() is None
+    after = [e["event"] for e in parsed(log_path(project))]
+    assert after[:2] == ["reloaded", "config_loaded"] and "delivered" in after
+    before = [e["event"] for e in parsed(rotated)]
+    assert "started" in before and "reloaded" not in before and "delivered" not in before
+    daemon_process.send_signal(signal.SIGTERM)
+    assert daemon_process.wait(timeout=15) == 0
+    assert parsed(log_path(project))[-1]["event"] == "stopped"
