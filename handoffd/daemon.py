@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
+IN_FLIGHT = 1.0  # seconds a stopping daemon lets a wake-up being typed finish
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
 SETTLE = 0.3  # seconds a changed roles.tsv must stand still before it is read
 HANDOFF_DIRS = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
@@ -114,7 +115,7 @@ class Daemon:
     def close(self, drain: float = 0.0) -> None:
         if drain:
             self.waker.drain(drain)
-        self.waker.close()
+        self.waker.close(wait=IN_FLIGHT)
         if self.watcher:
             self.watcher.stop()
 

@@ -102,12 +102,15 @@ class Waker:
         with self._cond:
             return self._cond.wait_for(lambda: not self._running, timeout)
 
-    def close(self) -> None:
-        """Send nothing more: each thread ends after the wake-up it is typing."""
+    def close(self, wait: float = 0.0) -> None:
+        """Send nothing more; wait up to `wait` seconds for the wake-ups being typed, so a
+        stopping daemon does not leave a line typed but never submitted."""
         with self._cond:
             self._closed = True
             self._pending.clear()
             self._cond.notify_all()
+            if wait:
+                self._cond.wait_for(lambda: not self._running, wait)
 
     def _start(self, role: str) -> None:
         thread = threading.Thread(target=self._serve, args=(role,), name=f"wake-{role}")

@@ -222,7 +222,7 @@ class RecordingWaker:
     def drain(self, timeout: float) -> bool:
         return True
 
-    def close(self) -> None:
+    def close(self, wait: float = 0.0) -> None:
         pass
 
     def woken(self) -> list[str]:

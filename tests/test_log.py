@@ -68,6 +68,8 @@ def test_lines_that_do_not_fit_are_counted_never_torn_and_reported_once_space_re
     written = [log.write(LINE) for _ in range(40)]  # the log's last page fills, then no more
     lost = written.count(False)
     assert lost and written.index(False) + lost == 40, "once full, every write fails"
+    slack, size = 4096 - (len(LINE) + 1), len(LINE) + 1  # room left in the page, one line
+    assert written.count(True) == slack // size and slack % size, "one write was cut short"
     before = parsed(small_fs / "handoffd.log")
     assert len(before) == 1 + written.count(True)
 

@@ -414,3 +414,18 @@ def test_roles_are_woken_concurrently_each_at_its_own_cadence(project: Project, 
     times = [assert_cadence(received(path, len(TEXT) + 2)) for path in paths.values()]
     assert max(first for first, _ in times) < min(cr for _, cr in times)
     daemon.close()
+
+
+def test_closing_the_waker_lets_the_wake_up_being_typed_finish(
+    project: Project, tmux: Tmux
+) -> None:
+    """A stopping daemon never leaves a line typed into an agent's input but not submitted."""
+    sessions(tmux, project, "QA")
+    daemon = open_daemon(project, record=False)
+    daemon.waker.wake([("QA", "QA")])
+    wait_for(lambda: TEXT in tmux.capture("QA") or wake_threads(), what="the wake-up to start")
+
+    daemon.close()  # returns once the C-m and C-j are sent, not half-way through
+
+    assert [e["role"] for e in events(project, "wake")] == ["QA"]
+    assert tmux.wakes("QA") == 1
