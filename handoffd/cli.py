@@ -148,15 +148,17 @@ def stop(root: str | None) -> None:
 def _stop(project: str) -> None:
     from handoffd import lifecycle
 
+    if not os.path.isdir(project):  # a typo must not read as "nothing was running"
+        raise click.ClickException(f"no such directory: {project}")
     pid = lifecycle.stop(project)
     click.echo(f"handoffd stopped (pid {pid})" if pid else f"no handoffd was running for {project}")
 
 
-@click.command()
-@click.argument("root", type=click.Path(file_okay=False))
-def stop_handoff_daemon(root: str) -> None:
-    """Stop the handoffd daemon of ROOT (the older tool's command name)."""
-    _stop(os.path.abspath(root))
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@root_argument
+def stop_handoff_daemon(root: str | None) -> None:
+    """Stop the handoffd daemon of ROOT (default: the project of the working directory)."""
+    _stop(_root(root))
 
 
 @main.command()

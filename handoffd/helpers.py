@@ -151,6 +151,9 @@ def done_with_current() -> None:
 
 def swarm_handoff() -> None:
     args = sys.argv[1:]
+    if args in (["--help"], ["-h"]):
+        _print(USAGE)
+        sys.exit(0)
     if len(args) != 1:
         _fail(1, USAGE)
     draft_path = args[0]
@@ -172,4 +175,18 @@ def _queue(caller: Caller, draft_path: str) -> str:
         raise Refusal(2, report.rstrip("\n"))
     path = outbox.queue(sender, result, time.time())
     os.unlink(draft_path)
+    sys.stderr.write(_no_daemon_warning(caller.root))
     return f"HANDOFF QUEUED: {path}\n"
+
+
+def _no_daemon_warning(root: str) -> str:
+    """One line when nothing will deliver the handoff (the exit code stays 0: prompts rely
+    on it); empty when a daemon holds the project's lock."""
+    from handoffd import lifecycle  # ~2 ms (socket, select), paid only by swarm_handoff
+
+    if lifecycle.holder(root) is not None:
+        return ""
+    return (
+        f"WARNING: no handoffd daemon is running for {root}; this handoff waits in outbox/ "
+        f"until one does. Start it with: handoffd start {root}\n"
+    )
