@@ -173,21 +173,20 @@ def init(config_file: str | None, root: str | None) -> None:
     """Lay out a project: git worktrees, handoff folders, roles.tsv, tmux socket."""
     from handoffd import project
 
-    base = os.path.abspath(root or ".")
-    local = os.path.join(base, config.SWARMFORGE, project.SAMPLE)
-    source = config_file or (local if os.path.isfile(local) else None)
     try:
-        if source:
-            with open(source, encoding="utf-8") as file:
-                text = file.read()
-        else:
-            text = project.sample_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise click.ClickException(f"cannot read {source}: {error}") from None
-    try:
-        windows = project.parse(text, source or f"(sample {project.SAMPLE})")
-        changes = project.init(base, windows)
-    except project.SwarmConfigError as error:
+        base = project.locate(root, os.getcwd())
+        chosen = project.configuration(base, config_file)
+        if chosen is None:
+            roles = ", ".join(config.load_roles(base))
+            click.echo(
+                f"{base}: kept roles.tsv ({roles}); to change the roles, write "
+                f"{project.stored_configuration(base)} or pass --config"
+            )
+            return
+        text, source = chosen
+        windows = project.parse(text, source)
+        changes = project.init(base, windows, remember=text)
+    except (project.SwarmConfigError, config.ConfigError) as error:
         raise click.ClickException(str(error)) from None
     for change in changes:
         click.echo(f"created {change}")
