@@ -203,25 +203,45 @@ def init(config_file: str | None, root: str | None) -> None:
     help="The command line for an agent name in roles.tsv (repeatable). "
     "Built in: shell (your $SHELL), demo (the scripted demo agent).",
 )
+@click.option(
+    "--check-after",
+    type=click.FloatRange(min=0.0),
+    default=1.0,
+    show_default=True,
+    help="Seconds after which each started session must still run (0: do not check).",
+)
 @renotify_option
 @root_argument
-def up(agents: tuple[str, ...], renotify_after: float, root: str | None) -> None:
+def up(
+    agents: tuple[str, ...], check_after: float, renotify_after: float, root: str | None
+) -> None:
     """Start the swarm: a tmux session per role, and the daemon."""
-    from handoffd import swarm
+    from handoffd import lifecycle, swarm
 
     project_root = _project(root)
     commands = dict(_agent_pair(value) for value in agents)
+    running = lifecycle.holder(project_root)
     try:
         socket, started = swarm.up(
             project_root, commands, ("--renotify-after", str(renotify_after))
         )
+        dead = swarm.died(socket, started, check_after)
+        roles = config.load_roles(project_root)
     except (config.ConfigError, RuntimeError, OSError) as error:
         raise click.ClickException(str(error)) from None
-    roles = config.load_roles(project_root)
     click.echo(f"swarm up for {project_root}; started: {', '.join(started) or 'nothing new'}")
+    pid = lifecycle.holder(project_root)
+    click.echo(f"daemon: {'already running' if running else 'started'} (pid {pid})")
     for role in roles.values():
         click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")
     click.echo(f"log: {os.path.join(project_root, config.SWARMFORGE, 'daemon', 'handoffd.log')}")
+    for session, how in dead.items():
+        click.echo(f"DIED: {session}: its agent exited at once ({how})", err=True)
+    if dead:
+        raise click.ClickException(
+            "some agents did not stay up; fix their command lines (--agent NAME=COMMAND), "
+            "then run `handoffd up` again"
+        )
 
 
 def _agent_pair(value: str) -> tuple[str, str]:
