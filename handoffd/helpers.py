@@ -159,16 +159,24 @@ def swarm_handoff() -> None:
     _run(lambda caller: _queue(caller, draft_path), unknown_role="Unknown sender role: {}")
 
 
+def _packet_usage() -> str:
+    from handoffd.continuity import packet
+
+    return packet.USAGE
+
+
 def _queue(caller: Caller, draft_path: str) -> str:
     from handoffd import draft, git, outbox
 
     sender = caller.role
-    with open(draft_path, encoding="utf-8", errors="replace") as file:
+    # newline="": a packet's bytes travel verbatim (docs/protocol.md §10), CRs included
+    with open(draft_path, encoding="utf-8", errors="replace", newline="") as file:
         text = file.read()
     result = draft.check(text, set(caller.roles), lambda c: git.resolve_commit(sender.worktree, c))
     if isinstance(result, list):
         errors = "".join(f"- {message}\n" for message in result)
-        report = f"HANDOFF INVALID: {draft_path}\n\nErrors:\n{errors}\n{USAGE}"
+        usage = USAGE + ("\n" + _packet_usage() if "type: packet" in text else "")
+        report = f"HANDOFF INVALID: {draft_path}\n\nErrors:\n{errors}\n{usage}"
         raise Refusal(2, report.rstrip("\n"))
     path = outbox.queue(sender, result, time.time())
     os.unlink(draft_path)
