@@ -42,12 +42,20 @@ message: <one line, at most 80 characters>
 class Caller:
     """Who is calling: the project root, its roles and the calling role."""
 
-    __slots__ = ("role", "roles", "root")
+    __slots__ = ("role", "roles", "root", "sent_to")
 
     def __init__(self, root: str, roles: dict[str, config.Role], role: config.Role) -> None:
         self.root = root
         self.roles = roles
         self.role = role
+        self.sent_to = ""  # the recipients of a handoff this call queued
+
+
+def _after_step(caller: Caller) -> None:
+    """Rewrite the role's live file (docs/protocol.md §10); it never fails the step."""
+    from handoffd.continuity import hook
+
+    hook.after_step(caller.role, caller.sent_to)
 
 
 def _run(step: Step, unknown_role: str = "Unknown role: {}") -> None:
@@ -56,7 +64,11 @@ def _run(step: Step, unknown_role: str = "Unknown role: {}") -> None:
         root = config.find_root()
         roles = config.load_roles(root)
         role = config.calling_role(roles, os.environ.get("SWARMFORGE_ROLE"))
-        output = step(Caller(root, roles, role))
+        caller = Caller(root, roles, role)
+        try:
+            output = step(caller)
+        finally:  # also after a refusal: finishing may have completed work before it
+            _after_step(caller)
     except config.UnknownRole as error:
         _fail(1, unknown_role.format(error.name) + "\n")
     except config.ConfigError as error:
@@ -179,5 +191,6 @@ def _queue(caller: Caller, draft_path: str) -> str:
         report = f"HANDOFF INVALID: {draft_path}\n\nErrors:\n{errors}\n{usage}"
         raise Refusal(2, report.rstrip("\n"))
     path = outbox.queue(sender, result, time.time())
+    caller.sent_to = ",".join(result.recipients)
     os.unlink(draft_path)
     return f"HANDOFF QUEUED: {path}\n"
