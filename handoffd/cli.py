@@ -19,7 +19,10 @@ from handoffd.outcome import Outcome
 
 # name -> ("module:attribute" of a click command, its one-line help).  Imported on
 # first use; `handoffd --help` shows the help line without importing anything.
-LAZY: dict[str, tuple[str, str]] = {}
+LAZY: dict[str, tuple[str, str]] = {
+    "resume": ("handoffd.continuity.commands:resume", "Where were we: state and next step."),
+    "note": ("handoffd.continuity.commands:note", "Add a decision, ruled-out path or check."),
+}
 
 
 class LazyGroup(click.Group):

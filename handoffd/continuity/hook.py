@@ -14,6 +14,12 @@ from handoffd import handoff as hf
 from handoffd.config import Role
 from handoffd.continuity import live, work
 
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Edit = Callable[[dict[str, list[str]]], None]
+
 WAITING = "waiting for "
 
 
@@ -26,7 +32,9 @@ def after_step(role: Role, sent_to: str = "", now: float | None = None) -> None:
         pass
 
 
-def refresh(role: Role, sent_to: str = "", now: float | None = None) -> str:
+def refresh(
+    role: Role, sent_to: str = "", now: float | None = None, edit: Edit | None = None
+) -> str:
     """Rewrite `role`'s live file from its queue and return the text.  Under a lock on the
     file's folder: two helpers of one role finishing at once write one after the other,
     each from the queue as it stands then, so a stale view never lands last."""
@@ -35,13 +43,20 @@ def refresh(role: Role, sent_to: str = "", now: float | None = None) -> str:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return _rewrite(role, sent_to, now)
+        return _rewrite(role, sent_to, now, edit)
     finally:
         os.close(fd)  # releases the lock
 
 
-def _rewrite(role: Role, sent_to: str, now: float | None) -> str:
+def _rewrite(role: Role, sent_to: str, now: float | None, edit: Edit | None) -> str:
     previous = live.read(role.worktree)
+    if edit is not None and previous is not None:
+        # the agent's note: its sections change, handoffd's lines stay as they were
+        edit(previous.sections)
+        return live.write(role.worktree, live.restate(previous), previous)
+    if edit is not None:
+        previous = live.Parsed("", "", "", {})
+        edit(previous.sections)
     carried = ""
     if previous and previous.phase.startswith(WAITING):
         carried = previous.phase[len(WAITING) :]  # still waiting until something arrives

@@ -27,7 +27,7 @@ MAX_TEXT = 200
 class State:
     """handoffd's part of the file: the header fields and its own sections."""
 
-    __slots__ = ("branch", "in_flight", "next_step", "open_questions", "phase", "time")
+    __slots__ = ("branch", "in_flight", "more", "next_step", "open_questions", "phase", "time")
 
     def __init__(
         self,
@@ -37,7 +37,9 @@ class State:
         next_step: str,
         in_flight: list[str] | None = None,
         open_questions: list[str] | None = None,
+        more: int = 0,
     ) -> None:
+        self.more = more  # cards in flight beyond those listed (a file read back knows no more)
         self.time = time
         self.branch = branch
         self.phase = phase
@@ -72,7 +74,7 @@ def render(state: State, agent: dict[str, list[str]]) -> str:
     fitted into 30 lines by the drop rule."""
     sections = {
         "Next Step": [one_line(state.next_step)],
-        "In-Flight": _in_flight(state.in_flight),
+        "In-Flight": _in_flight(state.in_flight, state.more),
         "Open Questions": [f"- {one_line(q)}" for q in state.open_questions[:MAX_QUESTIONS]],
     }
     for name in AGENT_SECTIONS:
@@ -81,11 +83,25 @@ def render(state: State, agent: dict[str, list[str]]) -> str:
     return "".join(f"{line}\n" for line in _lines(head, fit(head, sections)))
 
 
-def _in_flight(cards: list[str]) -> list[str]:
+def _in_flight(cards: list[str], more: int) -> list[str]:
     lines = [f"- {one_line(card)}" for card in cards[:MAX_IN_FLIGHT]]
-    if len(cards) > MAX_IN_FLIGHT:
-        lines.append(f"- … {len(cards) - MAX_IN_FLIGHT} more")
+    hidden = max(len(cards) - MAX_IN_FLIGHT, 0) + more
+    if hidden:
+        lines.append(f"- … {hidden} more")
     return lines
+
+
+def restate(parsed: Parsed) -> State:
+    """handoffd's part of a file read back, to rewrite it unchanged around the agent's."""
+    sections = parsed.sections
+    flight = [line.removeprefix("- ") for line in sections.get("In-Flight", [])]
+    last = flight[-1] if flight else ""
+    more = 0
+    if last.startswith("… ") and last.endswith(" more") and last[2:-5].isdigit():
+        more = int(flight.pop()[2:-5])
+    questions = [line.removeprefix("- ") for line in sections.get("Open Questions", [])]
+    step = " ".join(sections.get("Next Step", []))
+    return State(parsed.time, parsed.branch, parsed.phase, step, flight, questions, more)
 
 
 def _lines(head: list[str], sections: dict[str, list[str]]) -> list[str]:
