@@ -1,3 +1,3 @@
 #!/usr/bin/env bash
-# Agents and prompts name this script; it runs `handoffd resume` (docs/protocol.md §10).
-exec handoffd resume "$@"
+# Agents and prompts name this script; it runs the installed `resume` command (`handoffd resume`).
+exec resume "$@"
