@@ -18,8 +18,8 @@ import time
 from handoffd import config, durable
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
-from handoffd.handoff import visible
 from handoffd.lifecycle import daemon_path, notify
+from handoffd.scan import State, listing
 from handoffd.wake import Renotifier, Waker
 from handoffd.watch import Watcher
 
@@ -231,14 +231,7 @@ class Daemon:
 
 def _idle_with_mail(role: Role) -> bool:
     """Mail waits in new/ and nothing is in process: an agent that may have missed its wake-up."""
-    return _has_visible(role.path(Box.NEW)) and not _has_visible(role.path(Box.IN_PROCESS))
-
-
-def _has_visible(directory: str) -> bool:
-    try:
-        return bool(visible(directory))
-    except OSError:
-        return False  # an unreadable folder: nothing we could wake anyone for
+    return {e.state for e in listing(role, (State.NEW, State.IN_PROCESS))} == {State.NEW}
 
 
 def _watchdog_interval() -> float | None:

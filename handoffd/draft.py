@@ -13,8 +13,11 @@ if TYPE_CHECKING:
 
     # commit -> (canonical commit, None) or (None, error message)
     CommitResolver = Callable[[str], tuple[str | None, str | None]]
+    IdExists = Callable[[str], bool]
 
-ALLOWED = ("type", "to", "priority", "task", "commit", "message")
+ALLOWED = ("type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason")
+ANY_TYPE = ("depends_on", "blocked_reason")  # allowed for every type (docs/protocol.md §8)
+MAX_REASON = 200
 RESERVED = (
     "id", "from", "role", "recipient", "created_at", "enqueued_at", "dequeued_at", "completed_at",
 )  # fmt: skip
@@ -47,8 +50,14 @@ class Draft:
         self.body = body
 
 
-def check(text: str, known_roles: set[str], resolve_commit: CommitResolver) -> Draft | list[str]:
-    """The valid draft, or every error found in it, in a stable order."""
+def check(
+    text: str,
+    known_roles: set[str],
+    resolve_commit: CommitResolver,
+    id_exists: IdExists = lambda ident: False,
+) -> Draft | list[str]:
+    """The valid draft, or every error found in it, in a stable order.  `id_exists` says
+    whether a `depends_on` id names a handoff already in the project."""
     text, body = split_packet(text)
     headers, errors = parse_lines(text)
     recipients, recipient_errors = _recipients(headers.get("to", ""), known_roles)
@@ -66,6 +75,8 @@ def check(text: str, known_roles: set[str], resolve_commit: CommitResolver) -> D
         errors += _only_for(headers, "git_handoff", ("task",))
     errors += _text_errors(headers, "note", "message")
     errors += _only_for(headers, "note", ("message",))
+    errors += dependency_errors(headers.get("depends_on"), id_exists)
+    errors += _reason_errors(headers.get("blocked_reason"))
     if body is not None:
         from handoffd.continuity import packet  # only packets pay for importing it
 
@@ -82,6 +93,35 @@ def split_packet(text: str) -> tuple[str, str | None]:
         return text, None
     head = "".join(line + "\n" for line in lines[:blank])
     return head, "\n".join(lines[blank + 1 :])
+
+
+def dependencies(value: str) -> list[str]:
+    """The ids of a `depends_on` value, in order."""
+    return [ident.strip() for ident in value.split(",")]
+
+
+def dependency_errors(value: str | None, id_exists: IdExists) -> list[str]:
+    """Each id must name an existing handoff, once: no cycle can form through new drafts."""
+    if value is None:
+        return []
+    idents = dependencies(value)
+    errors: list[str] = []
+    for index, ident in enumerate(idents):
+        if not ident:
+            errors.append("Header 'depends_on' contains an empty id.")
+        elif ident in idents[:index]:
+            errors.append(f"Duplicate dependency '{ident}'.")
+        elif not id_exists(ident):
+            errors.append(f"Unknown dependency '{ident}'.")
+    return errors
+
+
+def _reason_errors(value: str | None) -> list[str]:
+    if value is None or len(value.strip()) <= MAX_REASON:
+        return []
+    return [
+        f"Header 'blocked_reason' must be no longer than {MAX_REASON} characters; got {len(value)}."
+    ]
 
 
 def parse_lines(text: str) -> tuple[dict[str, str], list[str]]:
@@ -161,6 +201,7 @@ def _type_field_errors(headers: dict[str, str]) -> list[str]:
     if allowed is None:  # an unknown type is reported once, not once per field
         return []
     kind = headers["type"]
+    allowed += ANY_TYPE
     return [f"Header '{f}' is not allowed for type '{kind}'." for f in headers if f not in allowed]
 
 

@@ -76,26 +76,40 @@ def test_rung_two_the_queue_leads_with_the_blocked_reason_and_names_the_report(
     project: Project,
 ) -> None:
     project.put("QA", TAKEN, box="inbox/in_process", task="slice-3", id=IDENT,
-                dequeued_at="2026-06-15T14:06:02.000000Z",
-                blocked_reason="Which schema version should the parser target?")  # fmt: skip
+                dequeued_at="2026-06-15T14:06:02.000000Z")  # fmt: skip
     project.put("QA", "70_20260615T150000Z_000002_from_coder_to_QA.handoff")
-    reports = project.handoffs("QA") / "reports" / IDENT
-    reports.mkdir(parents=True)
-    (reports / "20260615T141000.000000Z_RUNNING.md").write_text(
-        "---\nstatus: RUNNING\nrole: QA\n---\n\nParser half done.\n"
-    )
-    (reports / "20260615T142000.000000Z_BLOCKED.md").write_text(
-        "---\nstatus: BLOCKED\nrole: QA\n---\n\nBlockers: schema version unknown\n"
-    )
-    result = resume_as(project, "QA")
-    assert result.out.splitlines() == [
-        "RESUMING: QA on QA (from queue)",
-        "OPEN_QUESTION: slice-3: Which schema version should the parser target?",
-        f"STATE: blocked; {IDENT}@QA, slice-3, taken 2026-06-15 14:06Z; latest report "
-        "BLOCKED 2026-06-15 14:20Z: Blockers: schema version unknown; 1 more waiting",
-        "NEXT_STEP: Resolve the blocker under Open Questions, then run `handoffd unblock`.",
+    running = project.draft("Parser half done.\n", name="running.md")
+    blocked = project.draft("Stuck.\nBlockers: which schema version?\n", name="blocked.md")
+    for status, text in (("RUNNING", running), ("BLOCKED", blocked)):
+        result = project.run("handoffd", "report", "--status", status, "--file", str(text),
+                             role="QA")  # fmt: skip
+        assert result.code == 0, result.err
+    (project.worktrees["QA"] / live.FILE).unlink()  # what a crash before the rewrite leaves
+    lines = resume_as(project, "QA").out.splitlines()
+    assert lines[:2] == ["RESUMING: QA on QA (from queue)",
+                         "OPEN_QUESTION: slice-3: which schema version?"]  # fmt: skip
+    assert lines[2].startswith(f"STATE: blocked; {IDENT}@QA, slice-3, taken 2026-06-15 14:06Z; "
+                               "latest report BLOCKED 20")  # fmt: skip
+    assert lines[2].endswith("Z: Stuck.; 1 more waiting")
+    assert lines[3:] == [
+        "NEXT_STEP: Resolve the blocker under Open Questions, then run `handoffd unblock`."
     ]
     assert not (project.worktrees["QA"] / live.FILE).exists()  # only the git rung writes
+
+
+def test_report_and_block_rewrite_the_live_file(project: Project) -> None:
+    project.put("QA", TAKEN, box="inbox/in_process", task="slice-3", id=IDENT)
+    assert project.run("handoffd", "block", "--reason", "need the schema", role="QA").code == 0
+    parsed = live.read(str(project.worktrees["QA"]))
+    assert parsed is not None and parsed.sections["Open Questions"] == [
+        "- slice-3: need the schema"
+    ]
+    assert project.run("handoffd", "unblock", role="QA").code == 0
+    parsed = live.read(str(project.worktrees["QA"]))
+    assert parsed is not None and parsed.phase == "working on slice-3"
+    assert project.run("handoffd", "release", role="QA").code == 0
+    parsed = live.read(str(project.worktrees["QA"]))
+    assert parsed is not None and parsed.phase == "idle"
 
 
 def test_rung_two_mail_waiting_and_nothing_taken(project: Project) -> None:

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 
-from handoffd import git
+from handoffd import git, scan
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.continuity import live, work
@@ -204,64 +204,32 @@ def git_facts(role: Role, root: str, branch: str) -> GitFacts:
 
 def last_handoff(role: Role) -> str:
     """The newest handoff the role completed or sent, in words; "" if it has none."""
-    found = [(_order(e.name), e.path, "received") for e in _history(role.path(Box.COMPLETED))]
-    found += [(_order(e.name), e.path, "sent") for e in _history(role.path(Box.SENT))]
-    if not found:
+    history = scan.listing(role, scan.State.HISTORY)
+    dated = [(e.parts.timestamp, e.parts.seq, e.name, e) for e in history if e.parts]
+    if not dated:
         return ""
-    _, path, verb = max(found)
-    try:
-        handoff = hf.read(path)
-    except hf.HandoffError:
-        return f"{verb} {os.path.basename(path)}"
-    who = f"from {handoff.get('from')}" if verb == "received" else f"to {handoff.get('to')}"
-    stamp = handoff.get("completed_at" if verb == "received" else "created_at") or ""
-    return f"{verb} {work.label(handoff)} {who} ({work.short_time(stamp)})"
-
-
-def _history(directory: str) -> list[os.DirEntry[str]]:
-    """The `.handoff` files of a history folder, batch directories included."""
-    entries = []
-    for entry in hf.visible(directory):
-        if entry.is_dir(follow_symlinks=False):
-            entries += [e for e in hf.visible(entry.path) if e.name.endswith(".handoff")]
-        elif entry.name.endswith(".handoff"):
-            entries.append(entry)
-    return entries
-
-
-def _order(name: str) -> tuple[str, str]:
-    """A queue file's time and sequence (`<pri>_<time>_<seq>_from_…`): when it was sent."""
-    fields = name.split("_")
-    return (fields[1], fields[2]) if len(fields) > 3 else ("", name)
+    entry = max(dated)[3]
+    headers = entry.headers
+    if entry.state == scan.State.COMPLETED:
+        who, stamp = f"received {work.label(headers)} from {headers.get('from')}", "completed_at"
+    else:
+        who, stamp = f"sent {work.label(headers)} to {headers.get('to')}", "created_at"
+    return f"{who} ({work.short_time(headers.get(stamp, ''))})"
 
 
 def latest_report(role: Role, ident: str) -> str:
     """The newest report on `ident` in words (`RUNNING 2026-06-15 14:05Z: <first line>`)."""
-    folder = os.path.join(role.handoffs, "reports", ident)
-    names = sorted(n for n in _names(folder) if n.endswith(".md")) if ident else []
-    if not names:
+    from handoffd.board import reports  # front matter and YAML: only this rung pays
+
+    paths = reports.files(role.handoffs, ident) if ident else []
+    if not paths:
         return ""
-    stamp, _, status = names[-1].removesuffix(".md").partition("_")
-    first = _first_text_line(os.path.join(folder, names[-1]))
-    when = f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}Z"
-    return f"{status} {when}" + (f": {first}" if first else "")
+    report = reports.read(paths[-1])
+    first = next((line.strip() for line in report.text.split("\n") if line.strip()), "")
+    when = work.short_time(report.reported_at) or _name_time(os.path.basename(paths[-1]))
+    return f"{report.status} {when}" + (f": {first}" if first else "")
 
 
-def _names(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
-
-
-def _first_text_line(path: str) -> str:
-    """The first non-blank line of a report after its front matter."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            lines = file.read().split("\n")
-    except OSError:
-        return ""
-    if lines and lines[0].strip() == "---":
-        end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), 0)
-        lines = lines[end + 1 :]
-    return next((line.strip() for line in lines if line.strip()), "")
+def _name_time(name: str) -> str:
+    """A report file name's time (`20260615T142000.000000Z_…`) as `2026-06-15 14:20Z`."""
+    return f"{name[:4]}-{name[4:6]}-{name[6:8]} {name[9:11]}:{name[11:13]}Z"

@@ -1,16 +1,15 @@
 """What a role is doing, from its queue: the facts the live file and `resume` state.
 
-`look` reads the role's `in_process/` and counts `new/` (a few small files: helpers call
-it after every step); `describe` turns that into the phase, the next step, the cards in
-flight and the open questions (docs/protocol.md §10), as a pure function.
+`look` reads the role's `in_process/` and counts `new/` through the one queue scan (a
+few header blocks: helpers call it after every step); `describe` turns that into the
+phase, the next step, the cards in flight and the open questions (docs/protocol.md §10),
+as a pure function.
 """
 
 from __future__ import annotations
 
-import os
-
-from handoffd import handoff as hf
-from handoffd.config import Box, Role
+from handoffd import scan
+from handoffd.config import Role
 
 
 class Card:
@@ -71,20 +70,20 @@ def short_time(stamp: str) -> str:
     return f"{stamp[:10]} {stamp[11:16]}Z" if len(stamp) >= 16 and stamp[10:11] == "T" else stamp
 
 
-def label(handoff: hf.Handoff) -> str:
+def label(headers: dict[str, str]) -> str:
     """What a handoff is about, in a few words: its task, else its note, else its id."""
-    task, message = handoff.get("task"), handoff.get("message")
+    task, message = headers.get("task"), headers.get("message")
     if task:
         return task
     if message:
         return f'note "{message}"'
-    return handoff.get("id") or "an untitled handoff"
+    return headers.get("id") or "an untitled handoff"
 
 
-def card_of(name: str, handoff: hf.Handoff, role: str, taken_key: str = "dequeued_at") -> Card:
-    ident = handoff.get("id") or name.removesuffix(".handoff")
-    taken = handoff.get(taken_key) or ""
-    return Card(f"{ident}@{role}", label(handoff), taken, handoff.get("blocked_reason"))
+def card_of(card: str, headers: dict[str, str]) -> Card:
+    """A card in process, from its name (`<id>@<role>`) and its header block."""
+    taken = headers.get("dequeued_at", "")
+    return Card(card, label(headers), taken, headers.get("blocked_reason"))
 
 
 def describe(work: Work) -> Summary:
@@ -114,26 +113,10 @@ def describe(work: Work) -> Summary:
 
 
 def look(role: Role, waiting_for: str = "") -> Work:
-    """Read the role's work in process (files, or one batch directory's files) and count
-    what waits in `new/`.  Only `.handoff` names are queue items."""
-    cards: list[Card] = []
-    batch = False
-    for entry in hf.visible(role.path(Box.IN_PROCESS)):
-        if entry.is_dir(follow_symlinks=False) and entry.name.startswith("batch_"):
-            batch = True
-            cards += [_card(e, role.name) for e in hf.visible(entry.path) if _queued(e)]
-        elif _queued(entry):
-            cards.append(_card(entry, role.name))
-    waiting = sum(1 for e in hf.visible(role.path(Box.NEW)) if _queued(e))
-    return Work([c for c in cards if c is not None], waiting, role.mode, batch, waiting_for)
-
-
-def _queued(entry: os.DirEntry[str]) -> bool:
-    return entry.name.endswith(".handoff") and entry.is_file(follow_symlinks=False)
-
-
-def _card(entry: os.DirEntry[str], role: str) -> Card:
-    try:
-        return card_of(entry.name, hf.read(entry.path), role)
-    except hf.HandoffError:  # unreadable or garbled: still a card in process, by its name
-        return Card(f"{entry.name.removesuffix('.handoff')}@{role}", entry.name, "", None)
+    """The role's work in process (files, or one batch directory's files) and how much waits
+    in `new/`, from one scan of those two folders (headers only)."""
+    entries = scan.scan_role(role, (scan.State.NEW, scan.State.IN_PROCESS))
+    taken = [e for e in entries if e.state == scan.State.IN_PROCESS]
+    cards = [card_of(e.card, e.headers) for e in taken]
+    waiting = sum(1 for e in entries if e.state == scan.State.NEW)
+    return Work(cards, waiting, role.mode, any(e.batch for e in taken), waiting_for)
