@@ -27,6 +27,8 @@ LAZY: dict[str, tuple[str, str]] = {
     "block": ("handoffd.board.commands:block", "Set a handoff's blocked reason."),
     "unblock": ("handoffd.board.commands:unblock", "Remove a handoff's blocked reason."),
     "report": ("handoffd.board.commands:report", "Report on the work: RUNNING, BLOCKED or DONE."),
+    "resume": ("handoffd.continuity.commands:resume", "Where were we: state and next step."),
+    "note": ("handoffd.continuity.commands:note", "Add a decision, ruled-out path or check."),
 }
 
 

@@ -135,7 +135,7 @@ def test_a_note_carrying_git_fields_gets_both_field_errors() -> None:
 
 def test_an_unknown_type_is_reported_once_not_per_field() -> None:
     assert errors_of("type: memo\nto: coder\npriority: 10\n") == [
-        "Header 'type' must be one of git_handoff or note; got 'memo'.",
+        "Header 'type' must be one of git_handoff, note or packet; got 'memo'.",
     ]
 
 

@@ -654,7 +654,7 @@ INVALID: list[tuple[str, Callable[[Project], str], list[str]]] = [
     (
         "bad-type",
         lambda p: note_draft(type="memo", message=None),
-        ["Header 'type' must be one of git_handoff or note; got 'memo'."],
+        ["Header 'type' must be one of git_handoff, note or packet; got 'memo'."],
     ),
     (
         "bad-priority",

@@ -1,0 +1,1 @@
+"""Where were we: the live HANDOFF.md, `resume`, packets and digests (docs/protocol.md §10-§11)."""
