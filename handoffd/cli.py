@@ -19,7 +19,13 @@ from handoffd.outcome import Outcome
 
 # name -> ("module:attribute" of a click command, its one-line help).  Imported on
 # first use; `handoffd --help` shows the help line without importing anything.
-LAZY: dict[str, tuple[str, str]] = {}
+LAZY: dict[str, tuple[str, str]] = {
+    "digest": ("handoffd.continuity.digest_commands:digest", "A thread's digest, with receipts."),
+    "carry-forward": (
+        "handoffd.continuity.digest_commands:carry_forward",
+        "The latest threads, newest first, each a digest.",
+    ),
+}
 
 
 class LazyGroup(click.Group):
