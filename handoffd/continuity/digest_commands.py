@@ -12,7 +12,7 @@ import click
 from handoffd import config
 from handoffd.cli import _root, emit, root_option
 from handoffd.config import Role
-from handoffd.continuity import budget, gitfacts, threads
+from handoffd.continuity import budget, carry, gitfacts, threads
 from handoffd.continuity.digest import DEFAULT_LINES, MIN_LINES, Digest, Inputs, compose, epoch
 from handoffd.outcome import Outcome
 
@@ -107,3 +107,62 @@ def _safe(make: Callable[[], Digest | Outcome]) -> Digest | Outcome:
         return Outcome(1, stderr=f"{error}\n")
     except budget.BudgetTooSmall as error:
         return Outcome(2, stderr=f"BUDGET_TOO_SMALL: {error}\n")
+
+
+def carry_forward_of(
+    root: str,
+    n: int,
+    since: float | None = None,
+    role: str | None = None,
+    now: float | None = None,
+) -> list[Digest]:
+    """The last `n` threads of the project, newest activity first, each a compact digest."""
+    roles = config.load_roles(root)
+    read_at = time.time()
+    files = threads.all_files(roles)
+    chosen = carry.choose(files, carry.report_activity(roles), n, since, role)
+    digests = []
+    for key, members in chosen:
+        inputs = gather(root, roles, threads.build(key, members, roles))
+        digests.append(compose(inputs, CARRY_LINES, time.time() if now is None else now, read_at))
+    return digests
+
+
+def render_many(digests: list[Digest], as_json: bool) -> Outcome:
+    if as_json:
+        items = [d.as_json() for d in digests]
+        return Outcome(0, json.dumps(items, ensure_ascii=False, indent=2) + "\n")
+    return Outcome(0, "\n".join(d.markdown for d in digests) if digests else "NO_THREADS\n")
+
+
+def _since(value: str | None) -> float | None:
+    if value is None:
+        return None
+    when = epoch(value)
+    if when is None:
+        raise click.BadParameter(f"not an ISO 8601 time: {value!r}", param_hint="--since")
+    return when
+
+
+@click.command("carry-forward")
+@click.option("-n", "count", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--since", help="Only threads active since this ISO 8601 time.")
+@click.option("--role", help="Only threads this role sent or received in.")
+@click.option("--json", "as_json", is_flag=True, help="A list of digest objects.")
+@root_option
+@click.argument("root", required=False, type=click.Path(file_okay=False))
+def carry_forward(
+    count: int,
+    since: str | None,
+    role: str | None,
+    as_json: bool,
+    root_opt: str | None,
+    root: str | None,
+) -> None:
+    """The latest threads, newest activity first, each a digest with its receipt."""
+    when = _since(since)
+    try:
+        digests = carry_forward_of(_root(root_opt or root), count, when, role)
+    except config.ConfigError as error:
+        emit(Outcome(1, stderr=f"{error}\n"))
+    emit(render_many(digests, as_json))
