@@ -275,16 +275,14 @@ def build(key: str, files: list[File], roles: dict[str, Role]) -> Thread:
     for file in sorted(files, key=lambda f: f.name):
         by_id.setdefault(handoff_id(file.name) or "", []).append(file)
     task = key.removeprefix("task:") if key.startswith("task:") else None
-    thread = Thread(task, [Item(i, fs) for i, fs in sorted(by_id.items(), key=_when)])
+    thread = Thread(task, [Item(i, fs) for i, fs in by_id.items()])
     for item in thread.items:
         for file in item.files:
             _fill(file, thread)
+    # Two handoffs can share a second (ids sort by it): `created_at` has microseconds.
+    thread.items.sort(key=lambda item: (item.header("created_at") or item.id, item.id))
     thread.reports = sorted(_reports(thread.ids, roles, thread), key=lambda r: r.reported_at)
     return thread
-
-
-def _when(pair: tuple[str, list[File]]) -> str:
-    return pair[0]  # ids start with their UTC timestamp: id order is time order
 
 
 def _fill(file: File, thread: Thread) -> None:
