@@ -29,6 +29,11 @@ LAZY: dict[str, tuple[str, str]] = {
     "report": ("handoffd.board.commands:report", "Report on the work: RUNNING, BLOCKED or DONE."),
     "resume": ("handoffd.continuity.commands:resume", "Where were we: state and next step."),
     "note": ("handoffd.continuity.commands:note", "Add a decision, ruled-out path or check."),
+    "digest": ("handoffd.continuity.digest_commands:digest", "A thread's digest, with receipts."),
+    "carry-forward": (
+        "handoffd.continuity.digest_commands:carry_forward",
+        "The latest threads, newest first, each a digest.",
+    ),
 }
 
 
