@@ -34,6 +34,7 @@ LAZY: dict[str, tuple[str, str]] = {
         "handoffd.continuity.digest_commands:carry_forward",
         "The latest threads, newest first, each a digest.",
     ),
+    "mcp": ("handoffd.mcp:mcp", "Serve the commands as MCP tools on stdio."),
 }
 
 

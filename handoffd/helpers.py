@@ -345,9 +345,23 @@ def report_id(path: str) -> str:
 
 def queue(caller: Caller, draft_path: str) -> Outcome:
     """`swarm_handoff DRAFT`: check the draft, queue it, delete it."""
+
+    def text() -> str:
+        # newline="": a packet's bytes travel verbatim (docs/protocol.md §10), CRs included
+        with open(draft_path, encoding="utf-8", errors="replace", newline="") as file:
+            return file.read()
+
+    return queue_text(caller, text, draft_path, lambda: os.unlink(draft_path))
+
+
+def queue_text(
+    caller: Caller, text: Callable[[], str], name: str, consumed: Callable[[], None]
+) -> Outcome:
+    """Check the draft `text()` (called `name` in a refusal), queue it, then `consumed()`:
+    the one path of `swarm_handoff` and of the MCP tool `send_handoff`."""
     sent_to = ""
     try:
-        outcome, sent_to = _queue(caller, draft_path)
+        outcome, sent_to = _queue(caller, text(), name, consumed)
     except Refusal as refusal:
         outcome = Outcome(refusal.code, "", refusal.render())
     except OSError as error:
@@ -355,14 +369,13 @@ def queue(caller: Caller, draft_path: str) -> Outcome:
     return after_step(caller, outcome, alive=True, changed=bool(sent_to), sent_to=sent_to)
 
 
-def _queue(caller: Caller, draft_path: str) -> tuple[Outcome, str]:
+def _queue(
+    caller: Caller, text: str, draft_path: str, consumed: Callable[[], None]
+) -> tuple[Outcome, str]:
     """The outcome, and the recipients of the handoff queued."""
     from handoffd import draft, git, outbox
 
     sender = caller.role
-    # newline="": a packet's bytes travel verbatim (docs/protocol.md §10), CRs included
-    with open(draft_path, encoding="utf-8", errors="replace", newline="") as file:
-        text = file.read()
     result = draft.check(
         text,
         set(caller.roles),
@@ -375,7 +388,7 @@ def _queue(caller: Caller, draft_path: str) -> tuple[Outcome, str]:
         report = f"HANDOFF INVALID: {draft_path}\n\nErrors:\n{errors}\n{usage}"
         raise Refusal(2, report.rstrip("\n"))
     path = outbox.queue(sender, result, time.time())
-    os.unlink(draft_path)
+    consumed()
     return Outcome(0, f"HANDOFF QUEUED: {path}\n", _no_daemon_warning(caller.root)), ",".join(
         result.recipients
     )

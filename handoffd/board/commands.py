@@ -67,11 +67,15 @@ def report(
     ident: str | None, status: str, source: str | None, reason: str | None, me: Caller
 ) -> None:
     """Store a report on the work in process (or on ID) and act on its status."""
-    emit(helpers.report(me, ident, status.upper(), _text(source), reason))
+    text = report_text(source)
+    if isinstance(text, Outcome):
+        emit(text)
+        raise AssertionError("unreachable")
+    emit(helpers.report(me, ident, status.upper(), text, reason))
 
 
-def _text(source: str | None) -> str:
-    """The report text from a file, stdin (`-`), or none at all."""
+def report_text(source: str | None) -> str | Outcome:
+    """The report text from a file, stdin (`-`), or none at all; or the refusal to print."""
     if source is None:
         return ""
     try:
@@ -80,5 +84,4 @@ def _text(source: str | None) -> str:
         with open(source, encoding="utf-8", errors="replace") as file:
             return file.read()
     except OSError as error:
-        emit(Outcome(1, "", f"Cannot read report file: {source}: {error.strerror}\n"))
-        raise AssertionError("unreachable") from None
+        return Outcome(1, "", f"Cannot read report file: {source}: {error.strerror}\n")

@@ -41,14 +41,21 @@ def resume(role_name: str | None, as_json: bool, root_opt: str | None) -> None:
 
 
 def run_resume(root_opt: str | None, role_name: str | None, as_json: bool) -> Outcome:
+    answer = climb(root_opt, role_name)
+    if isinstance(answer, Outcome):
+        return answer
+    if as_json:
+        return Outcome(0, json.dumps(answer.as_json(), ensure_ascii=False) + "\n")
+    return Outcome(0, "".join(f"{line}\n" for line in answer.lines()))
+
+
+def climb(root_opt: str | None, role_name: str | None) -> ladder.Answer | Outcome:
+    """The role's answer, climbed once (the git rung writes the live file), or the refusal."""
     caller = _caller(root_opt, role_name)
     if isinstance(caller, Outcome):
         return caller
     root, role = caller
-    answer = ladder.climb(role, root)
-    if as_json:
-        return Outcome(0, json.dumps(answer.as_json(), ensure_ascii=False) + "\n")
-    return Outcome(0, "".join(f"{line}\n" for line in answer.lines()))
+    return ladder.climb(role, root)
 
 
 @click.command()

@@ -1,0 +1,74 @@
+"""Driving `handoffd mcp` the way an agent harness does: the SDK's own stdio client and
+session, against a real server process, from plain (synchronous) test code."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from tests.conftest import BIN, Project, helper_env
+
+
+class Agent:
+    """One client session with one server: `call` a tool, `tools` to list them."""
+
+    def __init__(self, portal: BlockingPortal, session: ClientSession) -> None:
+        self.portal = portal
+        self.session = session
+
+    def call(self, name: str, **args: Any) -> types.CallToolResult:
+        return self.portal.call(self.session.call_tool, name, args)
+
+    def tools(self) -> list[types.Tool]:
+        return self.portal.call(self.session.list_tools).tools
+
+
+@contextmanager
+def agent(
+    project: Project,
+    role: str | None,
+    log: Path,
+    cwd: Path | None = None,
+    args: tuple[str, ...] = (),
+) -> Iterator[Agent]:
+    """A server started as a harness would (`handoffd mcp`, SWARMFORGE_ROLE set or not,
+    in `cwd`, default the role's worktree), with a client session open on it."""
+    server = StdioServerParameters(
+        command=str(Path(BIN) / "handoffd"),
+        args=["mcp", *args],
+        env=helper_env(role),
+        cwd=str(cwd or project.worktrees[role or "coder"]),
+    )
+    with (
+        open(log, "a", encoding="utf-8") as errlog,
+        start_blocking_portal() as portal,
+        ExitStack() as stack,
+    ):
+        streams = portal.wrap_async_context_manager(stdio_client(server, errlog=errlog))
+        read, write = stack.enter_context(streams)
+        session = stack.enter_context(portal.wrap_async_context_manager(ClientSession(read, write)))
+        portal.call(session.initialize)
+        yield Agent(portal, session)
+
+
+def text(result: types.CallToolResult) -> str:
+    """Every text block of a result, joined (stdout, then stderr)."""
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [block.text for block in result.content if isinstance(block, types.TextContent)]
+
+
+def cli_json(project: Project, role: str | None, *args: str) -> Any:
+    """What `handoffd <args> --json` prints, parsed."""
+    done = project.run("handoffd", *args, "--json", role=role, cwd=project.root)
+    assert done.code == 0, done.err
+    return json.loads(done.out)
