@@ -44,18 +44,21 @@ def agent(
         command=str(Path(BIN) / "handoffd"),
         args=["mcp", *args],
         env=helper_env(role),
-        cwd=str(cwd or project.worktrees[role or "coder"]),
+        cwd=str(cwd or project.worktrees.get(role or "coder", project.root)),
     )
-    with (
-        open(log, "a", encoding="utf-8") as errlog,
-        start_blocking_portal() as portal,
-        ExitStack() as stack,
-    ):
-        streams = portal.wrap_async_context_manager(stdio_client(server, errlog=errlog))
-        read, write = stack.enter_context(streams)
-        session = stack.enter_context(portal.wrap_async_context_manager(ClientSession(read, write)))
-        portal.call(session.initialize)
-        yield Agent(portal, session)
+    with open(log, "a", encoding="utf-8") as errlog, start_blocking_portal() as portal:
+        stack = ExitStack()
+        try:
+            streams = portal.wrap_async_context_manager(stdio_client(server, errlog=errlog))
+            read, write = stack.enter_context(streams)
+            opened = portal.wrap_async_context_manager(ClientSession(read, write))
+            session = stack.enter_context(opened)
+            portal.call(session.initialize)
+            # A failing assertion in the test is raised as itself, not inside the
+            # client's task groups: the session and the server close as on success.
+            yield Agent(portal, session)
+        finally:
+            stack.close()
 
 
 def text(result: types.CallToolResult) -> str:

@@ -1,0 +1,395 @@
+"""`handoffd mcp` through the SDK's own stdio client against a real project (docs/protocol.md
+§12): the tools and their schemas, a whole round trip through tools only that leaves the same
+files as the helpers, every refusal as a tool error carrying the command's message, and
+structured results equal to the commands' `--json`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Project, make_project, run_command, snapshot
+from tests.mcp_support import Agent, agent, cli_json, text, texts
+from tests.test_helpers import imported_by
+
+ROLES_OPTIONS = {"role", "agent", "conversation"}
+SCHEMAS = {  # tool -> its arguments: the command's long options in snake_case, an ID as `id`
+    "send_handoff": {
+        "type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason",
+        "objective", "decisions_made", "ruled_out_paths", "target_scope", "hard_constraints",
+        "verification", "if_blocked",
+    },
+    "ready_for_next": set(),
+    "done_with_current": set(),
+    "heartbeat": ROLES_OPTIONS,
+    "release": {"id"} | ROLES_OPTIONS,
+    "block": {"id", "reason"} | ROLES_OPTIONS,
+    "unblock": {"id"} | ROLES_OPTIONS,
+    "report": {"id", "status", "file", "text", "reason"} | ROLES_OPTIONS,
+    "note": {"decision", "ruled_out", "verify", "role"},
+    "status": {"role", "all", "json", "window"},
+    "resume": {"role", "json"},
+    "digest": {"id", "task", "max_lines", "json"},
+    "carry_forward": {"n", "since", "role", "json"},
+}  # fmt: skip
+REQUIRED = {"send_handoff": ["type", "to", "priority"], "block": ["reason"], "report": ["status"]}
+STRUCTURED = {"status", "resume", "digest", "carry_forward"}
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    return tmp_path / "server.log"
+
+
+def test_the_server_lists_every_tool_with_its_arguments_schema_and_description(
+    project: Project, log: Path
+) -> None:
+    with agent(project, "coder", log) as coder:
+        tools = {tool.name: tool for tool in coder.tools()}
+    assert set(tools) == set(SCHEMAS)
+    for name, tool in tools.items():
+        schema = tool.input_schema
+        assert schema["type"] == "object" and schema["additionalProperties"] is False, name
+        assert set(schema["properties"]) == SCHEMAS[name], name
+        assert schema.get("required", []) == REQUIRED.get(name, []), name
+        assert all(p.get("description") for p in schema["properties"].values()), name
+        assert tool.description and len(tool.description) > 60, name
+        assert (tool.output_schema is not None) == (name in STRUCTURED), name
+    assert tools["report"].input_schema["properties"]["status"]["enum"] == [
+        "RUNNING", "BLOCKED", "DONE",
+    ]  # fmt: skip
+
+
+# --- a whole round trip, through tools only and through the helpers ----------------------
+
+STAMP = re.compile(r"\d{8}T\d{6}(\.\d+)?Z|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+
+
+def normal(value: str, project: Project) -> str:
+    """Text with the project's path and every timestamp replaced: what two runs share."""
+    return STAMP.sub("<ts>", value.replace(str(project.root), "<root>"))
+
+
+def tree(project: Project) -> dict[str, str | None]:
+    """Every role's .swarmforge/ (queue, reports, heartbeat, live file), normalised."""
+    found: dict[str, str | None] = {}
+    for role, worktree in sorted(project.worktrees.items()):
+        for key, data in snapshot(worktree / ".swarmforge").items():
+            if key.startswith(("handoffs/sequence.lock", "daemon")) or key == "roles.tsv":
+                continue
+            shown = None if data is None else normal(data.decode(), project)
+            found[normal(f"{role}/{key}", project)] = shown
+    return found
+
+
+def deliver(project: Project) -> None:
+    """The daemon, once: delivery is not a tool."""
+    done = run_command("handoffd", "run", "--once", str(project.root), cwd=project.root, role=None)
+    assert done.code == 0, done.err
+
+
+def round_trip_by_tools(project: Project, log: Path) -> list[str]:
+    """coder sends a git handoff to QA and a note to QA and cleaner; QA takes, reports and
+    finishes both; cleaner takes and finishes its batch.  Returns what each step printed."""
+    printed = []
+    with (
+        agent(project, "coder", log) as coder,
+        agent(project, "QA", log) as qa,
+        agent(project, "cleaner", log) as cleaner,
+    ):
+        head = project.commit("coder")
+        for args in (
+            {"type": "git_handoff", "to": "QA", "priority": "40", "task": "t1", "commit": head},
+            {"type": "note", "to": ["QA", "cleaner"], "priority": "50", "message": "hi"},
+        ):
+            printed.append(text(ok(coder.call("send_handoff", **args))))
+        deliver(project)
+        steps: list[tuple[Agent, str, dict[str, Any]]] = [
+            (qa, "ready_for_next", {}),
+            (qa, "report", {"status": "RUNNING", "text": "On it.\nI will run the suite.\n"}),
+            (qa, "done_with_current", {}),
+            (cleaner, "ready_for_next", {}),
+            (cleaner, "done_with_current", {}),
+            (qa, "done_with_current", {}),
+        ]
+        for who, name, args in steps:
+            printed.append(text(ok(who.call(name, **args))))
+    return printed
+
+
+def round_trip_by_helpers(project: Project) -> list[str]:
+    """The same round trip with the helpers and commands an agent runs in its shell."""
+    head = project.commit("coder")
+    printed = []
+    for draft in (
+        f"type: git_handoff\nto: QA\npriority: 40\ntask: t1\ncommit: {head}\n",
+        "type: note\nto: QA,cleaner\npriority: 50\nmessage: hi\n",
+    ):
+        sent = project.run("swarm_handoff", str(project.draft(draft)), role="coder")
+        printed.append(sent.out + sent.err)
+    deliver(project)
+    report = project.draft("On it.\nI will run the suite.\n", name="report.md")
+    for role, *command in (
+        ("QA", "ready_for_next"),
+        ("QA", "handoffd", "report", "--status", "RUNNING", "--file", str(report)),
+        ("QA", "done_with_current"),
+        ("cleaner", "ready_for_next"),
+        ("cleaner", "done_with_current"),
+        ("QA", "done_with_current"),
+    ):
+        done = project.run(command[0], *command[1:], role=role)
+        assert done.code == 0, done.err
+        printed.append(done.out + done.err)
+    return printed
+
+
+def ok(result: Any) -> Any:
+    assert not result.is_error, text(result)
+    return result
+
+
+def test_a_round_trip_through_tools_leaves_the_files_and_prints_the_text_of_the_helpers(
+    tmp_path: Path, log: Path
+) -> None:
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    by_tools, by_helpers = make_project(tmp_path / "a"), make_project(tmp_path / "b")
+    tool_text = [normal(t, by_tools) for t in round_trip_by_tools(by_tools, log)]
+    helper_text = [normal(t, by_helpers) for t in round_trip_by_helpers(by_helpers)]
+    assert tool_text == helper_text
+    assert "COMPLETED: <root>/.worktrees/QA/.swarmforge/handoffs/inbox/completed/" in tool_text[4]
+    assert tool_text[-1].endswith("NO_TASK\n")
+    assert tree(by_tools) == tree(by_helpers)
+    completed = by_tools.box("QA", "inbox/completed")
+    assert len([p for p in completed.iterdir() if p.suffix == ".handoff"]) == 2
+    assert not any(by_tools.box("coder", "outbox/tmp").iterdir())  # no draft left behind
+
+
+# --- refusals: tool errors carrying the command's message ---------------------------------
+
+
+def refusal(result: Any) -> tuple[int, str]:
+    """A refused call: its exit code and its message (the last text block, the stderr)."""
+    assert result.is_error, text(result)
+    assert result.structured_content is None
+    return result.meta["exit_code"], texts(result)[-1]
+
+
+def cli(project: Project, role: str | None, *command: str, cwd: Path | None = None) -> tuple:
+    done = project.run(command[0], *command[1:], role=role, cwd=cwd)
+    assert done.code != 0, done.out
+    return done.code, done.err
+
+
+def test_every_refusal_is_a_tool_error_with_the_commands_exit_code_and_message(
+    project: Project, log: Path, tmp_path: Path
+) -> None:
+    big = tmp_path / "big.md"
+    big.write_text("x" * (64 * 1024 + 1))
+    missing = str(tmp_path / "missing.md")
+    taken = "50_20260101T000000Z_000001_from_coder_to_QA.handoff"
+    cases: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
+        ("QA", "done_with_current", {}, ("done_with_current",)),
+        ("cleaner", "done_with_current", {}, ("done_with_current",)),
+        ("QA", "release", {}, ("handoffd", "release")),
+        ("QA", "block", {"reason": "x"}, ("handoffd", "block", "--reason", "x")),
+        ("QA", "unblock", {}, ("handoffd", "unblock")),
+        ("QA", "report", {"status": "DONE"}, ("handoffd", "report", "--status", "DONE")),
+        ("QA", "note", {}, ("handoffd", "note")),
+        ("QA", "digest", {"id": "nope"}, ("handoffd", "digest", "nope")),
+        ("QA", "digest", {"task": "nope"}, ("handoffd", "digest", "--task", "nope")),
+        ("QA", "resume", {"role": "ghost"}, ("handoffd", "resume", "--role", "ghost")),
+        ("QA", "heartbeat", {"role": "ghost"}, ("handoffd", "heartbeat", "--role", "ghost")),
+    ]
+    in_process = [  # with work in process for QA
+        ("QA", "release", {"id": "nope"}, ("handoffd", "release", "nope")),
+        ("QA", "block", {"id": "nope", "reason": "x"},
+         ("handoffd", "block", "nope", "--reason", "x")),
+        ("QA", "block", {"reason": " "}, ("handoffd", "block", "--reason", " ")),
+        ("QA", "unblock", {"id": "nope"}, ("handoffd", "unblock", "nope")),
+        ("QA", "report", {"status": "BLOCKED", "text": "stuck"},
+         ("handoffd", "report", "--status", "BLOCKED")),
+        ("QA", "report", {"status": "DONE", "id": "nope"},
+         ("handoffd", "report", "nope", "--status", "DONE")),
+        ("QA", "report", {"status": "RUNNING", "file": str(big)},
+         ("handoffd", "report", "--status", "RUNNING", "--file", str(big))),
+        ("QA", "report", {"status": "RUNNING", "file": missing},
+         ("handoffd", "report", "--status", "RUNNING", "--file", missing)),
+        ("QA", "digest", {"id": "nope", "max_lines": 5},
+         ("handoffd", "digest", "nope", "--max-lines", "5")),
+    ]  # fmt: skip
+    with agent(project, "QA", log) as qa, agent(project, "cleaner", log) as cleaner:
+        sessions = {"QA": qa, "cleaner": cleaner}
+        for number, (role, tool, args, command) in enumerate(cases + in_process):
+            if number == len(cases):
+                project.put("QA", taken, box="inbox/in_process")
+            got = refusal(sessions[role].call(tool, **args))
+            assert got == cli(project, role, *command), (tool, args)
+        for other in (qa, cleaner):
+            assert other.call("status").is_error is False  # a refusal never ends the server
+
+
+def test_a_bad_draft_is_refused_with_every_message_of_swarm_handoff(
+    project: Project, log: Path
+) -> None:
+    drafts = [
+        ({"type": "note", "to": "QA,ghost,QA", "priority": "5", "message": "x" * 81},
+         "type: note\nto: QA,ghost,QA\npriority: 5\nmessage: " + "x" * 81 + "\n"),
+        ({"type": "git_handoff", "to": "QA", "priority": "50", "task": "t", "commit": "zz",
+          "depends_on": ["nope"]},
+         "type: git_handoff\nto: QA\npriority: 50\ntask: t\ncommit: zz\ndepends_on: nope\n"),
+        ({"type": "packet", "to": "QA", "priority": "50", "task": "t",
+          "objective": "Do it. Then more.", "decisions_made": "TODO"},
+         "type: packet\nto: QA\npriority: 50\ntask: t\n\n## Objective\nDo it. Then more.\n"
+         "## Decisions Made\nTODO\n"),
+    ]  # fmt: skip
+    with agent(project, "coder", log) as coder:
+        for args, draft in drafts:
+            code, message = refusal(coder.call("send_handoff", **args))
+            path = project.draft(draft)
+            cli_code, cli_message = cli(project, "coder", "swarm_handoff", str(path))
+            # the same messages; the draft is named by the tool instead of by a file
+            assert (code, message) == (cli_code, cli_message.replace(str(path), "send_handoff"))
+            assert message.startswith("HANDOFF INVALID: send_handoff\n\nErrors:\n- ")
+    assert not any(project.box("coder", "outbox").glob("*.handoff"))
+
+
+def test_a_role_the_server_cannot_resolve_is_the_helpers_refusal(
+    project: Project, log: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    root = ("--root", str(project.root))
+    with agent(project, None, log, cwd=outside, args=root) as nobody:
+        got = refusal(nobody.call("heartbeat"))
+        assert got == cli(project, None, "handoffd", "heartbeat", *root, cwd=outside)
+        assert got == (1, "Set SWARMFORGE_ROLE.\n")
+        assert not nobody.call("status").is_error  # the board needs no role
+    with agent(project, "ghost", log) as ghost:
+        sent = refusal(ghost.call("send_handoff", type="note", to="QA", priority="50", message="x"))
+        assert sent == (1, "Unknown sender role: ghost\n")
+        ready = cli(project, "ghost", "ready_for_next", cwd=project.root)
+        assert refusal(ghost.call("ready_for_next")) == ready
+
+
+def test_arguments_outside_the_schema_are_a_tool_error_naming_them(
+    project: Project, log: Path
+) -> None:
+    with agent(project, "QA", log) as qa:
+        code, message = refusal(qa.call("block", reason=5, colour="red"))
+        assert code == 2 and message.startswith("INVALID_ARGUMENTS: ")
+        assert "5 is not of type 'string'" in message and "'colour'" in message
+        assert refusal(qa.call("report"))[1] == (
+            "INVALID_ARGUMENTS: report: 'status' is a required property\n"
+        )
+
+
+# --- structured results: the commands' --json -------------------------------------------------
+
+
+def without_clock(value: Any) -> Any:
+    """A --json value less what moves with the clock between two calls."""
+    if isinstance(value, dict):
+        skip = {"age_s", "generated_at", "queue_read_at"}
+        return {k: without_clock(v) for k, v in value.items() if k not in skip}
+    if isinstance(value, list):
+        return [without_clock(v) for v in value]
+    if isinstance(value, str):
+        return re.sub(r"\d+", "<n>", value)  # ages in details, the receipt's times
+    return value
+
+
+def busy(project: Project) -> None:
+    """A queue with something of every kind: a blocked card, a claim with a report, a
+    completed thread with a commit, a card waiting."""
+    head = project.commit("coder")
+    drafts = [
+        f"type: git_handoff\nto: QA\npriority: 40\ntask: t1\ncommit: {head}\n",
+        "type: note\nto: cleaner\npriority: 50\nmessage: waiting\nblocked_reason: needs QA\n",
+        "type: note\nto: QA\npriority: 60\nmessage: later\n",
+    ]
+    for draft in drafts:
+        assert project.run("swarm_handoff", str(project.draft(draft)), role="coder").code == 0
+    deliver(project)
+    assert project.run("ready_for_next", role="QA").code == 0
+    report = project.draft("Halfway.\nI decided to keep the old parser for now.\n", name="r.md")
+    done = project.run(
+        "handoffd", "report", "--status", "RUNNING", "--file", str(report), role="QA"
+    )
+    assert done.code == 0, done.err
+    assert project.run("done_with_current", role="QA").code == 0
+
+
+def test_status_resume_digest_and_carry_forward_structures_equal_the_commands_json(
+    project: Project, log: Path
+) -> None:
+    busy(project)
+    with agent(project, "QA", log) as qa:
+        for args, command in (({}, ("status",)), ({"all": True}, ("status", "--all"))):
+            got = ok(qa.call("status", **args)).structured_content
+            assert without_clock(got["items"]) == without_clock(cli_json(project, "QA", *command))
+            assert len(got["items"]) == (3 if args else 2)  # green only with all
+        resumed = ok(qa.call("resume")).structured_content
+        assert resumed == cli_json(project, "QA", "resume")
+        assert resumed["source"] in ("queue", "live_file")
+        thread = ok(qa.call("digest", task="t1")).structured_content
+        assert without_clock(thread) == without_clock(
+            cli_json(project, None, "digest", "--task", "t1")
+        )
+        assert "# Task t1" in thread["markdown"]
+        recent = ok(qa.call("carry_forward", n=2)).structured_content
+        assert without_clock(recent["items"]) == without_clock(
+            cli_json(project, None, "carry-forward", "-n", "2")
+        )
+        assert len(recent["items"]) == 2
+
+
+def test_the_text_of_a_structured_tool_is_what_the_command_prints(
+    project: Project, log: Path
+) -> None:
+    busy(project)
+    with agent(project, "QA", log) as qa:
+        resumed = ok(qa.call("resume"))
+        plain = project.run("handoffd", "resume", role="QA")
+        assert text(resumed) == plain.out
+        assert json.loads(text(ok(qa.call("resume", json=True)))) == resumed.structured_content
+        board = text(ok(qa.call("status", all=True)))
+        shown = project.run("handoffd", "status", "--all", role="QA").out
+        assert without_clock(board) == without_clock(shown)
+        assert "\033[" not in board  # never colour codes: a tool's text is not a terminal
+        thread = ok(qa.call("digest", task="t1", json=True))
+        assert json.loads(text(thread)) == thread.structured_content
+
+
+# --- what the server costs everything else -----------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ready_for_next", "done_with_current", "swarm_handoff"])
+def test_the_helpers_never_import_the_mcp_sdk(project: Project, name: str) -> None:
+    project.put("coder", "50_a.handoff")
+    project.run("ready_for_next", role="coder")  # done_with_current has work to finish
+    args = (str(project.draft(project.note_draft())),) if name == "swarm_handoff" else ()
+    loaded = imported_by(project, name, *args)
+    assert "handoffd.helpers" in loaded or "handoffd.inbox" in loaded
+    sdk = sorted(m for m in loaded if m.split(".")[0] in {"mcp", "mcp_types", "anyio", "pydantic"})
+    assert sdk == [] and "handoffd.mcp" not in loaded and "handoffd.mcp_tools" not in loaded
+
+
+def test_only_handoffd_mcp_imports_the_sdk(project: Project) -> None:
+    probe = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from handoffd.cli import main\n"
+        "for args in (['--help'], ['status'], ['resume'], ['heartbeat']):\n"
+        "    assert CliRunner().invoke(main, args).exit_code == 0, args\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))\n"
+    )
+    done = run_command(sys.executable, "-c", probe, cwd=project.root, role="coder")
+    assert done.code == 0, done.err
+    assert done.out.strip() == "[]"
+    assert os.path.exists(Path(sys.executable).parent / "handoffd")
