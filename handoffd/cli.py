@@ -261,10 +261,20 @@ def init(config_file: str | None, root: str | None) -> None:
     show_default=True,
     help="Seconds after which each started session must still run (0: do not check).",
 )
+@click.option(
+    "--mcp",
+    "register_mcp",
+    is_flag=True,
+    help="Register `handoffd mcp` in each worktree's .mcp.json, for the role that works there.",
+)
 @renotify_option
 @root_argument
 def up(
-    agents: tuple[str, ...], check_after: float, renotify_after: float, root: str | None
+    agents: tuple[str, ...],
+    check_after: float,
+    register_mcp: bool,
+    renotify_after: float,
+    root: str | None,
 ) -> None:
     """Start the swarm: a tmux session per role, and the daemon."""
     from handoffd import lifecycle, swarm
@@ -273,6 +283,9 @@ def up(
     commands = dict(_agent_pair(value) for value in agents)
     running = lifecycle.holder(project_root)
     try:
+        if register_mcp:  # before the agents start: a harness reads it when it starts
+            for role in config.load_roles(project_root).values():
+                click.echo(f"mcp: {swarm.write_mcp_config(project_root, role)}")
         socket, started = swarm.up(
             project_root, commands, ("--renotify-after", str(renotify_after))
         )

@@ -212,7 +212,7 @@ def init(root: str, windows: list[Window], remember: str | None = None) -> list[
         _write_if_changed(stored_configuration(root), remember, changes)
     _write_if_changed(os.path.join(swarmforge, "roles.tsv"), roles_tsv(windows, root), changes)
     _write_if_changed(os.path.join(swarmforge, "tmux-socket"), socket_path(root) + "\n", changes)
-    _exclude_runtime_state(root, changes)
+    exclude_from_git(root, EXCLUDES, changes)
     return changes
 
 
@@ -263,8 +263,9 @@ def _write_if_changed(path: str, text: str, changes: list[str]) -> None:
     changes.append(path)
 
 
-def _exclude_runtime_state(root: str, changes: list[str]) -> None:
-    """Keep runtime state out of git without touching tracked files: .git/info/exclude."""
+def exclude_from_git(root: str, patterns: tuple[str, ...], changes: list[str]) -> None:
+    """Keep runtime state out of git without touching tracked files: .git/info/exclude
+    (the common one, so it holds in every worktree)."""
     common = _git(root, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout.strip()
     exclude = os.path.join(common, "info", "exclude")
     try:
@@ -272,7 +273,7 @@ def _exclude_runtime_state(root: str, changes: list[str]) -> None:
             present = set(file.read().splitlines())
     except FileNotFoundError:
         present = set()
-    missing = [pattern for pattern in EXCLUDES if pattern not in present]
+    missing = [pattern for pattern in patterns if pattern not in present]
     if missing:
         os.makedirs(os.path.dirname(exclude), exist_ok=True)
         with open(exclude, "a", encoding="utf-8") as file:

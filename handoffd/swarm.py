@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -13,13 +14,15 @@ import subprocess
 import sys
 import time
 from importlib import resources
+from typing import Any
 
 import libtmux
 
-from handoffd import config, lifecycle
+from handoffd import config, durable, lifecycle, project
 from handoffd.wake import read_socket
 
 BIN = os.path.dirname(sys.executable)
+MCP_CONFIG = ".mcp.json"  # where agent harnesses look for a worktree's MCP servers
 DEATH = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"  # how a pane's agent ended
 
 
@@ -49,6 +52,34 @@ def session_environment(role: config.Role) -> dict[str, str]:
     """What a role's agent needs: its role name, and the shims and commands on PATH."""
     path = os.pathsep.join([shims_dir(), BIN, os.environ.get("PATH", "")])
     return {"SWARMFORGE_ROLE": role.name, "PATH": path}
+
+
+def mcp_entry(root: str, role: config.Role) -> dict[str, Any]:
+    """The `mcpServers` entry that serves the role's tools (docs/protocol.md §12)."""
+    return {
+        "command": os.path.join(BIN, "handoffd"),
+        "args": ["mcp", "--root", root],
+        "env": {"SWARMFORGE_ROLE": role.name},
+    }
+
+
+def write_mcp_config(root: str, role: config.Role) -> str:
+    """Register the server in the role's worktree (`.mcp.json`, kept out of git); other
+    servers already registered there are kept."""
+    path = os.path.join(role.worktree, MCP_CONFIG)
+    try:
+        with open(path, encoding="utf-8") as file:
+            settings = json.load(file)
+    except FileNotFoundError:
+        settings = {}
+    except (OSError, ValueError) as error:
+        raise RuntimeError(f"cannot read {path} ({error}); fix or remove it") from None
+    if not isinstance(settings, dict) or not isinstance(settings.get("mcpServers", {}), dict):
+        raise RuntimeError(f"{path} has no mcpServers object; fix or remove it")
+    settings.setdefault("mcpServers", {})["handoffd"] = mcp_entry(root, role)
+    durable.replace(path, (json.dumps(settings, indent=2) + "\n").encode())
+    project.exclude_from_git(root, (MCP_CONFIG,), [])
+    return path
 
 
 def up(

@@ -46,6 +46,13 @@ def agent(
         env=helper_env(role),
         cwd=str(cwd or project.worktrees.get(role or "coder", project.root)),
     )
+    with connect(server, log) as session:
+        yield session
+
+
+@contextmanager
+def connect(server: StdioServerParameters, log: Path) -> Iterator[Agent]:
+    """A client session on the server these parameters start (its stderr goes to `log`)."""
     with open(log, "a", encoding="utf-8") as errlog, start_blocking_portal() as portal:
         stack = ExitStack()
         try:
