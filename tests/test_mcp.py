@@ -238,7 +238,7 @@ def test_a_bad_draft_is_refused_with_every_message_of_swarm_handoff(
     project: Project, log: Path
 ) -> None:
     drafts = [
-        ({"type": "note", "to": "QA,ghost,QA", "priority": "5", "message": "x" * 81},
+        ({"type": "note", "to": "QA,ghost,QA", "priority": 5, "message": "x" * 81},
          "type: note\nto: QA,ghost,QA\npriority: 5\nmessage: " + "x" * 81 + "\n"),
         ({"type": "git_handoff", "to": "QA", "priority": "50", "task": "t", "commit": "zz",
           "depends_on": ["nope"]},
