@@ -58,7 +58,7 @@ def unblock(ident: str | None, me: Caller) -> None:
 @click.option(
     "--status",
     required=True,
-    type=click.Choice(reporting.STATUSES, case_sensitive=False),
+    type=click.Choice(reporting.STATUSES),
     help="RUNNING renews the claim (taking work if none is in process); BLOCKED sets the "
     "reason; DONE finishes the work as done_with_current does.",
 )
@@ -69,7 +69,7 @@ def report(
     ident: str | None, status: str, source: str | None, reason: str | None, me: Caller
 ) -> None:
     """Store a report on the work in process (or on ID) and act on its status."""
-    emit(reporting.report(me, ident, status.upper(), _text(source), reason))
+    emit(reporting.report(me, ident, status, _text(source), reason))
 
 
 def _text(source: str | None) -> str:
