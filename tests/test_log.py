@@ -255,9 +255,30 @@ def test_sighup_reopens_the_log_and_rereads_roles_tsv_and_the_daemon_lives_on(
 
     assert daemon_process.poll() is None
     after = [e["event"] for e in parsed(log_path(project))]
-    assert after[:2] == ["reloaded", "config_loaded"] and "delivered" in after
+    reloaded = after.index("reloaded")  # (a rescan may have put a log back before the HUP)
+    assert after[reloaded + 1] == "config_loaded" and "delivered" in after[reloaded:]
     before = [e["event"] for e in parsed(rotated)]
     assert "started" in before and "reloaded" not in before and "delivered" not in before
     daemon_process.send_signal(signal.SIGTERM)
     assert daemon_process.wait(timeout=15) == 0
     assert parsed(log_path(project))[-1]["event"] == "stopped"
+
+
+def test_configuring_the_log_again_keeps_the_count_of_lines_lost_before(tmp_path: Path) -> None:
+    """The daemon configures its log anew when the file was removed; lines the old file
+    lost are still reported in the new one."""
+    folder = tmp_path / "daemon"
+    folder.mkdir()
+    logger = logging.configure(str(folder / "handoffd.log"), console=False)
+    shutil.rmtree(folder)
+    logging.reopen()  # no folder: the next lines are lost
+    logger.warning("deferred")
+    logger.warning("deferred")
+    folder.mkdir()
+    logger = logging.configure(str(folder / "handoffd.log"), console=False)
+    logger.info("log_reopened")
+    entries = parsed(folder / "handoffd.log")
+    assert [(e["event"], e.get("dropped")) for e in entries] == [
+        ("log_dropped", 2),
+        ("log_reopened", None),
+    ]
