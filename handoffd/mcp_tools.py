@@ -127,6 +127,7 @@ def unblock(root: str, args: Args) -> Reply:
 
 
 def report(root: str, args: Args) -> Reply:
+    from handoffd.board import reporting
     from handoffd.board.commands import report_text
 
     if args.get("file") is not None and args.get("text") is not None:
@@ -138,8 +139,8 @@ def report(root: str, args: Args) -> Reply:
         text = report_text(args.get("file"))
         if isinstance(text, Outcome):
             return Reply(text)
-    status, reason = str(args["status"]).upper(), args.get("reason")
-    return _as(root, args, lambda me: helpers.report(me, args.get("id"), status, text, reason))
+    ident, status, reason = args.get("id"), args["status"], args.get("reason")
+    return _as(root, args, lambda me: reporting.report(me, ident, status, text, reason))
 
 
 # --- the board, the live file, resume, digests (docs/protocol.md §8, §10, §11) ------------
