@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import MCPError
 
 from tests.conftest import Project, make_project, run_command, snapshot
 from tests.mcp_support import Agent, agent, cli_json, text, texts
@@ -393,3 +394,49 @@ def test_only_handoffd_mcp_imports_the_sdk(project: Project) -> None:
     assert done.code == 0, done.err
     assert done.out.strip() == "[]"
     assert os.path.exists(Path(sys.executable).parent / "handoffd")
+
+
+PACKET = {
+    "objective": "Wire the parser into the CLI.",
+    "decisions_made": "- Keep the old flag names.",
+    "ruled_out_paths": "- argparse subcommands: they break the shims.",
+    "target_scope": "- handoffd/cli.py\n- tests/test_cli.py",
+    "hard_constraints": "- No new dependency.",
+    "verification": "`.venv/bin/python -m pytest -q tests/test_cli.py`",
+    "if_blocked": "Report BLOCKED with what failed.",
+}
+
+
+def test_a_packet_from_its_sections_queues_what_swarm_handoff_queues_from_its_draft(
+    project: Project, log: Path
+) -> None:
+    with agent(project, "coder", log) as coder:
+        head = {"type": "packet", "to": "QA", "priority": "30", "task": "cli-wiring"}
+        ok(coder.call("send_handoff", **head, **PACKET))
+    sections = "".join(f"## {title}\n{PACKET[key]}\n" for key, title in SECTION_TITLES.items())
+    draft = "type: packet\nto: QA\npriority: 30\ntask: cli-wiring\n\n" + sections
+    assert project.run("swarm_handoff", str(project.draft(draft)), role="coder").code == 0
+    by_tool, by_helper = sorted(project.box("coder", "outbox").glob("*.handoff"))
+    unstamped = re.compile(r"^(id|created_at): .*$", re.M)
+    assert unstamped.sub("", by_tool.read_text()) == unstamped.sub("", by_helper.read_text())
+    assert "## If Blocked\nReport BLOCKED with what failed.\n" in by_tool.read_text()
+
+
+SECTION_TITLES = {
+    "objective": "Objective",
+    "decisions_made": "Decisions Made",
+    "ruled_out_paths": "Ruled-Out Paths",
+    "target_scope": "Target Scope",
+    "hard_constraints": "Hard Constraints",
+    "verification": "Verification",
+    "if_blocked": "If Blocked",
+}
+
+
+def test_an_unknown_tool_is_a_protocol_error_and_the_server_goes_on(
+    project: Project, log: Path
+) -> None:
+    with agent(project, "QA", log) as qa:
+        with pytest.raises(MCPError, match="Unknown tool: nope"):
+            qa.call("nope")
+        assert ok(qa.call("ready_for_next")).content[0].text == "NO_TASK\n"
