@@ -440,3 +440,9 @@ def test_an_unknown_tool_is_a_protocol_error_and_the_server_goes_on(
         with pytest.raises(MCPError, match="Unknown tool: nope"):
             qa.call("nope")
         assert ok(qa.call("ready_for_next")).content[0].text == "NO_TASK\n"
+
+
+def test_mcp_outside_a_project_exits_1_before_serving(tmp_path: Path) -> None:
+    done = run_command("handoffd", "mcp", cwd=tmp_path, role="coder")
+    assert done.code == 1 and done.out == ""
+    assert "Cannot find SwarmForge project root" in done.err
