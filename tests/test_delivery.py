@@ -24,6 +24,7 @@ from tests.daemon_support import (
     inbox,
     open_daemon,
     queue,
+    stood_still,
 )
 
 ROLES = ("coder", "cleaner", "QA")
@@ -228,6 +229,7 @@ def test_hostile_entry_is_refused_into_failed_with_a_reason_while_good_mail_is_d
     good_before = queue(project, "coder", ["QA"], name=handoff_name("coder", ["QA"], "10"))
     bad = project.box("coder", "outbox") / handoff_name("coder", ["QA"], "50")
     HOSTILE[kind](bad)
+    stood_still(bad)
     good_after = queue(project, "coder", ["cleaner"], name=handoff_name("coder", ["cleaner"], "90"))
     daemon = open_daemon(project)
 
