@@ -133,7 +133,7 @@ def queue(
         data = handoff_bytes(name, sender, ",".join(recipients), **extra)
     drafts = project.box(sender, "outbox/tmp")
     drafts.mkdir(parents=True, exist_ok=True)
-    temp = drafts / f".{name}.tmp"
+    temp = drafts / f".{name[:64]}.{os.getpid()}.tmp"  # short: `name` may be near the limit
     temp.write_bytes(data)
     os.stat(temp)  # as durable.create does: the rename then gets a later ctime (settle.py)
     target = project.box(sender, "outbox") / name
