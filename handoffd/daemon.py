@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
-SETTLE_LIMIT = 15.0  # seconds `run --once` waits for files still being written in place
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
 SETTLE = 0.3  # seconds a changed roles.tsv must stand still before it is read
 HANDOFF_DIRS = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
+SETTLE_LIMIT = 15.0  # seconds `run --once` waits for files still being written in place
 
 
 class Roles:
