@@ -241,7 +241,10 @@ def test_removing_the_daemon_folder_under_a_running_daemon_never_lets_a_second_o
     project = stopper
     pid = start(project)
     daemon_dir = project.root / ".swarmforge" / "daemon"
-    shutil.rmtree(daemon_dir)
+    # Gone at one instant, as `rm -rf` ends: removing it in place could race the daemon
+    # putting its pid file back, and fail with "directory not empty".
+    os.rename(daemon_dir, project.root / "removed")
+    shutil.rmtree(project.root / "removed")
 
     again = handoffd("start", str(project.root))
     assert again.returncode == 0 and "already" in again.stdout + again.stderr
