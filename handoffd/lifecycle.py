@@ -1,14 +1,16 @@
 """One daemon per project: its lock, pid file, start, stop and readiness notices.
 
-The kernel lock (`flock` on the project's `.swarmforge/` folder itself) is the truth
-about whether a daemon runs; the pid file is a courtesy for people.  `stop` signals
-only the process the kernel says holds this project's lock, so a stale pid file never
-gets a stranger signalled, and a killed daemon never leaves a lock behind.
+The kernel lock (`flock` on the project's root folder itself) is the truth about
+whether a daemon runs; the pid file is a courtesy for people.  `stop` signals only the
+process the kernel says holds this project's lock, so a stale pid file never gets a
+stranger signalled, and a killed daemon never leaves a lock behind.
 
-The lock is on the folder, not on a file in `daemon/`: someone clearing `daemon/` (to
-get rid of a large log, say) would unlink a lock file from under the running daemon,
-and the next `start` would lock a new file and run a second daemon beside the first.
-Taking it writes nothing, so a daemon starts on a full disk.
+The lock is on a folder, not on a file in `daemon/`: someone clearing `daemon/` (to get
+rid of a large log, say) would unlink a lock file from under the running daemon, and the
+next `start` would lock a new file and run a second daemon beside the first.  It is the
+root, not `.swarmforge/`: the helpers lock each worktree's `.swarmforge/` while they
+rewrite its live file, and the first role's worktree is often the root.  Taking the lock
+writes nothing, so a daemon starts on a full disk.
 """
 
 from __future__ import annotations
@@ -52,8 +54,6 @@ class Lock:
     def acquire(self) -> None:
         """Take the lock or raise `AlreadyRunning` with the holder's pid; then write the pid
         file if we can (a full disk must not keep the daemon from starting)."""
-        if not os.path.isdir(self.path):
-            os.makedirs(self.path, exist_ok=True)
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -66,8 +66,8 @@ class Lock:
         self.pid_error = ensure_pid(self.root, os.getpid())
 
     def lost(self) -> bool:
-        """Whether the locked folder is no longer the project's (removed or replaced): a
-        new daemon could then lock the new one, so this one must stop."""
+        """Whether the locked folder is no longer the project's root (removed or replaced):
+        a new daemon could then lock the new one, so this one must stop."""
         try:
             info = os.stat(self.path)
         except FileNotFoundError:
@@ -84,8 +84,8 @@ class Lock:
 
 
 def lock_path(root: str) -> str:
-    """What the daemon locks: the `.swarmforge/` folder, which `daemon/` lives in."""
-    return os.path.join(root, SWARMFORGE)
+    """What the daemon locks: the project's root folder (see the module docstring)."""
+    return os.path.abspath(root)
 
 
 def holder(root: str) -> int | None:

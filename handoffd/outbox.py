@@ -80,7 +80,8 @@ def queue(sender: Role, draft: Draft, now: float) -> str:
     os.makedirs(outbox, exist_ok=True)
     while True:
         name, content = compose(draft, sender.name, next_sequence(sender.handoffs), now)
-        if _publish(os.path.join(drafts, f".{name}.tmp"), content.render(), outbox, name):
+        # A short temp name: the queued name alone may come close to the filesystem's limit.
+        if _publish(durable.temp_name(drafts, name), content.render(), outbox, name):
             durable.fsync_dir(outbox)
             return os.path.join(outbox, name)
 

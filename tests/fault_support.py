@@ -116,7 +116,10 @@ class Scene:
         architect = self.roles["architect"]
         os.makedirs(architect.path(Box.DRAFTS))
         Path(architect.handoffs, "sequence").write_text("000001\n")
-        Path(architect.path(Box.OUTBOX, self.original[0])).write_bytes(self.original[1])
+        temp = Path(architect.path(Box.DRAFTS, "." + self.original[0]))
+        temp.write_bytes(self.original[1])
+        os.stat(temp)  # as durable.create does: the rename then reads as whole (settle.py)
+        os.rename(temp, architect.path(Box.OUTBOX, self.original[0]))
 
     def take_everything(self) -> None:
         """Each recipient takes what it sees, as the helpers would between the crash and
