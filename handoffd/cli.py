@@ -7,6 +7,7 @@ never pay for the web stack or the MCP SDK.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -19,7 +20,21 @@ from handoffd.outcome import Outcome
 
 # name -> ("module:attribute" of a click command, its one-line help).  Imported on
 # first use; `handoffd --help` shows the help line without importing anything.
-LAZY: dict[str, tuple[str, str]] = {}
+LAZY: dict[str, tuple[str, str]] = {
+    "status": ("handoffd.board.status:status", "The board: every open card in its colour."),
+    "heartbeat": ("handoffd.board.commands:heartbeat", "Renew the role's heartbeat (its claim)."),
+    "release": ("handoffd.board.commands:release", "Put the work in process back into new/."),
+    "block": ("handoffd.board.commands:block", "Set a handoff's blocked reason."),
+    "unblock": ("handoffd.board.commands:unblock", "Remove a handoff's blocked reason."),
+    "report": ("handoffd.board.commands:report", "Report on the work: RUNNING, BLOCKED or DONE."),
+    "resume": ("handoffd.continuity.commands:resume", "Where were we: state and next step."),
+    "note": ("handoffd.continuity.commands:note", "Add a decision, ruled-out path or check."),
+    "digest": ("handoffd.continuity.digest_commands:digest", "A thread's digest, with receipts."),
+    "carry-forward": (
+        "handoffd.continuity.digest_commands:carry_forward",
+        "The latest threads, newest first, each a digest.",
+    ),
+}
 
 
 class LazyGroup(click.Group):
@@ -76,6 +91,41 @@ def _root(value: str | None) -> str:
         return os.path.abspath(value) if value else config.find_root()
     except config.ConfigError as error:
         raise click.ClickException(str(error)) from None
+
+
+def role_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`--role R`, `--agent NAME`, `--conversation ID` (docs/protocol.md §8) and `--root`,
+    handed to the command as one resolved `me` (a `helpers.Caller`): the role acted for
+    (default: the calling role of §1) and who runs it (default: $SWARMFORGE_AGENT, else
+    roles.tsv column 6; $SWARMFORGE_CONVERSATION)."""
+
+    @functools.wraps(function)
+    def command(
+        role: str | None, agent: str | None, conversation: str | None, root_opt: str | None,
+        **kwargs: Any,
+    ) -> Any:  # fmt: skip
+        return function(me=caller(root_opt, role, agent, conversation), **kwargs)
+
+    options = (
+        click.option("--role", help="Act for this role (default: the calling role)."),
+        click.option("--agent", help="Agent name (default: $SWARMFORGE_AGENT, else roles.tsv)."),
+        click.option("--conversation", help="Conversation (default: $SWARMFORGE_CONVERSATION)."),
+        root_option,
+    )  # fmt: skip
+    wrapped: Callable[..., Any] = command
+    for option in reversed(options):
+        wrapped = option(wrapped)
+    return wrapped
+
+
+def caller(root: str | None, role: str | None, agent: str | None, conversation: str | None) -> Any:
+    """The `helpers.Caller` the options name; no project or no role is exit 1, as in §1."""
+    from handoffd import helpers
+
+    try:
+        return helpers.resolve(_root(root) if root else None, role, agent, conversation)
+    except config.ConfigError as error:
+        emit(Outcome(1, "", f"{error}\n"))
 
 
 root_argument = click.argument("root", required=False, type=click.Path(file_okay=False))

@@ -26,8 +26,9 @@ SAMPLE = "swarmforge.conf"
 MAIN_WORKTREE = "master"  # the project checkout itself
 _NOT_IN_BRANCH = frozenset(" ~^:?*[\\")
 BOXES = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
+# Runtime state, never committed; every worktree writes its own live file HANDOFF.md.
 EXCLUDES = (".worktrees/", ".swarmforge/roles.tsv", ".swarmforge/tmux-socket",
-            ".swarmforge/daemon/", ".swarmforge/handoffs/")  # fmt: skip
+            ".swarmforge/daemon/", ".swarmforge/handoffs/", ".swarmforge/HANDOFF.md")  # fmt: skip
 
 
 class SwarmConfigError(Exception):

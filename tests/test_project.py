@@ -247,6 +247,17 @@ def test_init_keeps_runtime_state_out_of_git(tmp_path: Path) -> None:
     assert git(cleaner, "status", "--porcelain", "--untracked-files=all") == ""
 
 
+def test_the_live_file_of_every_worktree_stays_out_of_git(tmp_path: Path) -> None:
+    root = tmp_path / "new"
+    init_sample(root)
+    cleaner = root / ".worktrees" / "cleaner"
+    for worktree in (root, cleaner):
+        (worktree / ".swarmforge").mkdir(exist_ok=True)
+        (worktree / ".swarmforge" / "HANDOFF.md").write_text("# HANDOFF — now\n")
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+    assert git(cleaner, "status", "--porcelain", "--untracked-files=all") == ""
+
+
 def test_init_twice_changes_nothing_on_disk(tmp_path: Path) -> None:
     root = tmp_path / "new"
     assert init_sample(root)
