@@ -44,7 +44,7 @@ def _read_number(path: str) -> int:
 
 
 def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, hf.Handoff]:
-    """The queued file's name and content (PROTOCOL.md §2): pure, so tests need no clock."""
+    """The queued file's name and content (docs/protocol.md §2): pure, so tests need no clock."""
     stamp = hf.id_stamp(now)
     ident = f"{stamp}_{sequence:06d}_from_{sender}"
     head = draft.headers

@@ -1,7 +1,7 @@
 """Support for the crash, fault and property tests: queueing in bulk, the invariant,
 injected I/O errors, tmpfs mounts, strace, and a worker that plays the recipients.
 
-The invariant (PROTOCOL.md §5.2, §5.3) is checked twice over: by `handoffd.audit`, and
+The invariant (docs/protocol.md §5.2, §5.3) is checked twice over: by `handoffd.audit`, and
 by direct checks here that do not share its code (a recursive scan for hidden temp
 files, batch dirs included, and a count of every copy by id and recipient).
 

@@ -1,4 +1,4 @@
-"""The daemon (PROTOCOL.md §5-6): its passes stepped with a fake clock, and the real
+"""The daemon (docs/protocol.md §5-6): its passes stepped with a fake clock, and the real
 `handoffd run` process with its events, signals, stop file, log and readiness notices."""
 
 from __future__ import annotations

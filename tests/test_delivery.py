@@ -1,4 +1,4 @@
-"""A delivery pass (PROTOCOL.md §5.1-5.4): what a recipient's copy looks like, where the
+"""A delivery pass (docs/protocol.md §5.1-5.4): what a recipient's copy looks like, where the
 original goes, and how every hostile outbox entry is refused without harming good mail.
 
 The daemon runs in-process, stepped once per pass, its wake-ups recorded.

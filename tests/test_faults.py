@@ -1,4 +1,4 @@
-"""Disk faults during delivery (PROTOCOL.md §5.2, §5.4): fsync and I/O errors, a full disk,
+"""Disk faults during delivery (docs/protocol.md §5.2, §5.4): fsync and I/O errors, a full disk,
 short writes, an inbox on another filesystem, a failing journal commit.
 
 A transient error defers: the original stays in its outbox, nothing partial shows in any

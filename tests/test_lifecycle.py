@@ -1,4 +1,4 @@
-"""One daemon per project (PROTOCOL.md §5): `handoffd start`, `stop`, `stop_handoff_daemon`,
+"""One daemon per project (docs/protocol.md §5): `handoffd start`, `stop`, `stop_handoff_daemon`,
 the lock that refuses a second daemon, and a stale pid file that never gets a stranger
 signalled.  Real processes and real signals throughout."""
 
