@@ -514,9 +514,21 @@ def _progress(text: str) -> None:
 @click.option("--dir", "directory", type=click.Path(file_okay=False), help="Where to build.")
 @click.option("--json-only", is_flag=True, help="Print only the JSON line.")
 @click.option("--keep", is_flag=True, help="Keep the temp dir.")  # fmt: skip
-def main(quick: bool, directory: str | None, json_only: bool, keep: bool, **given: Any) -> None:
+@click.option("--board", is_flag=True, help="Only the board: status --json against its floor.")
+def main(
+    quick: bool, directory: str | None, json_only: bool, keep: bool, board: bool, **given: Any
+) -> None:
     """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth."""
     from handoffd import benchreport
+
+    if board:  # a scenario of its own: it shares no project or figure with the others
+        from handoffd.board import benchmark
+
+        figures = benchmark.run(directory, quick)
+        if not json_only:
+            click.echo(benchmark.render(figures))
+        click.echo(json.dumps({"board": figures}, sort_keys=True))
+        return
 
     chosen = {key: value for key, value in given.items() if value not in (None, ())}
     if "histories" in chosen:

@@ -268,6 +268,7 @@ class Snapshot:
         self.wakes: dict[str, list[float]] = {}  # role -> wake-up times in the log's tail
         self._once = once
         self._history: list[Entry] | None = None
+        self._completed_names: dict[str, str] | None = None  # role -> its names, joined
         self._reports: dict[tuple[str, str], list[str]] = {}
 
     @property
@@ -280,6 +281,24 @@ class Snapshot:
             if self._once:
                 self._drop_moved_on()
         return self._history
+
+    def completed(self, ident: str) -> list[Entry]:
+        """The completed copies of handoff `ident` (a dependency look-up).  The first call
+        lists every `completed/` once, names only; each look-up then searches those names
+        for the id, without opening a file or building an entry for a name not asked for."""
+        if self._completed_names is None:
+            self._completed_names = {
+                name: _joined_names(role.path(Box.COMPLETED)) for name, role in self.roles.items()
+            }
+        found = []
+        for role, joined in self._completed_names.items():
+            for relative in _lines_with(joined, f"_{ident}_to_"):
+                folder = self.roles[role].path(Box.COMPLETED)
+                batch, _, name = relative.rpartition("/")
+                if is_item(name) and name_id(name) == ident:
+                    path, where = os.path.join(folder, relative), batch and folder + "/" + batch
+                    found.append(Entry(role, State.COMPLETED, path, where or None))
+        return found
 
     def _drop_moved_on(self) -> None:
         """An open file found in history too was completed or sent while we read: it is
@@ -368,6 +387,42 @@ def _files(directory: str, descend: bool) -> Iterator[tuple[str, str, str | None
             for inner in _scandir(entry.path):
                 if is_item(inner.name) and inner.is_file(follow_symlinks=False):
                     yield inner.path, inner.name, entry.path
+
+
+def _joined_names(folder: str) -> str:
+    """The names in `folder` and, as `batch_…/name`, in its batch folders: one per line,
+    with a line break at each end, so one `str.find` searches them all."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return "\n"
+    for batch in [n for n in names if n.startswith("batch_")]:
+        names += [f"{batch}/{inner}" for inner in _listdir(os.path.join(folder, batch))]
+    return "\n" + "\n".join(names) + "\n"
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _lines_with(joined: str, needle: str) -> Iterator[str]:
+    """Each line of `joined` that contains `needle`."""
+    at = joined.find(needle)
+    while at >= 0:
+        start = joined.rfind("\n", 0, at) + 1
+        end = joined.find("\n", at)
+        yield joined[start:end]
+        at = joined.find(needle, end)
+
+
+def name_id(name: str) -> str:
+    """The id a queue name spells, `<pri>_<id>_to_…`, by slicing (no parsing): a role name
+    holds no `_`, so the first `_to_` after the priority ends it."""
+    end = name.find("_to_", 3)
+    return name[3:end] if end > 0 else name
 
 
 def _scandir(directory: str) -> list[os.DirEntry[str]]:

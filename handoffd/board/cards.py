@@ -117,19 +117,25 @@ class Card:
 
     @property
     def sender(self) -> str:
+        """The `from` header, else the sender its name spells."""
+        if "from" in self.headers:
+            return self.headers["from"]
         parts = self.entry.parts
-        return self.headers.get("from") or (parts.sender if parts else "")
+        return parts.sender if parts else ""
 
     @property
     def recipients(self) -> list[str]:
+        if "to" in self.headers:
+            return _ids(self.headers["to"])
         parts = self.entry.parts
-        to = self.headers.get("to")
-        return _ids(to) if to else (parts.recipients if parts else [])
+        return parts.recipients if parts else []
 
     @property
     def priority(self) -> str:
+        if "priority" in self.headers:
+            return self.headers["priority"]
         parts = self.entry.parts
-        return self.headers.get("priority") or (parts.priority if parts else "50")
+        return parts.priority if parts else "50"
 
     def to_json(self) -> dict[str, Any]:
         """The card as `status --json` prints it (docs/protocol.md §8)."""
@@ -238,33 +244,17 @@ def _index(cards: Iterable[Card]) -> dict[str, list[Card]]:
 
 def _resolve(snapshot: Snapshot, by_id: dict[str, list[Card]], now: float) -> None:
     """Add the green cards of dependencies no longer open, looked up in history, and theirs
-    in turn; history is listed only if some dependency is not open."""
+    in turn; history is listed (once) only if some dependency is not open."""
     missing = [d for cards in list(by_id.values()) for d in cards[0].depends_on if d not in by_id]
-    if not missing:
-        return
-    history = _history_index(snapshot)
     while missing:
         ident = missing.pop()
-        if ident in by_id or ident not in history:
-            continue  # known already, or unknown (a hand-edited id): nothing to colour by
-        by_id[ident] = [_green(entry, now) for entry in history[ident]]
+        if ident in by_id:
+            continue
+        found = snapshot.completed(ident)
+        if not found:
+            continue  # unknown (a hand-edited id): nothing to colour by
+        by_id[ident] = [_green(entry, now) for entry in found]
         missing += [d for d in by_id[ident][0].depends_on if d not in by_id]
-
-
-def _history_index(snapshot: Snapshot) -> dict[str, list[Entry]]:
-    """Completed copies by id, from their names alone (no file opened)."""
-    index: dict[str, list[Entry]] = {}
-    for entry in snapshot.history:
-        if entry.state == State.COMPLETED:
-            index.setdefault(_name_id(entry.name), []).append(entry)
-    return index
-
-
-def _name_id(name: str) -> str:
-    """The id a queue name spells (`<pri>_<id>_to_…`): a role name has no `_`, so the first
-    `_to_` after the sender ends it."""
-    end = name.find("_to_", 3)
-    return name[3:end] if end > 0 else name
 
 
 def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
