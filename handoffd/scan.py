@@ -72,6 +72,9 @@ _LATER = {State.OUTBOX: 0, State.FAILED: 1, State.SENT: 2, State.NEW: 0, State.I
           State.COMPLETED: 2}  # fmt: skip
 
 
+_RANK = {state: n for n, state in enumerate(State.ALL)}
+
+
 # --- names ----------------------------------------------------------------------------
 
 
@@ -352,7 +355,8 @@ def scan_role(
     states = tuple(states)
     seen: dict[str, tuple[dict[str, str], float | None]] = {}  # path -> what was read there
     for _ in range(RESCANS):
-        entries = _dedupe(_list(role, states)) if once else list(_list(role, states))
+        listed = _list(role, states)
+        entries = _dedupe(listed) if once else sorted(listed, key=_in_order)
         if not headers:
             return entries
         if _load_open(entries, seen):
@@ -440,7 +444,12 @@ def _dedupe(entries: Iterable[Entry]) -> list[Entry]:
         key = (entry.state in State.ORIGINALS, entry.name)
         if key not in kept or _LATER[entry.state] >= _LATER[kept[key].state]:
             kept[key] = entry
-    return list(kept.values())  # listing order; views sort as they show
+    return sorted(kept.values(), key=_in_order)
+
+
+def _in_order(entry: Entry) -> tuple[int, str]:
+    """States in life order; within one, queue order (paths: a batch's files together)."""
+    return _RANK[entry.state], entry.path
 
 
 def _load_open(entries: list[Entry], seen: dict[str, tuple[dict[str, str], float | None]]) -> bool:
