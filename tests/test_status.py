@@ -216,3 +216,18 @@ def test_the_daemon_line_names_a_running_daemon_and_ignores_a_stale_pid_file(
     pid_file = daemon_project.root / ".swarmforge" / "daemon" / "handoffd.pid"
     pid_file.write_text(f"{os.getpid()}\n")  # stale: names a live process, holds no lock
     assert handoffd("status", root).stdout.startswith("daemon: NOT RUNNING ·")
+
+
+def test_orange_detail_counts_the_wake_ups_in_the_daemons_log_since_the_card_arrived(
+    project: Project,
+) -> None:
+    put(project, 1)  # enqueued 2026-01-01T00:00:00Z
+    log = project.root / ".swarmforge" / "daemon" / "handoffd.log"
+    log.parent.mkdir()
+    events = [("2025-12-31T23:59:00Z", "wake", "QA"), ("2026-01-01T00:02:00Z", "wake", "QA"),
+              ("2026-01-01T00:04:00Z", "renotify", "QA"), ("2026-01-01T00:04:00Z", "wake", "QA"),
+              ("2026-01-01T00:05:00Z", "wake", "cleaner")]  # fmt: skip
+    lines = [json.dumps({"timestamp": t, "event": e, "role": r}) for t, e, r in events]
+    log.write_text("\n".join([*lines, '{"cut short']) + "\n")
+    [card] = cards(project)
+    assert card["detail"].endswith(", 2 wake-ups")

@@ -214,7 +214,7 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
     originals = [
         e for e in snapshot.open if e.state in (State.OUTBOX, State.FAILED) and e.id not in held
     ]
-    running = snapshot.daemon.running
+    running = bool(snapshot.daemon and snapshot.daemon.running)
     cards = []
     for entry in (*copies, *originals):
         age = _age(entry, now)
@@ -268,7 +268,7 @@ def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
 
 
 def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:
-    beat: Any = snapshot.heartbeats.get(role)
+    beat = snapshot.heartbeats.get(role)
     if beat is None:
         row = snapshot.roles.get(role)
         return Claim(role, row.agent if row else None, None, None, now, window_s)
@@ -280,12 +280,10 @@ def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | N
     paths = snapshot.reports(role, ident)
     if not paths:
         return None
+    from handoffd.board import reports  # front matter and YAML: only when a card has one
+
     try:
-        from handoffd.board import reports
-    except ImportError:  # the write side (reports) is not merged yet
-        return None
-    try:
-        report: Any = reports.read(paths[-1])
+        report = reports.read(paths[-1])
     except (OSError, ValueError):
         return None
     first = next((line.strip() for line in report.text.splitlines() if line.strip()), "")

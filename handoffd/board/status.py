@@ -13,7 +13,7 @@ import time
 
 import click
 
-from handoffd import config, scan
+from handoffd import config, lifecycle, scan
 from handoffd.board import cards, colour
 from handoffd.cli import _project, root_option
 
@@ -43,9 +43,9 @@ def board(
     return result
 
 
-def daemon_line(daemon: scan.Daemon, now: float) -> str:
+def daemon_line(daemon: lifecycle.DaemonState | None, now: float) -> str:
     """`daemon: running (pid N, up 2h 03m)` or `daemon: NOT RUNNING`."""
-    if not daemon.running:
+    if daemon is None or not daemon.running:
         return "daemon: NOT RUNNING"
     up = "" if daemon.started_at is None else f", up {colour.ago(now - daemon.started_at)}"
     return f"daemon: running (pid {daemon.pid}{up})"
