@@ -188,20 +188,18 @@ def project(
     include_green: bool = False,
 ) -> Board:
     """The board of `snapshot` at time `now` (green cards too if `include_green`)."""
-    cards = _open_cards(snapshot, now, stall_s)
-    if include_green:
-        cards += [_green(entry, now) for entry in snapshot.entries((State.COMPLETED,))]
-    by_id = _index(cards)
-    _resolve(snapshot, by_id, now)
-    cycles = find_cycles({i: cs[0].depends_on for i, cs in by_id.items()})
-    shown = [card for cards_of_id in by_id.values() for card in cards_of_id]
-    for card in shown:
+    # history first: a copy completed while we read is then kept green, not also open
+    greens = list(snapshot.entries((State.COMPLETED,))) if include_green else []
+    cards = _open_cards(snapshot, now, stall_s) + [_green(entry, now) for entry in greens]
+    for card in cards:  # only these can hold a claim: a done dependency is green anyway
         _dress(card, snapshot, now, window_s)
-    for card in shown:
+    by_id = _index(cards)
+    _resolve(snapshot, by_id, now)  # adds the green cards of dependencies already done
+    for card in cards:
         card.closure = closure(card, by_id)
         card.colour, card.detail = colour.paint(card, card.closure)
-    wanted = {c.card for c in cards}
-    return Board(snapshot, [c for c in shown if c.card in wanted], cycles)
+    cycles = find_cycles({ident: same[0].depends_on for ident, same in by_id.items()})
+    return Board(snapshot, cards, cycles)
 
 
 # --- building cards -------------------------------------------------------------------
