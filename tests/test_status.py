@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -231,3 +232,20 @@ def test_orange_detail_counts_the_wake_ups_in_the_daemons_log_since_the_card_arr
     log.write_text("\n".join([*lines, '{"cut short']) + "\n")
     [card] = cards(project)
     assert card["detail"].endswith(", 2 wake-ups")
+
+
+def test_watch_redraws_until_interrupted_and_then_exits_0(project: Project) -> None:
+    put(project, 1)
+    process = subprocess.Popen(
+        [HANDOFFD, "status", "--watch", str(project.root)],
+        stdout=subprocess.PIPE, text=True, env=command_env(),
+    )  # fmt: skip
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    assert first.startswith("daemon: NOT RUNNING · red 0 · yellow 0 · orange 1")
+    put(project, 2, blocked_reason="stop")  # the next redraw shows it, with no restart
+    while not (line := process.stdout.readline()).startswith("daemon:") and line:
+        pass
+    assert line.startswith("daemon: NOT RUNNING · red 1 · yellow 0 · orange 1"), line
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=10) == 0
