@@ -228,8 +228,11 @@ class Entry:
     @property
     def id(self) -> str:
         """The `id` header, else the id its name spells, else the name itself."""
+        ident = self.headers.get("id")
+        if ident:
+            return ident
         parts = self.parts
-        return self.headers.get("id") or (parts.id if parts else self.name)
+        return parts.id if parts else self.name
 
     @property
     def card(self) -> str:

@@ -140,8 +140,11 @@ def floor(layout: Layout) -> int:
     for role in ROLES:
         for folder in (Box.OUTBOX, Box.FAILED, Box.NEW, Box.IN_PROCESS):
             touched += _read_heads(layout.handoffs(role, folder))
-        with os.scandir(layout.handoffs(role, Box.COMPLETED)) as entries:
-            touched += sum(1 for _ in entries)
+        try:
+            with os.scandir(layout.handoffs(role, Box.COMPLETED)) as entries:
+                touched += sum(1 for _ in entries)
+        except FileNotFoundError:
+            pass
     return touched
 
 
