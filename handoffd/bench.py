@@ -551,17 +551,30 @@ def _progress(text: str) -> None:
 )
 @click.option("--json-only", is_flag=True, help="Print only the JSON (one line), no table.")
 @click.option("--keep", is_flag=True, help="Keep the temp dir.")  # fmt: skip
+@click.option("--board", is_flag=True, help="Only the board: status --json against its floor.")
 def main(
     quick: bool,
     directory: str | None,
     json_path: str | None,
     json_only: bool,
     keep: bool,
+    board: bool,
     **given: Any,
 ) -> None:
     """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth.
     A full run exits 1 when a figure misses its target; --quick gives no verdict."""
     from handoffd import benchreport
+
+    if board:  # a scenario of its own: it shares no project or figure with the others
+        from handoffd.board import benchmark
+
+        figures = benchmark.run(directory, quick)
+        data = json.dumps({"board": figures}, sort_keys=True)
+        click.echo(data if json_only else benchmark.render(figures))
+        if json_path:
+            with open(json_path, "w", encoding="utf-8") as file:
+                file.write(data + "\n")
+        return
 
     chosen = {key: value for key, value in given.items() if value not in (None, ())}
     if "histories" in chosen:

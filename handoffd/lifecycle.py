@@ -242,3 +242,65 @@ def _wait_released(root: str, pid: int, timeout: float) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+# --- what a reader sees: the daemon's state and its recent wake-ups --------------------
+
+LOG_TAIL = 256 * 1024  # bytes of the log read for wake-up counts
+
+
+class DaemonState:
+    """The daemon as its pid file and lock show it: running or not, and since when."""
+
+    __slots__ = ("pid", "running", "started_at")
+
+    def __init__(self, pid: int | None, running: bool, started_at: float | None) -> None:
+        self.pid = pid
+        self.running = running
+        self.started_at = started_at
+
+
+def daemon_state(root: str) -> DaemonState:
+    """Running only if some process holds the daemon lock: a pid file left behind by a
+    killed daemon is stale, never "running".  Started when it wrote its pid file."""
+    path = daemon_path(root, "handoffd.pid")
+    try:
+        with open(path, encoding="ascii") as file:
+            pid: int | None = int(file.read().strip())
+        started_at: float | None = os.stat(path).st_mtime
+    except (OSError, ValueError):
+        pid, started_at = None, None
+    locker = holder(root)
+    if locker is None:
+        return DaemonState(pid, False, None)
+    return DaemonState(locker, True, started_at if pid == locker else None)
+
+
+def wake_times(root: str, tail: int = LOG_TAIL) -> dict[str, list[float]]:
+    """Wake-up times per role from the last `tail` bytes of the log: a bounded read, so
+    the counts cover the recent past only."""
+    try:
+        with open(daemon_path(root, "handoffd.log"), "rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(0, size - tail))
+            lines = log.read().split(b"\n")[0 if size <= tail else 1 :]  # skip a cut line
+    except OSError:
+        return {}
+    found: dict[str, list[float]] = {}
+    for line in lines:
+        if b'"wake"' in line:  # a cheap filter before parsing JSON
+            _add_wake(line, found)
+    return found
+
+
+def _add_wake(line: bytes, found: dict[str, list[float]]) -> None:
+    import json
+    from datetime import datetime
+
+    try:
+        event = json.loads(line)
+        when = datetime.fromisoformat(event["timestamp"]).timestamp()
+    except (ValueError, KeyError, TypeError):
+        return
+    if event.get("event") == "wake" and isinstance(event.get("role"), str):
+        found.setdefault(event["role"], []).append(when)
