@@ -49,8 +49,7 @@ def test_rung_one_a_fresh_live_file_wins_over_the_queue_and_git(project: Project
     result = resume_as(project, "QA")
     assert result.out.splitlines() == [
         "RESUMING: QA on QA (from live file)",
-        "STATE: working on slice-3; c@QA, slice-3 (1 decisions, 0 ruled out in "
-        ".swarmforge/HANDOFF.md)",
+        "STATE: working on slice-3; c@QA, slice-3 (HANDOFF.md: 1 decided, 0 ruled out)",
         "NEXT_STEP: Finish slice-3.",
     ]
 
@@ -157,6 +156,21 @@ def test_rung_three_the_last_handoff_completed(project: Project) -> None:
     assert resume_as(project, "QA").out.splitlines()[1] == (
         "STATE: last handoff: received slice-3 from coder (2026-06-15 15:00Z)"
     )
+
+
+def test_rung_three_after_sending_the_role_waits_for_the_recipients(project: Project) -> None:
+    draft = project.draft(project.note_draft(to="cleaner,QA", message="parser is ready"))
+    assert project.run("swarm_handoff", str(draft), role="coder").code == 0
+    sent = project.box("coder", "sent")
+    sent.mkdir(parents=True)
+    for queued in project.box("coder", "outbox").glob("*.handoff"):
+        queued.rename(sent / queued.name)  # what the daemon does after delivering
+    lines = resume_as(project, "coder").out.splitlines()
+    assert lines[0] == "RESUMING: coder on main (from git)"
+    assert lines[1].startswith('STATE: last handoff: sent note "parser is ready" to cleaner,QA (')
+    assert lines[2] == "NEXT_STEP: Wait for cleaner,QA; run ready_for_next.sh when woken."
+    parsed = live.read(str(project.root))
+    assert parsed is not None and parsed.phase == "waiting for cleaner,QA"
 
 
 def test_json_carries_the_same_answer(project: Project) -> None:

@@ -66,6 +66,7 @@ class GitFacts:
     ahead: list[str]  # "<sha> <subject>" of commits the main checkout's branch lacks
     changed: int  # uncommitted paths outside handoffd's own areas
     last_handoff: str  # the last handoff received or sent, in words; "" if none
+    waiting_for: str = ""  # its recipients, when the last one was sent
 
     @property
     def any(self) -> bool:
@@ -83,7 +84,7 @@ def from_live(parsed: live.Parsed, role: str, branch: str) -> Answer:
     state = "; ".join([parsed.phase, *flight[:2]])
     decided, ruled_out = (len(_bullets(sections.get(n, []))) for n in ("Decisions", "Ruled Out"))
     if decided or ruled_out:
-        state += f" ({decided} decisions, {ruled_out} ruled out in {live.FILE})"
+        state += f" (HANDOFF.md: {decided} decided, {ruled_out} ruled out)"
     step = " ".join(sections.get("Next Step", [])) or "Read the live file."
     return Answer("live_file", role, branch, state, step, question)
 
@@ -114,6 +115,14 @@ def from_git(facts: GitFacts, role: str) -> Answer:
     return Answer("git", role, facts.branch, "; ".join(parts), git_next_step(facts))
 
 
+def git_phase(facts: GitFacts, state: str) -> str:
+    """The live file's phase after the git rung: still waiting on a handoff it sent, else
+    idle with what git showed."""
+    if facts.waiting_for and not facts.changed:
+        return f"waiting for {facts.waiting_for}"
+    return f"idle (reconstructed from git: {state})"
+
+
 def git_next_step(facts: GitFacts) -> str:
     if facts.changed:
         return f"Review the {facts.changed} uncommitted path(s) (git status), then commit them."
@@ -122,6 +131,8 @@ def git_next_step(facts: GitFacts) -> str:
             f"Check that the {len(facts.ahead)} commit(s) on {facts.branch} were handed on "
             "(swarm_handoff.sh) or finish them."
         )
+    if facts.waiting_for:
+        return f"Wait for {facts.waiting_for}; run ready_for_next.sh when woken."
     return "Nothing in process or waiting: run ready_for_next.sh when woken."
 
 
@@ -169,7 +180,7 @@ def climb(role: Role, root: str, now: float | None = None) -> Answer:
     if not facts.any:
         return Answer("cold_start", role.name, branch)
     answer = from_git(facts, role.name)
-    _write_reconstruction(role, answer, now)
+    _write_reconstruction(role, answer, git_phase(facts, answer.state or ""), now)
     return answer
 
 
@@ -184,9 +195,8 @@ def newest_event(role: Role) -> float:
     return max(times, default=float("-inf"))
 
 
-def _write_reconstruction(role: Role, answer: Answer, now: float | None) -> None:
+def _write_reconstruction(role: Role, answer: Answer, phase: str, now: float | None) -> None:
     """The git rung's one write: the live file, so the next call starts from rung 1."""
-    phase = f"idle (reconstructed from git: {answer.state})"
     state = live.State(hf.iso_now(now), answer.branch, phase, answer.next_step or "")
     live.write(role.worktree, state)
 
@@ -199,22 +209,26 @@ def git_facts(role: Role, root: str, branch: str) -> GitFacts:
         ahead = log.stdout.splitlines() if log.returncode == 0 else []
     status = git.run(role.worktree, "status", "--porcelain", "--", ".", *OWN_PATHS)
     changed = len(status.stdout.splitlines()) if status.returncode == 0 else 0
-    return GitFacts(branch, main_branch, ahead, changed, last_handoff(role))
+    last, waiting_for = last_handoff(role)
+    return GitFacts(branch, main_branch, ahead, changed, last, waiting_for)
 
 
-def last_handoff(role: Role) -> str:
-    """The newest handoff the role completed or sent, in words; "" if it has none."""
+def last_handoff(role: Role) -> tuple[str, str]:
+    """The newest handoff the role completed or sent, in words ("" if it has none), and
+    its recipients when the role sent it."""
     history = scan.listing(role, scan.State.HISTORY)
-    dated = [(e.parts.timestamp, e.parts.seq, e.name, e) for e in history if e.parts]
-    if not dated:
-        return ""
-    entry = max(dated)[3]
+    named = [(parts, e) for e in history if (parts := e.parts) is not None]
+    if not named:
+        return "", ""
+    parts, entry = max(named, key=lambda pe: (pe[0].timestamp, pe[0].seq, pe[1].name))
     headers = entry.headers
     if entry.state == scan.State.COMPLETED:
         who, stamp = f"received {work.label(headers)} from {headers.get('from')}", "completed_at"
+        waiting_for = ""
     else:
-        who, stamp = f"sent {work.label(headers)} to {headers.get('to')}", "created_at"
-    return f"{who} ({work.short_time(headers.get(stamp, ''))})"
+        waiting_for = headers.get("to") or ",".join(parts.recipients)
+        who, stamp = f"sent {work.label(headers)} to {waiting_for}", "created_at"
+    return f"{who} ({work.short_time(headers.get(stamp, ''))})", waiting_for
 
 
 def latest_report(role: Role, ident: str) -> str:
