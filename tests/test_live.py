@@ -232,6 +232,15 @@ def test_the_agents_sections_survive_a_helper_rewrite_verbatim(project: Project)
     assert text.startswith("# HANDOFF — 20") and "branch: cleaner | phase: idle\n" in text
 
 
+def test_a_header_the_agent_broke_still_keeps_its_sections(project: Project) -> None:
+    worktree = project.worktrees["QA"]
+    (worktree / ".swarmforge").mkdir(exist_ok=True)
+    (worktree / live.FILE).write_text("my notes\n## Decisions\n- use tabs\n")
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+    parsed = live_file(project, "QA")
+    assert parsed.branch == "QA" and parsed.sections["Decisions"] == ["- use tabs"]
+
+
 def test_a_live_file_that_cannot_be_written_never_fails_the_helper(project: Project) -> None:
     (project.worktrees["QA"] / live.FILE).mkdir(parents=True)  # a directory in its place
     assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"

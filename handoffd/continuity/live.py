@@ -170,21 +170,24 @@ def add_bullet(lines: list[str], bullet: str) -> list[str]:
     return [*lines, bullet]
 
 
-def parse(text: str) -> Parsed | None:
-    """A live file's header fields and sections; None if it is not one."""
+def parse(text: str) -> Parsed:
+    """A live file's header fields and sections.  A file whose first two lines an agent
+    broke still yields its sections (so a rewrite keeps them), with empty header fields
+    (so `resume` never trusts it)."""
     lines = text.split("\n")
-    if len(lines) < 2 or not lines[0].startswith(TITLE) or not lines[1].startswith("branch: "):
-        return None
-    branch, _, phase = lines[1][len("branch: ") :].partition(" | phase: ")
+    time = branch = phase = ""
+    if len(lines) >= 2 and lines[0].startswith(TITLE) and lines[1].startswith("branch: "):
+        time = lines[0][len(TITLE) :].strip()
+        branch, _, phase = lines[1][len("branch: ") :].partition(" | phase: ")
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in lines[2:]:
+    for line in lines:
         if line.startswith("## "):
             current = sections.setdefault(line[3:].strip(), [])
         elif current is not None:
             current.append(line)
     trimmed = {name: _trimmed(body) for name, body in sections.items()}
-    return Parsed(lines[0][len(TITLE) :].strip(), branch, phase, trimmed)
+    return Parsed(time, branch, phase, trimmed)
 
 
 # --- I/O ----------------------------------------------------------------------------------
@@ -195,7 +198,7 @@ def path(worktree: str) -> str:
 
 
 def read(worktree: str) -> Parsed | None:
-    """The role's live file as it stands; None if there is none (or it is not one)."""
+    """The role's live file as it stands; None if there is none."""
     try:
         with open(path(worktree), encoding="utf-8", errors="replace") as file:
             return parse(file.read())
