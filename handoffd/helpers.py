@@ -376,7 +376,9 @@ def _queue(caller: Caller, draft_path: str) -> tuple[Outcome, str]:
         raise Refusal(2, report.rstrip("\n"))
     path = outbox.queue(sender, result, time.time())
     os.unlink(draft_path)
-    return Outcome(0, f"HANDOFF QUEUED: {path}\n"), ",".join(result.recipients)
+    return Outcome(0, f"HANDOFF QUEUED: {path}\n", _no_daemon_warning(caller.root)), ",".join(
+        result.recipients
+    )
 
 
 def _packet_usage() -> str:
@@ -434,9 +436,24 @@ def done_with_current() -> None:
 
 def swarm_handoff() -> None:
     args = sys.argv[1:]
+    if args in (["--help"], ["-h"]):
+        render(Outcome(0, USAGE))
     if len(args) != 1:
         render(Outcome(1, "", USAGE))
     draft_path = args[0]
     if not os.path.isfile(draft_path):
         render(Outcome(1, "", f"Draft file not found: {draft_path}\n"))
     _main(lambda caller: queue(caller, draft_path), unknown_role="Unknown sender role: {}")
+
+
+def _no_daemon_warning(root: str) -> str:
+    """One line when nothing will deliver the handoff (the exit code stays 0: prompts rely
+    on it); empty when a daemon holds the project's lock."""
+    from handoffd import lifecycle  # ~2 ms (socket, select), paid only by swarm_handoff
+
+    if lifecycle.holder(root) is not None:
+        return ""
+    return (
+        f"WARNING: no handoffd daemon is running for {root}; this handoff waits in outbox/ "
+        f"until one does. Start it with: handoffd start {root}\n"
+    )

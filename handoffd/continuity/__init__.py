@@ -1,1 +1,1 @@
-"""Where were we: the live HANDOFF.md, `resume`, packets and digests (docs/protocol.md §10-§11)."""
+"""Continuing the work: the live file, `resume`, packets, `digest` and `carry-forward`."""
