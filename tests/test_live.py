@@ -4,6 +4,7 @@ each helper step, and that a killed rewrite never leaves a torn file."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -239,6 +240,21 @@ def test_a_header_the_agent_broke_still_keeps_its_sections(project: Project) -> 
     assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
     parsed = live_file(project, "QA")
     assert parsed.branch == "QA" and parsed.sections["Decisions"] == ["- use tabs"]
+
+
+def test_a_running_daemons_lock_never_holds_up_the_rewrite(project: Project) -> None:
+    """The daemon holds an flock on the project's `.swarmforge/` for its whole life, and the
+    main checkout's live file lives in that folder: the rewrite must not wait for it."""
+    from handoffd import lifecycle
+
+    fd = os.open(lifecycle.lock_path(str(project.root)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # what a running daemon holds
+        result = project.run("ready_for_next", role="coder")  # run_command has a timeout
+        assert result.out == "NO_TASK\n"
+        assert live_file(project, "coder").phase == "idle"
+    finally:
+        os.close(fd)
 
 
 def test_a_live_file_that_cannot_be_written_never_fails_the_helper(project: Project) -> None:

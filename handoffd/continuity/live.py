@@ -128,7 +128,7 @@ def _items(lines: list[str]) -> tuple[list[list[str]], int]:
     items: list[list[str]] = []
     dropped = 0
     for line in lines:
-        count = _dropped_count(line)
+        count = dropped_count(line)
         if count is not None:
             dropped += count
         elif not items or line.startswith(("- ", "* ")):
@@ -138,7 +138,8 @@ def _items(lines: list[str]) -> tuple[list[list[str]], int]:
     return items, dropped
 
 
-def _dropped_count(line: str) -> int | None:
+def dropped_count(line: str) -> int | None:
+    """k of a `- (<k> older items dropped)` line; None for any other line."""
     if line.startswith("- (") and line.endswith(" older items dropped)"):
         number = line[3 : -len(" older items dropped)")]
         if number.isdigit():
@@ -165,7 +166,7 @@ def _trimmed(lines: list[str]) -> list[str]:
 def add_bullet(lines: list[str], bullet: str) -> list[str]:
     """A section with `bullet` added as its newest item (before a drop marker, if any)."""
     lines = _trimmed(lines)
-    if lines and _dropped_count(lines[-1]) is not None:
+    if lines and dropped_count(lines[-1]) is not None:
         return [*lines[:-1], bullet, lines[-1]]
     return [*lines, bullet]
 

@@ -137,11 +137,7 @@ def git_next_step(facts: GitFacts) -> str:
 
 
 def _bullets(lines: list[str]) -> list[str]:
-    return [line for line in lines if line.startswith("- ") and not _is_marker(line)]
-
-
-def _is_marker(line: str) -> bool:
-    return line.startswith("- (") and line.endswith(" older items dropped)")
+    return [line for line in lines if line.startswith("- ") and live.dropped_count(line) is None]
 
 
 def _first_bullet(lines: list[str]) -> str | None:
