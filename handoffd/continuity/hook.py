@@ -35,12 +35,11 @@ def after_step(role: Role, sent_to: str = "", now: float | None = None) -> None:
 def refresh(
     role: Role, sent_to: str = "", now: float | None = None, edit: Edit | None = None
 ) -> str:
-    """Rewrite `role`'s live file from its queue and return the text.
-
-    Under the role's handoff-folder lock (`swarm_handoff` takes it only for a sequence
-    number): two helpers of one role finishing at once write one after the other, each
-    from the queue as it stands then, so a stale view never lands last.  Never the
-    `.swarmforge/` folder: in the main checkout that is the daemon's lifelong lock."""
+    """Rewrite `role`'s live file from its queue and return the text.  Under a lock on the
+    role's handoff directory: two helpers of one role finishing at once write one after the
+    other, each from the queue as it stands then, so a stale view never lands last.  (Not
+    the live file's own folder: the main checkout's `.swarmforge/` is the project's, which
+    the daemon keeps locked for as long as it runs.)"""
     os.makedirs(role.handoffs, exist_ok=True)
     fd = os.open(role.handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
