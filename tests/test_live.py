@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -240,6 +241,38 @@ def test_a_header_the_agent_broke_still_keeps_its_sections(project: Project) -> 
     assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
     parsed = live_file(project, "QA")
     assert parsed.branch == "QA" and parsed.sections["Decisions"] == ["- use tabs"]
+
+
+def test_a_call_that_changes_nothing_leaves_a_fresh_file_alone(project: Project) -> None:
+    """`NO_TASK` twice: the second call has nothing new to say and skips the write (and its
+    fsync); once the queue has an event newer than the file, the next call rewrites it."""
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+    path = project.worktrees["QA"] / live.FILE
+    first = path.read_bytes()
+    os.utime(path, (1, 1))  # a mark a rewrite would replace
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+    assert path.read_bytes() == first and path.stat().st_mtime == 1
+    new = project.box("QA", "inbox/new")
+    new.mkdir(parents=True, exist_ok=True)
+    os.utime(new, (2e9, 2e9))  # an event after the file's header time
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+    assert path.stat().st_mtime != 1
+    assert live.epoch(live_file(project, "QA").time) > live.epoch(live.parse(first.decode()).time)
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["2026-06-15T14:05:31.482113Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59.5Z",
+     "2100-03-01T00:00:00Z", "1969-12-31T23:59:59Z"],
+)  # fmt: skip
+def test_epoch_agrees_with_datetime(stamp: str) -> None:
+    from datetime import datetime
+
+    assert live.epoch(stamp) == datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_an_unreadable_time_is_as_old_as_can_be() -> None:
+    assert live.epoch("") == live.epoch("yesterday") == float("-inf")
 
 
 def test_a_running_daemons_lock_never_holds_up_the_rewrite(project: Project) -> None:

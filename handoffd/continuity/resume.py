@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime
 
 from handoffd import git, scan
 from handoffd import handoff as hf
-from handoffd.config import Box, Role
+from handoffd.config import Role
 from handoffd.continuity import live, work
 
 COLD_START = "COLD_START: No prior session history found for this worktree."
@@ -148,15 +147,7 @@ def _first_bullet(lines: list[str]) -> str | None:
 def fresh(parsed: live.Parsed, branch: str, newest_event: float) -> bool:
     """Rung 1's test: the live file is of this branch and no older than the queue's newest
     event."""
-    return parsed.branch == branch and _epoch(parsed.time) >= newest_event
-
-
-def _epoch(stamp: str) -> float:
-    """A §2 timestamp in seconds; one that cannot be read is as old as can be."""
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return float("-inf")
+    return parsed.branch == branch and live.epoch(parsed.time) >= newest_event
 
 
 # --- I/O: the ladder ----------------------------------------------------------------------
@@ -166,7 +157,7 @@ def climb(role: Role, root: str, now: float | None = None) -> Answer:
     """Climb the ladder for `role`; stop at the first rung that yields state."""
     branch = live.branch(role.worktree)
     parsed = live.read(role.worktree)
-    if parsed is not None and fresh(parsed, branch, newest_event(role)):
+    if parsed is not None and fresh(parsed, branch, work.newest_event(role)):
         return from_live(parsed, role.name, branch)
     queue = work.look(role)
     if queue.in_process or queue.waiting:
@@ -178,17 +169,6 @@ def climb(role: Role, root: str, now: float | None = None) -> Answer:
     answer = from_git(facts, role.name)
     _write_reconstruction(role, answer, git_phase(facts, answer.state or ""), now)
     return answer
-
-
-def newest_event(role: Role) -> float:
-    """The newest mtime of the role's inbox folders and `sent/`: its queue's last event."""
-    times = []
-    for box in (Box.NEW, Box.IN_PROCESS, Box.COMPLETED, Box.SENT):
-        try:
-            times.append(os.stat(role.path(box)).st_mtime)
-        except OSError:
-            continue
-    return max(times, default=float("-inf"))
 
 
 def _write_reconstruction(role: Role, answer: Answer, phase: str, now: float | None) -> None:
