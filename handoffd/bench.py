@@ -514,9 +514,18 @@ def _progress(text: str) -> None:
 @click.option("--dir", "directory", type=click.Path(file_okay=False), help="Where to build.")
 @click.option("--json-only", is_flag=True, help="Print only the JSON line.")
 @click.option("--keep", is_flag=True, help="Keep the temp dir.")  # fmt: skip
-def main(quick: bool, directory: str | None, json_only: bool, keep: bool, **given: Any) -> None:
+@click.option("--digest", is_flag=True, help="Only the digest scenario (docs/protocol.md §11).")
+def main(
+    quick: bool, directory: str | None, json_only: bool, keep: bool, digest: bool, **given: Any
+) -> None:
     """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth."""
     from handoffd import benchreport
+
+    if digest:
+        from handoffd.continuity import digest_bench
+
+        digest_bench.main(quick, directory, keep)
+        return
 
     chosen = {key: value for key, value in given.items() if value not in (None, ())}
     if "histories" in chosen:

@@ -61,19 +61,14 @@ def digest_of(
         return Outcome(2, stderr=f"BUDGET_TOO_SMALL: --max-lines must be at least {MIN_LINES}\n")
     roles = config.load_roles(root)
     read_at = time.time()
-    files = threads.all_files(roles)
-    key = f"task:{task}" if task is not None else threads.thread_key(files, ident or "")
-    members = [f for f in files if key and _key(f) == key]
+    key = f"task:{task}" if task is not None else threads.thread_key(roles, ident or "")
+    members = threads.thread_files(roles, key) if key else []
     if not members:
         missing = f"UNKNOWN_TASK: {task}" if task is not None else f"UNKNOWN_HANDOFF: {ident}"
         return Outcome(1, stderr=missing + "\n")
     thread = threads.build(key or "", members, roles)
     inputs = gather(root, roles, thread)
     return compose(inputs, max_lines, time.time() if now is None else now, read_at)
-
-
-def _key(file: threads.File) -> str:
-    return f"task:{file.task}" if file.task is not None else f"id:{threads.handoff_id(file.name)}"
 
 
 def render(digest: Digest | Outcome, as_json: bool) -> Outcome:

@@ -1,13 +1,6 @@
-"""Reading a project's threads from the queue: every file of every handoff, where it is
-now, and its reports (docs/protocol.md §2, §8, §11).  Read-only but for one cache.
-
-A thread is found by its `task` header, which only the header block holds.  History
-(`sent/`, `failed/`, `completed/`) never changes once a file is there, so each role keeps
-a hidden index `H/.digest-index` of `<path>\\t<task>\\t<newest timestamp>` lines for its
-history files: a
-file's header is read once, ever, and a digest's cost does not grow with unrelated
-history beyond listing the folders.  Live folders are always read afresh.
-"""
+"""A project's threads: a task's handoffs (or one handoff without a task) with every file
+of each, where it is now, and their reports (docs/protocol.md §2, §8, §11).  Files are
+found through `history`, which reads no unrelated history."""
 
 from __future__ import annotations
 
@@ -16,39 +9,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from handoffd import handoff as hf
-from handoffd.config import Box, Role
+from handoffd.config import Role
+from handoffd.continuity.history import File, handoff_id, lookup, read_headers, role_files
 
-INDEX = ".digest-index"
-HISTORY = (Box.SENT, Box.FAILED, Box.COMPLETED)
-LIVE = (Box.OUTBOX, Box.NEW, Box.IN_PROCESS)
-STATE = {
-    Box.OUTBOX: "outbox",
-    Box.FAILED: "failed",
-    Box.SENT: "sent",
-    Box.NEW: "new",
-    Box.IN_PROCESS: "in_process",
-    Box.COMPLETED: "completed",
-}
-TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
 REPORTS = "reports"
 REPORTS_KEPT = 50  # §8: the newest 50 per id are kept
-
-
-@dataclass
-class File:
-    """One file of a handoff: whose folder holds it, its state there, and its headers
-    (read on demand)."""
-
-    role: str
-    state: str
-    path: str
-    task: str | None = None
-    activity: str = ""  # the newest §2 timestamp in its headers
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.path)
 
 
 @dataclass
@@ -62,139 +27,6 @@ class Report:
     status: str
     text: str
 
-
-def handoff_id(name: str) -> str | None:
-    """`<ts>_<seq6>_from_<sender>` from a queue file name (§2), or None if it is not one."""
-    parts = name.removesuffix(".handoff").split("_")
-    if not name.endswith(".handoff") or len(parts) < 5 or parts[3] != "from":
-        return None
-    return "_".join(parts[1:5])
-
-
-def read_headers(path: str) -> dict[str, str]:
-    """A handoff's header block, without reading its body (most are under 1 KiB)."""
-    with open(path, "rb") as file:
-        data = file.read(4096)
-        while b"\n\n" not in data and (more := file.read(65536)):
-            data += more
-    head = data.split(b"\n\n", 1)[0] + b"\n\n"
-    return dict(hf.parse(head, path).headers)
-
-
-def load_index(role: Role) -> dict[str, tuple[str, str]]:
-    """The role's history index: relative path -> (task or '', newest timestamp).  A line cut short
-    by a crash has no newline and is ignored; its file is simply read again."""
-    try:
-        with open(os.path.join(role.handoffs, INDEX), encoding="utf-8") as file:
-            text = file.read()
-    except (OSError, UnicodeDecodeError):
-        return {}
-    index = {}
-    for line in text[: text.rfind("\n") + 1].splitlines():
-        fields = line.split("\t")
-        if len(fields) == 3:
-            index[fields[0]] = (fields[1], fields[2])
-    return index
-
-
-def append_index(role: Role, lines: list[str]) -> None:
-    """Add lines to the index in one append; a cache, so failure is harmless."""
-    if not lines:
-        return
-    try:
-        fd = os.open(os.path.join(role.handoffs, INDEX), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            os.write(fd, "".join(lines).encode("utf-8"))
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
-def role_files(role: Role) -> list[File]:
-    """Every queue file in the role's folders, each with its task; history tasks come from
-    the index, and files new to history are added to it."""
-    index = load_index(role)
-    added: list[str] = []
-    files = [f for box in HISTORY for f in _history(role, box, index, added)]
-    append_index(role, added)
-    for box in LIVE:
-        for entry in hf.visible(role.path(box)):
-            inner = hf.visible(entry.path) if entry.is_dir(follow_symlinks=False) else [entry]
-            for item in inner:  # a batch dir in process holds its files
-                if item.name.endswith(".handoff") and item.is_file(follow_symlinks=False):
-                    files.append(_fresh(role, box, item.path))
-    return files
-
-
-def _history(
-    role: Role, box: str, index: dict[str, tuple[str, str]], added: list[str]
-) -> Iterator[File]:
-    """The files of one history folder; a batch dir listed once is known from the index."""
-    batches = _batch_members(index, box)
-    for entry in hf.visible(role.path(box)):
-        relative = f"{box}/{entry.name}"
-        if entry.is_dir(follow_symlinks=False):
-            if relative + "/" in index:
-                for child in batches.get(relative, ()):
-                    path = os.path.join(role.handoffs, child)
-                    yield File(
-                        role.name, STATE[box], path, index[child][0] or None, index[child][1]
-                    )
-                continue
-            before = len(added)
-            for inner in hf.visible(entry.path):
-                if inner.name.endswith(".handoff"):
-                    yield _indexed(role, box, f"{relative}/{inner.name}", inner.path, index, added)
-            if all(line.endswith("\n") for line in added[before:]):
-                added.append(f"{relative}/\t\t\n")  # every file of it is indexed: never list again
-        elif entry.name.endswith(".handoff"):
-            yield _indexed(role, box, relative, entry.path, index, added)
-
-
-def _batch_members(index: dict[str, tuple[str, str]], box: str) -> dict[str, list[str]]:
-    """Indexed files inside batch dirs of `box`, by batch dir."""
-    members: dict[str, list[str]] = {}
-    prefix = box + "/"
-    for relative in index:
-        if relative.startswith(prefix) and relative.count("/") > prefix.count("/"):
-            head, _, tail = relative.rpartition("/")
-            if tail:
-                members.setdefault(head, []).append(relative)
-    return members
-
-
-def _indexed(
-    role: Role,
-    box: str,
-    relative: str,
-    path: str,
-    index: dict[str, tuple[str, str]],
-    added: list[str],
-) -> File:
-    """A history file with its task, from the index or (once) from its header."""
-    if relative not in index:
-        file = _fresh(role, box, path)
-        if file.task is not None and ("\t" in file.task or "\n" in file.task):
-            added.append("")  # not indexable: read afresh each time
-            return file
-        index[relative] = (file.task or "", file.activity)
-        added.append(f"{relative}\t{file.task or ''}\t{file.activity}\n")
-    task, activity = index[relative]
-    return File(role.name, STATE[box], path, task or None, activity)
-
-
-def _fresh(role: Role, box: str, path: str) -> File:
-    """A file read now: its task and newest timestamp (none when it cannot be read)."""
-    try:
-        headers = read_headers(path)
-    except (OSError, hf.HandoffError):
-        headers = {}
-    stamps = [headers.get(key, "") for key in TIMESTAMPS]
-    return File(role.name, STATE[box], path, headers.get("task"), max(stamps), headers)
-
-
-# --- threads -------------------------------------------------------------------------------
 
 ORIGINAL_STATES = ("outbox", "sent", "failed")
 
@@ -261,12 +93,17 @@ def group(files: Iterable[File]) -> dict[str, list[File]]:
     return threads
 
 
-def thread_key(files: Iterable[File], ident: str) -> str | None:
+def thread_key(roles: dict[str, Role], ident: str) -> str | None:
     """The key of the thread handoff `ident` belongs to, or None if no file has that id."""
-    for file in files:
-        if handoff_id(file.name) == ident:
+    for role in roles.values():
+        for file in lookup(role, f"id:{ident}"):
             return f"task:{file.task}" if file.task is not None else f"id:{ident}"
     return None
+
+
+def thread_files(roles: dict[str, Role], key: str) -> list[File]:
+    """Every file of thread `key` in the project."""
+    return [file for role in roles.values() for file in lookup(role, key)]
 
 
 def build(key: str, files: list[File], roles: dict[str, Role]) -> Thread:
