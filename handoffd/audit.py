@@ -1,13 +1,13 @@
 """The queue's invariants, checked over a whole project at rest.
 
-Used by the crash tests, the demo's summary and operators alike.  It reads every
-folder, history included, so it is an audit, never a hot path:
+Used by the crash tests, the demo's summary and operators alike.  It reads the whole
+scan (`scan.py`), history included, so it is an audit, never a hot path:
 
 - each original is in exactly one of its sender's `outbox/`, `sent/`, `failed/`;
 - each delivered original reached each recipient exactly once across `new/`,
   `in_process/` and `completed/` (batch dirs included), and an undelivered one
   reached nobody;
-- every visible file in an inbox is a complete handoff, stamped for its recipient;
+- every `.handoff` file in an inbox is a complete handoff, stamped for its recipient;
 - no temp file or journal is left behind.
 """
 
@@ -16,12 +16,14 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from handoffd import durable, journal
+from handoffd import durable, journal, scan
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import JOURNAL
+from handoffd.scan import State
 
 INBOX = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
+COPIES = (State.NEW, State.IN_PROCESS, State.COMPLETED)
 
 
 class Report:
@@ -43,9 +45,13 @@ class Report:
 
 def audit(root: str, roles: dict[str, Role]) -> Report:
     report = Report()
+    snapshot = scan.scan(root, roles, once=False)  # at rest, a name in two folders is a bug
+    for entry in snapshot.entries(State.ORIGINALS):
+        _original(entry, report)
+    for entry in snapshot.entries(COPIES):
+        _copy(entry, report)
     for role in roles.values():
-        _originals(role, report)
-        _copies(role, report)
+        _temps(role, report)
     _match(roles, report)
     try:
         if journal.load(os.path.join(root, JOURNAL)) is not None:
@@ -55,44 +61,41 @@ def audit(root: str, roles: dict[str, Role]) -> Report:
     return report
 
 
-def _originals(role: Role, report: Report) -> None:
-    for folder in (Box.OUTBOX, Box.SENT, Box.FAILED):
-        for path in _visible_files(role.path(folder)):
-            name = os.path.basename(path)
-            if not name.endswith(".handoff"):
-                continue
-            if name in report.originals:
-                report.problems.append(
-                    f"{name} is in both {report.originals[name]}/ and {folder}/ of {role.name}"
-                )
-            report.originals[name] = folder
-            ident, to = _header(path, "id"), _header(path, "to")
-            if ident:
-                delivered = folder == Box.SENT and to is not None
-                report.expected[ident] = to.split(",") if delivered and to else []
-        for temp in durable.temp_files(role.path(folder)):
-            report.problems.append(f"stray temp file {temp}")
+def _original(entry: scan.Entry, report: Report) -> None:
+    folder = scan.FOLDER[entry.state]
+    if entry.name in report.originals:
+        report.problems.append(
+            f"{entry.name} is in both {report.originals[entry.name]}/ and {folder}/ of {entry.role}"
+        )
+    report.originals[entry.name] = folder
+    ident, to = entry.headers.get("id"), entry.headers.get("to")
+    if ident:
+        delivered = entry.state == State.SENT and to is not None
+        report.expected[ident] = to.split(",") if delivered and to else []
 
 
-def _copies(role: Role, report: Report) -> None:
-    for folder in INBOX:
-        for path in _visible_files(role.path(folder), into_batches=True):
-            problem = _copy_problem(path, role.name)
-            if problem:
-                report.problems.append(problem)
-            report.copies[(_header(path, "id") or os.path.basename(path), role.name)] += 1
-        for temp in durable.temp_files(role.path(folder)):
-            report.problems.append(f"stray temp file {temp}")
+def _copy(entry: scan.Entry, report: Report) -> None:
+    problem = _copy_problem(entry.path, entry.role)
+    if problem:
+        report.problems.append(problem)
+    report.copies[(entry.headers.get("id") or entry.name, entry.role)] += 1
 
 
 def _copy_problem(path: str, recipient: str) -> str | None:
     try:
-        handoff = hf.read(path)
+        handoff = hf.read(path)  # the whole file: an audit checks each copy is complete
     except hf.HandoffError as error:
         return f"unreadable copy: {error}"
     if handoff.get("recipient") != recipient or not handoff.get("enqueued_at"):
         return f"copy not stamped for {recipient}: {path}"
     return None
+
+
+def _temps(role: Role, report: Report) -> None:
+    """Hidden temp files are invisible to the scan by design; the audit looks for strays."""
+    for folder in (Box.OUTBOX, Box.SENT, Box.FAILED, *INBOX):
+        for temp in durable.temp_files(role.path(folder)):
+            report.problems.append(f"stray temp file {temp}")
 
 
 def _match(roles: dict[str, Role], report: Report) -> None:
@@ -107,20 +110,3 @@ def _match(roles: dict[str, Role], report: Report) -> None:
     for (ident, recipient), found in report.copies.items():
         if ident not in report.expected:
             report.problems.append(f"{recipient} holds {ident} ({found}x) with no original")
-
-
-def _header(path: str, key: str) -> str | None:
-    try:
-        return hf.read(path).get(key)
-    except hf.HandoffError:
-        return None
-
-
-def _visible_files(directory: str, into_batches: bool = False) -> list[str]:
-    files = []
-    for entry in hf.visible(directory):
-        if entry.is_file(follow_symlinks=False):
-            files.append(entry.path)
-        elif into_batches and entry.is_dir(follow_symlinks=False):
-            files += _visible_files(entry.path)
-    return files

@@ -329,6 +329,29 @@ def startup(project: Project, runs: int) -> tuple[float, float]:
     return statistics.median(helper_times), statistics.median(python_times)
 
 
+def take_and_finish(project: Project, runs: int) -> tuple[float, float]:
+    """Medians (s) of `ready_for_next` taking one waiting file and of `done_with_current`
+    completing it (stamp, fsync, rename, heartbeat): the calls an agent makes per task."""
+    role = RECIPIENTS[0]
+    env = {**os.environ, "SWARMFORGE_ROLE": role}
+    cwd, bin_dir = project.worktrees[role], os.path.dirname(sys.executable)
+    take, finish = [
+        [os.path.join(bin_dir, name)] for name in ("ready_for_next", "done_with_current")
+    ]
+    if not os.path.exists(take[0]):
+        take, finish = [[sys.executable, "-c", f"from handoffd.helpers import {n} as h; h()"]
+                        for n in ("ready_for_next", "done_with_current")]  # fmt: skip
+    take_times, finish_times = [], []
+    for _ in range(runs):
+        name, data = project.handoff()
+        _write(project.box(role, Box.NEW, name), data)
+        take_times.append(_time_run(take, cwd, env))
+        finish_times.append(_time_run(finish, cwd, env))
+    if os.listdir(project.box(role, Box.IN_PROCESS)):
+        raise BenchError("take-and-finish left work in process")
+    return statistics.median(take_times), statistics.median(finish_times)
+
+
 def _time_run(command: list[str], cwd: str, env: dict[str, str]) -> float:
     started = time.perf_counter()
     subprocess.run(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, check=True)
@@ -346,6 +369,8 @@ class AtRest:
     threads: int
     helper_s: float = 0.0
     python_s: float = 0.0
+    take_s: float = 0.0
+    finish_s: float = 0.0
 
 
 def idle(pid: int, seconds: float) -> AtRest:
@@ -429,6 +454,8 @@ def _at_rest(project: Project, pid: int, sizes: Sizes) -> AtRest:
     at_rest = idle(pid, sizes.idle_seconds)
     _progress(f"helper start-up, {sizes.startup_runs} runs each")
     at_rest.helper_s, at_rest.python_s = startup(project, sizes.startup_runs)
+    _progress(f"take and finish, {sizes.startup_runs} runs each")
+    at_rest.take_s, at_rest.finish_s = take_and_finish(project, sizes.startup_runs)
     return at_rest
 
 

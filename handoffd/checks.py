@@ -21,6 +21,10 @@ class Refused(Exception):
     """The entry can never be delivered; the message is the reason an operator reads."""
 
 
+class UnknownRecipient(Refused):
+    """A recipient missing from the roles the daemon knows: worth re-reading roles.tsv."""
+
+
 def read_entry(path: str) -> bytes:
     """The bytes of a regular file at `path`, refusing links, FIFOs, directories and
     oversized files without reading them."""
@@ -72,7 +76,14 @@ def inspect(data: bytes, name: str, sender: str, roles: set[str]) -> tuple[hf.Ha
     try:
         handoff = hf.parse(data, name)
     except hf.HandoffError as error:
-        raise Refused(str(error)) from None
+        raise Refused(_crlf_reason(data) or str(error)) from None
+    if any(value.endswith("\r") for _, value in handoff.headers):
+        raise Refused(_crlf_reason(data) or "a header line ends in a carriage return")
+    keys = [key for key, _ in handoff.headers]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        # Only the first would be read: a second `to:` would silently lose its recipients.
+        raise Refused(f"header(s) given more than once: {', '.join(twice)}")
     missing = [key for key in REQUIRED if not handoff.get(key)]
     if missing:
         raise Refused(f"missing required header(s): {', '.join(missing)}")
@@ -86,6 +97,13 @@ def inspect(data: bytes, name: str, sender: str, roles: set[str]) -> tuple[hf.Ha
     return handoff, _recipients(handoff.get("to") or "", roles)
 
 
+def _crlf_reason(data: bytes) -> str | None:
+    """Why a file written with Windows line ends is refused, said as such (docs/protocol.md §2)."""
+    if b"\r\n" not in data.partition(b"\n\n")[0] + b"\n":
+        return None
+    return "CRLF line endings; a handoff file uses LF (\\n) line endings only"
+
+
 def _recipients(to: str, roles: set[str]) -> list[str]:
     recipients = [name.strip() for name in to.split(",")]
     for index, name in enumerate(recipients):
@@ -94,5 +112,7 @@ def _recipients(to: str, roles: set[str]) -> list[str]:
         if name in recipients[:index]:
             raise Refused(f"recipient '{name}' is listed twice in 'to: {to}'")
         if name not in roles:
-            raise Refused(f"unknown recipient role '{name}' (not in roles.tsv); nobody got a copy")
+            raise UnknownRecipient(
+                f"unknown recipient role '{name}' (not in roles.tsv); nobody got a copy"
+            )
     return recipients

@@ -7,6 +7,7 @@ never pay for the web stack or the MCP SDK.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -20,6 +21,14 @@ from handoffd.outcome import Outcome
 # name -> ("module:attribute" of a click command, its one-line help).  Imported on
 # first use; `handoffd --help` shows the help line without importing anything.
 LAZY: dict[str, tuple[str, str]] = {
+    "status": ("handoffd.board.status:status", "The board: every open card in its colour."),
+    "heartbeat": ("handoffd.board.commands:heartbeat", "Renew the role's heartbeat (its claim)."),
+    "release": ("handoffd.board.commands:release", "Put the work in process back into new/."),
+    "block": ("handoffd.board.commands:block", "Set a handoff's blocked reason."),
+    "unblock": ("handoffd.board.commands:unblock", "Remove a handoff's blocked reason."),
+    "report": ("handoffd.board.commands:report", "Report on the work: RUNNING, BLOCKED or DONE."),
+    "resume": ("handoffd.continuity.commands:resume", "Where were we: state and next step."),
+    "note": ("handoffd.continuity.commands:note", "Add a decision, ruled-out path or check."),
     "digest": ("handoffd.continuity.digest_commands:digest", "A thread's digest, with receipts."),
     "carry-forward": (
         "handoffd.continuity.digest_commands:carry_forward",
@@ -82,6 +91,41 @@ def _root(value: str | None) -> str:
         return os.path.abspath(value) if value else config.find_root()
     except config.ConfigError as error:
         raise click.ClickException(str(error)) from None
+
+
+def role_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`--role R`, `--agent NAME`, `--conversation ID` (docs/protocol.md §8) and `--root`,
+    handed to the command as one resolved `me` (a `helpers.Caller`): the role acted for
+    (default: the calling role of §1) and who runs it (default: $SWARMFORGE_AGENT, else
+    roles.tsv column 6; $SWARMFORGE_CONVERSATION)."""
+
+    @functools.wraps(function)
+    def command(
+        role: str | None, agent: str | None, conversation: str | None, root_opt: str | None,
+        **kwargs: Any,
+    ) -> Any:  # fmt: skip
+        return function(me=caller(root_opt, role, agent, conversation), **kwargs)
+
+    options = (
+        click.option("--role", help="Act for this role (default: the calling role)."),
+        click.option("--agent", help="Agent name (default: $SWARMFORGE_AGENT, else roles.tsv)."),
+        click.option("--conversation", help="Conversation (default: $SWARMFORGE_CONVERSATION)."),
+        root_option,
+    )  # fmt: skip
+    wrapped: Callable[..., Any] = command
+    for option in reversed(options):
+        wrapped = option(wrapped)
+    return wrapped
+
+
+def caller(root: str | None, role: str | None, agent: str | None, conversation: str | None) -> Any:
+    """The `helpers.Caller` the options name; no project or no role is exit 1, as in §1."""
+    from handoffd import helpers
+
+    try:
+        return helpers.resolve(_root(root) if root else None, role, agent, conversation)
+    except config.ConfigError as error:
+        emit(Outcome(1, "", f"{error}\n"))
 
 
 root_argument = click.argument("root", required=False, type=click.Path(file_okay=False))
@@ -154,15 +198,17 @@ def stop(root: str | None) -> None:
 def _stop(project: str) -> None:
     from handoffd import lifecycle
 
+    if not os.path.isdir(project):  # a typo must not read as "nothing was running"
+        raise click.ClickException(f"no such directory: {project}")
     pid = lifecycle.stop(project)
     click.echo(f"handoffd stopped (pid {pid})" if pid else f"no handoffd was running for {project}")
 
 
-@click.command()
-@click.argument("root", type=click.Path(file_okay=False))
-def stop_handoff_daemon(root: str) -> None:
-    """Stop the handoffd daemon of ROOT (the older tool's command name)."""
-    _stop(os.path.abspath(root))
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@root_argument
+def stop_handoff_daemon(root: str | None) -> None:
+    """Stop the handoffd daemon of ROOT (default: the project of the working directory)."""
+    _stop(_root(root))
 
 
 @main.command()
@@ -177,21 +223,20 @@ def init(config_file: str | None, root: str | None) -> None:
     """Lay out a project: git worktrees, handoff folders, roles.tsv, tmux socket."""
     from handoffd import project
 
-    base = os.path.abspath(root or ".")
-    local = os.path.join(base, config.SWARMFORGE, project.SAMPLE)
-    source = config_file or (local if os.path.isfile(local) else None)
     try:
-        if source:
-            with open(source, encoding="utf-8") as file:
-                text = file.read()
-        else:
-            text = project.sample_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise click.ClickException(f"cannot read {source}: {error}") from None
-    try:
-        windows = project.parse(text, source or f"(sample {project.SAMPLE})")
-        changes = project.init(base, windows)
-    except project.SwarmConfigError as error:
+        base = project.locate(root, os.getcwd())
+        chosen = project.configuration(base, config_file)
+        if chosen is None:
+            roles = ", ".join(config.load_roles(base))
+            click.echo(
+                f"{base}: kept roles.tsv ({roles}); to change the roles, write "
+                f"{project.stored_configuration(base)} or pass --config"
+            )
+            return
+        text, source = chosen
+        windows = project.parse(text, source)
+        changes = project.init(base, windows, remember=text)
+    except (project.SwarmConfigError, config.ConfigError) as error:
         raise click.ClickException(str(error)) from None
     for change in changes:
         click.echo(f"created {change}")
@@ -208,25 +253,45 @@ def init(config_file: str | None, root: str | None) -> None:
     help="The command line for an agent name in roles.tsv (repeatable). "
     "Built in: shell (your $SHELL), demo (the scripted demo agent).",
 )
+@click.option(
+    "--check-after",
+    type=click.FloatRange(min=0.0),
+    default=1.0,
+    show_default=True,
+    help="Seconds after which each started session must still run (0: do not check).",
+)
 @renotify_option
 @root_argument
-def up(agents: tuple[str, ...], renotify_after: float, root: str | None) -> None:
+def up(
+    agents: tuple[str, ...], check_after: float, renotify_after: float, root: str | None
+) -> None:
     """Start the swarm: a tmux session per role, and the daemon."""
-    from handoffd import swarm
+    from handoffd import lifecycle, swarm
 
     project_root = _project(root)
     commands = dict(_agent_pair(value) for value in agents)
+    running = lifecycle.holder(project_root)
     try:
         socket, started = swarm.up(
             project_root, commands, ("--renotify-after", str(renotify_after))
         )
+        dead = swarm.died(socket, started, check_after)
+        roles = config.load_roles(project_root)
     except (config.ConfigError, RuntimeError, OSError) as error:
         raise click.ClickException(str(error)) from None
-    roles = config.load_roles(project_root)
     click.echo(f"swarm up for {project_root}; started: {', '.join(started) or 'nothing new'}")
+    pid = lifecycle.holder(project_root)
+    click.echo(f"daemon: {'already running' if running else 'started'} (pid {pid})")
     for role in roles.values():
         click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")
     click.echo(f"log: {os.path.join(project_root, config.SWARMFORGE, 'daemon', 'handoffd.log')}")
+    for session, how in dead.items():
+        click.echo(f"DIED: {session}: its agent exited at once ({how})", err=True)
+    if dead:
+        raise click.ClickException(
+            "some agents did not stay up; fix their command lines (--agent NAME=COMMAND), "
+            "then run `handoffd up` again"
+        )
 
 
 def _agent_pair(value: str) -> tuple[str, str]:

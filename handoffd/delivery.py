@@ -12,6 +12,10 @@ Directory fsyncs are done once per directory per pass, not per file, so a backlo
 drains at several copies per disk flush.  Bad originals go to `failed/` with a
 reason and nobody gets a copy; a transient error (disk full, I/O error, permission)
 leaves the original in its outbox and retries it later with backoff.
+
+Publishing goes entry by entry: an entry that cannot be finished (its sender's
+`sent/` became a plain file, say) stays alone in the journal and is retried with
+backoff, while every other entry of the pass, and every later pass, goes on.
 """
 
 from __future__ import annotations
@@ -19,20 +23,22 @@ from __future__ import annotations
 import errno
 import os
 
-from handoffd import checks, durable, journal
+from handoffd import checks, config, durable, journal
 from handoffd import handoff as hf
 from handoffd.config import SWARMFORGE, Box, Role
 from handoffd.journal import Entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from structlog.typing import FilteringBoundLogger
 
 JOURNAL = os.path.join(SWARMFORGE, "daemon", "handoffd.journal")
 BATCH_LIMIT = 256  # originals per pass: bounds the work a SIGTERM waits for
 FIRST_RETRY, LAST_RETRY = 0.5, 60.0  # seconds; doubling in between
+# Errors about a name itself: retrying cannot cure them, so they fail, never defer forever.
+PERMANENT = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
 
 
 class Retry:
@@ -48,11 +54,19 @@ class Retry:
 class Courier:
     """Delivers the originals of every role's outbox; one `deliver` call is one pass."""
 
-    def __init__(self, root: str, log: FilteringBoundLogger) -> None:
+    def __init__(
+        self,
+        root: str,
+        log: FilteringBoundLogger,
+        reload_roles: Callable[[], dict[str, Role]] | None = None,
+    ) -> None:
         self.journal = os.path.join(root, JOURNAL)
         self.log = log
         self.retries: dict[str, Retry] = {}
         self.backlog = False  # the last pass left ready originals behind (batch limit)
+        # Reads roles.tsv now, before a recipient is called unknown (it may be brand new).
+        self.reload_roles = reload_roles
+        self.refused_senders: set[str] = set()  # senders of originals failed in this pass
 
     # --- passes ---------------------------------------------------------------------
 
@@ -74,7 +88,14 @@ class Courier:
             self.log.warning("sweep_failed", folder=folder, error=str(error))
 
     def finish_journal(self) -> None:
-        """Complete a pass the journal committed but a crash or an error interrupted."""
+        """Complete what a committed journal lists (a pass a crash or an error interrupted)."""
+        pending = self._pending()
+        if pending:
+            self._settle_journal(self._publish(pending, 0.0)[1])
+            self.log.info("recovered", files=[os.path.basename(e.original) for e in pending])
+
+    def _pending(self) -> list[Entry]:
+        """The committed entries not yet finished; a corrupt journal is set aside."""
         try:
             entries = journal.load(self.journal)
         except journal.Corrupt as error:
@@ -83,28 +104,35 @@ class Courier:
             aside = durable.free_name(os.path.dirname(self.journal), "handoffd.journal.corrupt")
             os.rename(self.journal, os.path.join(os.path.dirname(self.journal), aside))
             self.log.error("journal_corrupt", error=str(error), kept_as=aside)
-            return
-        if entries is None:
-            journal.clear(self.journal)  # absent, or torn before its commit line
-            return
-        self._publish(entries)
-        self.log.info("recovered", files=[os.path.basename(e.original) for e in entries])
+            return []
+        return entries or []
 
     def deliver(self, roles: dict[str, Role], now: float) -> set[str]:
         """One pass over every outbox; returns the roles that received new mail."""
-        self.finish_journal()
-        staged = (self._stage(role, path, roles, now) for role, path in self._ready(roles, now))
+        self.refused_senders = set()
+        pending = self._pending()
+        due = [e for e in pending if self._due(e.original, now)]
+        busy = {e.original for e in pending}  # journalled: never staged a second time
+        staged = (
+            self._stage(role, path, roles, now) for role, path in self._ready(roles, now, busy)
+        )
         entries = [entry for entry in staged if entry]
-        if not entries or not self._commit(entries, now):
+        if entries and not self._commit(entries, now, keep=pending):
+            entries = []
+        if not entries and not due:
             return set()
-        self._publish(entries)
-        for entry in entries:
-            self.retries.pop(entry.original, None)
+        landed, unfinished = self._publish(due + entries, now)
+        self._settle_journal([e for e in pending if e not in due] + unfinished)
+        for entry in landed:
             self.log.info(
                 "delivered", file=os.path.basename(entry.original), sender=entry.sender,
                 recipients=entry.recipients,
             )  # fmt: skip
-        return {name for entry in entries for name in entry.recipients}
+        return {name for entry in landed for name in entry.recipients}
+
+    def _due(self, original: str, now: float) -> bool:
+        retry = self.retries.get(original)
+        return retry is None or retry.due <= now
 
     def next_retry(self) -> float | None:
         """When the earliest deferred original is due, if any."""
@@ -112,27 +140,31 @@ class Courier:
 
     # --- steps --------------------------------------------------------------------------
 
-    def _ready(self, roles: dict[str, Role], now: float) -> list[tuple[Role, str]]:
-        """Outbox entries due for a try, in queue (filename) order across roles."""
-        ready, present = [], set()
+    def _ready(
+        self, roles: dict[str, Role], now: float, busy: set[str] | None = None
+    ) -> list[tuple[Role, str]]:
+        """Outbox entries due for a try: every outbox in turn, each in queue (filename)
+        order, so one sender's flood never starves the others; sorted by name."""
+        queues, present = [], set()
         for role in roles.values():
             try:
                 names = [entry.name for entry in hf.visible(role.path(Box.OUTBOX))]
             except OSError as error:  # e.g. EACCES: one unreadable outbox holds up no other
                 self.log.warning("outbox_unreadable", role=role.name, error=str(error))
                 continue
+            mine = []
             for name in names:
                 path = role.path(Box.OUTBOX, name)
                 present.add(path)
-                retry = self.retries.get(path)
-                if name.endswith(".handoff") and (retry is None or retry.due <= now):
-                    ready.append((name, role, path))
+                if name.endswith(".handoff") and path not in (busy or ()) and self._due(path, now):
+                    mine.append((name, role, path))
+            queues.append(mine)
         # A deferred original that left its outbox (taken back, or archived by recovery)
         # must not keep its timer: a due time in the past makes the loop wait 0 s forever.
         self.retries = {path: r for path, r in self.retries.items() if path in present}
-        ready.sort(key=lambda item: item[0])
-        self.backlog = len(ready) > BATCH_LIMIT
-        return [(role, path) for _, role, path in ready[:BATCH_LIMIT]]
+        chosen = _take_in_turn(queues, BATCH_LIMIT)
+        self.backlog = sum(map(len, queues)) > BATCH_LIMIT
+        return [(role, path) for _, role, path in sorted(chosen, key=lambda item: item[0])]
 
     def _stage(self, sender: Role, path: str, roles: dict[str, Role], now: float) -> Entry | None:
         """Check an original and stage its copies; None if it failed, was deferred or is gone."""
@@ -140,14 +172,14 @@ class Courier:
         try:
             identity = _identity(path)
             data = checks.read_entry(path)
-            handoff, recipients = checks.inspect(data, name, sender.name, set(roles))
+            handoff, recipients, roles = self._inspect(data, name, sender, roles)
         except checks.Refused as refusal:
             self._fail(sender, path, str(refusal), now)
             return None
         except FileNotFoundError:
             return None  # taken back by its sender: nothing to do
         except OSError as error:
-            self._defer(path, error, now)
+            self._defer(path, error, now, sender)
             return None
         copies: list[tuple[str, str]] = []
         try:
@@ -155,15 +187,32 @@ class Courier:
                 copies.append(_stage_copy(handoff, roles[recipient], name))
         except OSError as error:
             _unstage(copies)
-            self._defer(path, error, now)
+            self._defer(path, error, now, sender)
             return None
         return Entry(sender.name, path, identity, sender.path(Box.SENT), copies, recipients)
 
-    def _commit(self, entries: list[Entry], now: float) -> bool:
-        """Make the staged copies and the journal durable: the pass's point of no return."""
+    def _inspect(
+        self, data: bytes, name: str, sender: Role, roles: dict[str, Role]
+    ) -> tuple[hf.Handoff, list[str], dict[str, Role]]:
+        """`checks.inspect`, but a recipient unknown to our view of roles.tsv is looked up
+        in the file as it is now: the helper that queued it may have read a newer one."""
+        try:
+            return (*checks.inspect(data, name, sender.name, set(roles)), roles)
+        except checks.UnknownRecipient:
+            if self.reload_roles is None:
+                raise
+        try:
+            fresh = self.reload_roles()
+        except config.ConfigError as error:  # half-written, say: try again, never refuse
+            raise OSError(errno.EAGAIN, f"roles.tsv cannot be read: {error}") from None
+        return (*checks.inspect(data, name, sender.name, set(fresh)), fresh)
+
+    def _commit(self, entries: list[Entry], now: float, keep: list[Entry] | None = None) -> bool:
+        """Make the staged copies and the journal durable: the pass's point of no return.
+        The journal still lists `keep` (unfinished entries of earlier passes)."""
         try:
             _sync(_parents(staged for e in entries for staged, _ in e.copies))
-            journal.commit(self.journal, entries)
+            journal.commit(self.journal, [*(keep or []), *entries], atomic=bool(keep))
         except OSError as error:
             for entry in entries:
                 _unstage(entry.copies)
@@ -171,28 +220,79 @@ class Courier:
             return False
         return True
 
-    def _publish(self, entries: list[Entry]) -> None:
-        """Rename staged copies into view, archive the originals, clear the journal.
-        Idempotent, so a crash at any point is finished by running it again."""
+    def _publish(self, entries: list[Entry], now: float) -> tuple[list[Entry], list[Entry]]:
+        """Rename staged copies into view and archive the originals, entry by entry: one
+        that fails is left for a later retry and holds up no other.  Idempotent, so a crash
+        at any point is finished by running it again.  Returns the entries whose copies
+        came into view now, and the entries left unfinished."""
+        landed: list[Entry] = []
+        unfinished: list[Entry] = []
+        revealed: list[Entry] = []
         for entry in entries:
-            for staged, final in entry.copies:
-                self._reveal(staged, final)
-        _sync(_parents(final for e in entries for _, final in e.copies))
-        for entry in entries:
-            _archive(entry)
-        _sync(_parents(e.original for e in entries) + [e.sent for e in entries])
-        journal.clear(self.journal)
+            try:
+                now_in_view = [self._reveal(staged, final) for staged, final in entry.copies]
+                if any(now_in_view):
+                    landed.append(entry)
+                revealed.append(entry)
+            except OSError as error:
+                self._stuck(entry, error, now, unfinished)
+        unsynced = _sync(_parents(final for e in revealed for _, final in e.copies))
+        archived = []
+        for entry in revealed:
+            try:
+                if unsynced.intersection(_parents(final for _, final in entry.copies)):
+                    raise OSError(errno.EIO, "the recipient's new/ could not be flushed")
+                _archive(entry)
+                archived.append(entry)
+            except OSError as error:
+                self._stuck(entry, error, now, unfinished)
+        unsynced = _sync(_parents(e.original for e in archived) + [e.sent for e in archived])
+        for entry in archived:
+            if unsynced.intersection([os.path.dirname(entry.original), entry.sent]):
+                self._stuck(entry, OSError(errno.EIO, "its archive could not be flushed"), now,
+                            unfinished)  # fmt: skip
+            else:
+                self.retries.pop(entry.original, None)
+        return landed, unfinished
 
-    def _reveal(self, staged: str, final: str) -> None:
-        if not os.path.lexists(staged):
-            return  # published before a crash; the recipient may have taken it since
-        if os.path.lexists(final):
-            # Only the daemon creates names in new/, and it renames each staged copy once,
-            # so this is an earlier handoff of the same name still unread: keep that one.
-            durable.unlink_quietly(staged)
-            self.log.warning("duplicate_skipped", file=final)
+    def _settle_journal(self, remaining: list[Entry]) -> None:
+        """Keep only the unfinished entries in the journal, replaced atomically so that a
+        crash never loses one; a journal that cannot be rewritten keeps its older, larger
+        list, whose finished entries replay as no-ops."""
+        if not remaining:
+            journal.clear(self.journal)
             return
+        try:
+            journal.commit(self.journal, remaining, atomic=True)
+        except OSError as error:
+            self.log.warning("journal_not_rewritten", error=str(error))
+
+    def _stuck(self, entry: Entry, error: OSError, now: float, unfinished: list[Entry]) -> None:
+        """A committed entry that cannot be finished now: retried alone, with backoff."""
+        unfinished.append(entry)
+        delay = self._backoff(entry.original, now)
+        self.log.warning(
+            "publish_stuck", file=os.path.basename(entry.original), sender=entry.sender,
+            reason=_reason(error), retry_in=delay,
+        )  # fmt: skip
+
+    def _reveal(self, staged: str, final: str) -> bool:
+        """Rename a staged copy into view; True if this call did it."""
+        if not os.path.lexists(staged):
+            return False  # published before a crash; the recipient may have taken it since
+        if os.path.lexists(final):
+            # A name in new/ is still unread: an earlier handoff of that name, or one put
+            # back by `release`.  The same copy presented again is dropped; a different
+            # file gets a distinct name (as archives do), so nobody's mail is lost.
+            if _same_copy(staged, final):
+                durable.unlink_quietly(staged)
+                self.log.warning("duplicate_skipped", file=final)
+                return False
+            directory = os.path.dirname(final)
+            final = os.path.join(directory, durable.free_name(directory, os.path.basename(final)))
+            self.log.warning("renamed_on_arrival", file=os.path.basename(staged), to=final)
         os.rename(staged, final)
+        return True
 
     def _fail(self, sender: Role, path: str, reason: str, now: float) -> None:
         """Move a bad original to failed/ with `<name>.error` beside it; nobody gets a copy."""
@@ -214,18 +314,28 @@ class Courier:
             self._defer(path, error, now)
             return
         self.retries.pop(path, None)
+        self.refused_senders.add(sender.name)
         self.log.warning("failed", file=os.path.basename(path), sender=sender.name, reason=reason)
 
-    def _defer(self, path: str, error: OSError, now: float) -> None:
-        """Leave the original in its outbox and try again later, waiting longer each time."""
+    def _defer(self, path: str, error: OSError, now: float, sender: Role | None = None) -> None:
+        """Leave the original in its outbox and try again later, waiting longer each time;
+        an error no retry can cure (a name too long, say) fails it instead."""
+        if sender is not None and error.errno in PERMANENT:
+            self._fail(sender, path, f"cannot be delivered: {_reason(error)}", now)
+            return
+        delay = self._backoff(path, now)
+        self.log.warning(
+            "deferred", file=os.path.basename(path), reason=_reason(error),
+            attempt=self.retries[path].attempts, retry_in=delay,
+        )  # fmt: skip
+
+    def _backoff(self, path: str, now: float) -> float:
+        """Schedule the next try of `path`, waiting twice as long as last time; the delay."""
         previous = self.retries.get(path)
         attempts = previous.attempts + 1 if previous else 1
-        delay = min(FIRST_RETRY * 2 ** (attempts - 1), LAST_RETRY)
+        delay: float = min(FIRST_RETRY * 2 ** (attempts - 1), LAST_RETRY)
         self.retries[path] = Retry(attempts, now + delay)
-        reason = f"{errno.errorcode.get(error.errno or 0, 'error')}: {error.strerror or error}"
-        self.log.warning(
-            "deferred", file=os.path.basename(path), reason=reason, attempt=attempts, retry_in=delay
-        )
+        return delay
 
 
 # --- file steps -------------------------------------------------------------------------
@@ -271,11 +381,48 @@ def _parents(paths: Iterable[str]) -> list[str]:
     return [os.path.dirname(path) for path in paths]
 
 
-def _sync(directories: list[str]) -> None:
+def _sync(directories: list[str]) -> set[str]:
     """fsync each distinct directory once (the Dovecot trick: one flush per pass, not per
-    file); one that is gone has nothing left to make durable."""
+    file); the directories that could not be flushed.  One that is gone has nothing left
+    to make durable."""
+    failed = set()
     for directory in dict.fromkeys(directories):
         try:
             durable.fsync_dir(directory)
         except FileNotFoundError:
             pass
+        except OSError:
+            failed.add(directory)
+    return failed
+
+
+def _same_copy(staged: str, final: str) -> bool:
+    """Whether two copies differ only in their `enqueued_at` stamp (one handoff, twice)."""
+    try:
+        with open(staged, "rb") as a, open(final, "rb") as b:
+            ours, theirs = a.read(checks.MAX_BYTES + 4096), b.read(checks.MAX_BYTES + 4096)
+    except OSError:
+        return False
+    return _unstamped(ours) == _unstamped(theirs)
+
+
+def _unstamped(data: bytes) -> bytes:
+    head, sep, body = data.partition(b"\n\n")
+    lines = [line for line in head.split(b"\n") if not line.startswith(b"enqueued_at: ")]
+    return b"\n".join(lines) + sep + body
+
+
+def _reason(error: OSError) -> str:
+    return f"{errno.errorcode.get(error.errno or 0, 'error')}: {error.strerror or error}"
+
+
+def _take_in_turn(
+    queues: list[list[tuple[str, Role, str]]], limit: int
+) -> list[tuple[str, Role, str]]:
+    """Up to `limit` items, one from each queue in turn (round robin), each queue in order."""
+    chosen: list[tuple[str, Role, str]] = []
+    depth = 0
+    while len(chosen) < limit and any(len(q) > depth for q in queues):
+        chosen += [q[depth] for q in queues if len(q) > depth][: limit - len(chosen)]
+        depth += 1
+    return chosen

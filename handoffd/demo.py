@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from handoffd import audit, config, handoff, project, swarm
+from handoffd import audit, config, project, scan, swarm
 from handoffd.config import Box
 from handoffd.lifecycle import daemon_path
+from handoffd.scan import State
 
 
 @dataclass
@@ -92,7 +93,7 @@ def _watch(root: str, rounds: int, deadline: float, say: Callable[[str], None]) 
     coder = config.load_roles(root)["coder"]
     shown = 0
     while shown < rounds and time.monotonic() < deadline:
-        done = len(os.listdir(coder.path(Box.COMPLETED)))
+        done = len(scan.listing(coder, (State.COMPLETED,)))
         for n in range(shown + 1, min(done, rounds) + 1):
             say(f"round trip {n}/{rounds} complete: coder → cleaner → coder")
         shown = max(shown, min(done, rounds))
@@ -105,16 +106,11 @@ def _watch(root: str, rounds: int, deadline: float, say: Callable[[str], None]) 
 def _settle(root: str, deadline: float) -> None:
     """Wait until nothing is queued or in flight anywhere, so the audit sees a queue at rest."""
     roles = config.load_roles(root).values()
-    boxes = (Box.OUTBOX, Box.NEW, Box.IN_PROCESS)
+    states = (State.OUTBOX, State.NEW, State.IN_PROCESS)
     while time.monotonic() < deadline:
-        if not any(_queued(role.path(box)) for role in roles for box in boxes):
+        if not any(scan.listing(role, states) for role in roles):
             return
         time.sleep(0.05)
-
-
-def _queued(directory: str) -> list[str]:
-    """Queue items in `directory`: visible names other than the outbox's drafts folder."""
-    return [entry.name for entry in handoff.visible(directory) if entry.name != "tmp"]
 
 
 def _summarise(root: str, rounds: int, returned: int, seconds: float) -> Summary:
@@ -147,12 +143,9 @@ def _pickup_latencies(roles: dict[str, config.Role]) -> list[float]:
     """created_at (just before the rename into outbox/) to enqueued_at (the copy's stamp)."""
     latencies = []
     for role in roles.values():
-        completed = role.path(Box.COMPLETED)
-        for dirpath, _, names in os.walk(completed):
-            for name in names:
-                if handoff.is_visible(name):
-                    copy = handoff.read(os.path.join(dirpath, name))
-                    latencies.append(_ms_between(copy.get("created_at"), copy.get("enqueued_at")))
+        for copy in scan.scan_role(role, (State.COMPLETED,)):
+            headers = copy.headers
+            latencies.append(_ms_between(headers.get("created_at"), headers.get("enqueued_at")))
     return sorted(latencies)
 
 

@@ -13,14 +13,18 @@ if TYPE_CHECKING:
 
     # commit -> (canonical commit, None) or (None, error message)
     CommitResolver = Callable[[str], tuple[str | None, str | None]]
+    IdExists = Callable[[str], bool]
 
-ALLOWED = ("type", "to", "priority", "task", "commit", "message")
+ALLOWED = ("type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason")
+ANY_TYPE = ("depends_on", "blocked_reason")  # allowed for every type (docs/protocol.md §8)
+MAX_REASON = 200
 RESERVED = (
     "id", "from", "role", "recipient", "created_at", "enqueued_at", "dequeued_at", "completed_at",
 )  # fmt: skip
 TYPE_FIELDS = {
     "git_handoff": ("type", "to", "priority", "task", "commit"),
     "note": ("type", "to", "priority", "message"),
+    "packet": ("type", "to", "priority", "task"),
 }
 MAX_TEXT = 80
 _DIGITS = frozenset("0123456789")
@@ -28,18 +32,33 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 
 
 class Draft:
-    """A valid draft: its headers, recipients in order and the canonical commit."""
+    """A valid draft: its headers, recipients in order, the canonical commit and, for a
+    packet, the packet text verbatim."""
 
-    __slots__ = ("commit", "headers", "recipients")
+    __slots__ = ("body", "commit", "headers", "recipients")
 
-    def __init__(self, headers: dict[str, str], recipients: list[str], commit: str | None) -> None:
+    def __init__(
+        self,
+        headers: dict[str, str],
+        recipients: list[str],
+        commit: str | None,
+        body: str | None = None,
+    ) -> None:
         self.headers = headers
         self.recipients = recipients
         self.commit = commit
+        self.body = body
 
 
-def check(text: str, known_roles: set[str], resolve_commit: CommitResolver) -> Draft | list[str]:
-    """The valid draft, or every error found in it, in a stable order."""
+def check(
+    text: str,
+    known_roles: set[str],
+    resolve_commit: CommitResolver,
+    id_exists: IdExists = lambda ident: False,
+) -> Draft | list[str]:
+    """The valid draft, or every error found in it, in a stable order.  `id_exists` says
+    whether a `depends_on` id names a handoff already in the project."""
+    text, body = split_packet(text)
     headers, errors = parse_lines(text)
     recipients, recipient_errors = _recipients(headers.get("to", ""), known_roles)
     commit: str | None = None
@@ -50,10 +69,59 @@ def check(text: str, known_roles: set[str], resolve_commit: CommitResolver) -> D
     errors += recipient_errors
     errors += _type_field_errors(headers)
     errors += _text_errors(headers, "git_handoff", "task") + commit_errors
-    errors += _only_for(headers, "git_handoff", ("commit", "task"))
+    errors += _text_errors(headers, "packet", "task")
+    errors += _only_for(headers, "git_handoff", ("commit",))
+    if headers.get("type") != "packet":
+        errors += _only_for(headers, "git_handoff", ("task",))
     errors += _text_errors(headers, "note", "message")
     errors += _only_for(headers, "note", ("message",))
-    return errors or Draft(headers, recipients, commit)
+    errors += dependency_errors(headers.get("depends_on"), id_exists)
+    errors += _reason_errors(headers.get("blocked_reason"))
+    if body is not None:
+        from handoffd.continuity import packet  # only packets pay for importing it
+
+        errors += packet.check(body) if body.strip() else [packet.MISSING]
+    return errors or Draft(headers, recipients, commit, body)
+
+
+def split_packet(text: str) -> tuple[str, str | None]:
+    """A packet draft's header block and its packet (after the first blank line, verbatim);
+    any other draft whole, with no body (its body lines are errors)."""
+    lines = text.split("\n")
+    blank = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
+    if "type: packet" not in (line.rstrip("\r") for line in lines[:blank]):
+        return text, None
+    head = "".join(line + "\n" for line in lines[:blank])
+    return head, "\n".join(lines[blank + 1 :])
+
+
+def dependencies(value: str) -> list[str]:
+    """The ids of a `depends_on` value, in order."""
+    return [ident.strip() for ident in value.split(",")]
+
+
+def dependency_errors(value: str | None, id_exists: IdExists) -> list[str]:
+    """Each id must name an existing handoff, once: no cycle can form through new drafts."""
+    if value is None:
+        return []
+    idents = dependencies(value)
+    errors: list[str] = []
+    for index, ident in enumerate(idents):
+        if not ident:
+            errors.append("Header 'depends_on' contains an empty id.")
+        elif ident in idents[:index]:
+            errors.append(f"Duplicate dependency '{ident}'.")
+        elif not id_exists(ident):
+            errors.append(f"Unknown dependency '{ident}'.")
+    return errors
+
+
+def _reason_errors(value: str | None) -> list[str]:
+    if value is None or len(value.strip()) <= MAX_REASON:
+        return []
+    return [
+        f"Header 'blocked_reason' must be no longer than {MAX_REASON} characters; got {len(value)}."
+    ]
 
 
 def parse_lines(text: str) -> tuple[dict[str, str], list[str]]:
@@ -103,7 +171,7 @@ def _base_errors(headers: dict[str, str]) -> list[str]:
     errors = [f"Missing required header '{f}'." for f in required if f not in headers]
     kind, priority = headers.get("type"), headers.get("priority")
     if kind is not None and kind not in TYPE_FIELDS:
-        errors.append(f"Header 'type' must be one of git_handoff or note; got '{kind}'.")
+        errors.append(f"Header 'type' must be one of git_handoff, note or packet; got '{kind}'.")
     if priority is not None and not (len(priority) == 2 and set(priority) <= _DIGITS):
         errors.append(f"Header 'priority' must be two digits from 00 to 99; got '{priority}'.")
     return errors
@@ -124,7 +192,9 @@ def _recipients(to: str, known_roles: set[str]) -> tuple[list[str], list[str]]:
         elif name in recipients[:index]:
             errors.append(f"Duplicate recipient '{name}'.")
         elif name not in known_roles:
-            errors.append(f"Unknown recipient role '{name}'.")
+            # the contract's text first (prompts match it), then what would have been right
+            known = ", ".join(sorted(known_roles))
+            errors.append(f"Unknown recipient role '{name}'. Known roles: {known}.")
     return recipients, errors
 
 
@@ -133,6 +203,7 @@ def _type_field_errors(headers: dict[str, str]) -> list[str]:
     if allowed is None:  # an unknown type is reported once, not once per field
         return []
     kind = headers["type"]
+    allowed += ANY_TYPE
     return [f"Header '{f}' is not allowed for type '{kind}'." for f in headers if f not in allowed]
 
 

@@ -18,6 +18,8 @@ from handoffd import handoff as hf
 from handoffd.config import Box
 
 DEFAULT_PRIORITY = "50"
+SUFFIX = ".handoff"  # only these names are queue items: an editor's `x.handoff~` is not one
+BLOCKED = "blocked_reason"
 
 
 class Refusal(Exception):
@@ -53,6 +55,20 @@ class Item:
         self.handoff = handoff
 
 
+class Work:
+    """The work in process, whichever the mode: one task file, or a batch dir and its files."""
+
+    __slots__ = ("files", "path")
+
+    def __init__(self, path: str, files: list[str]) -> None:
+        self.path = path
+        self.files = files
+
+    @property
+    def batch(self) -> bool:
+        return self.files != [self.path]
+
+
 # --- pure decisions -------------------------------------------------------------------
 
 
@@ -86,6 +102,31 @@ def current_batch(listing: Listing, *, finishing: bool) -> str | None:
             2, f"AMBIGUOUS_TASK_STATE: multiple batches {verb} in process.", listing.batches
         )
     return listing.batches[0] if listing.batches else None
+
+
+def current_work(listing: Listing) -> str | None:
+    """The one task file or batch dir in process, whatever the mode (None if idle)."""
+    shapes = listing.files + listing.batches
+    if len(shapes) > 1:
+        raise Refusal(2, "AMBIGUOUS_TASK_STATE: multiple tasks are in process.", shapes)
+    return shapes[0] if shapes else None
+
+
+def id_of(name: str) -> str:
+    """The handoff id a queue file name carries: `50_<stamp>_<seq>_from_a_to_b.handoff` →
+    `<stamp>_<seq>_from_a` (role names hold no `_`, so `_to_` ends it)."""
+    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name
+    return stem[3:].partition("_to_")[0]
+
+
+def names_match(name: str, ident: str) -> bool:
+    """Whether `ident` names the file `name`: by its id, its file name, or its name's stem."""
+    return ident in (name, name.removesuffix(SUFFIX)) or id_of(name) == ident
+
+
+def is_item(entry: os.DirEntry[str]) -> bool:
+    """A queue item: a regular `*.handoff` file (hidden temps are never listed at all)."""
+    return entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False)
 
 
 def priority(handoff: hf.Handoff) -> str:
@@ -129,14 +170,14 @@ class Inbox:
         files, batches = [], []
         self._sweep(self.in_process)
         for entry in hf.visible(self.in_process):
-            if entry.is_file(follow_symlinks=False):
+            if is_item(entry):
                 files.append(entry.path)
             elif entry.is_dir(follow_symlinks=False) and entry.name.startswith("batch_"):
                 self._sweep(entry.path)
-                if hf.visible(entry.path):
+                if self.batch_items(entry.path):
                     batches.append(entry.path)
                 else:
-                    _rmdir_quietly(entry.path)
+                    _rmdir_quietly(entry.path)  # fails, harmlessly, if a stray non-item is left
         return Listing(files, batches)
 
     def _sweep(self, directory: str) -> None:
@@ -148,10 +189,41 @@ class Inbox:
 
     def waiting(self) -> list[str]:
         """Paths of the files waiting in `new/`, in queue (byte) order."""
-        return [e.path for e in hf.visible(self.new) if e.is_file(follow_symlinks=False)]
+        return [e.path for e in hf.visible(self.new) if is_item(e)]
 
     def batch_items(self, batch: str) -> list[str]:
-        return [e.path for e in hf.visible(batch) if e.is_file(follow_symlinks=False)]
+        return [e.path for e in hf.visible(batch) if is_item(e)]
+
+    def work(self, directory: str) -> Work:
+        """The work a task file or a batch dir in process stands for."""
+        return (
+            Work(directory, self.batch_items(directory))
+            if os.path.isdir(directory)
+            else (Work(directory, [directory]))
+        )
+
+    def current(self) -> Work:
+        """The work in process, whatever its shape; refuses when there is none."""
+        found = current_work(self.listing())
+        if found is None:
+            raise Refusal(1, "NO_CURRENT_TASK")
+        return self.work(found)
+
+    def in_process_named(self, ident: str) -> tuple[Work, str] | None:
+        """The work in process holding the file `ident` names, and that file (None if none)."""
+        listing = self.listing()
+        shapes = [self.work(path) for path in listing.files + listing.batches]
+        pairs = [(work, path) for work in shapes for path in work.files]
+        index = _named(ident, [path for _, path in pairs])
+        return None if index is None else pairs[index]
+
+    def copies_named(self, ident: str) -> list[str]:
+        """The role's copies in `new/` or in process that `ident` names."""
+        listing = self.listing()
+        paths = self.waiting() + listing.files
+        paths += [path for batch in listing.batches for path in self.batch_items(batch)]
+        index = _named(ident, paths)
+        return [] if index is None else [paths[index]]
 
     # task mode
 
@@ -172,7 +244,7 @@ class Inbox:
         current = current_task(self.listing(), finishing=True)
         if current is None:
             raise Refusal(1, "NO_CURRENT_TASK")
-        item = _stamp(_load(current), "completed_at")
+        item = _complete(_load(current), hf.iso_now())
         target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
         _move(item.path, target)
         return [target]
@@ -203,11 +275,64 @@ class Inbox:
         if current is None:
             raise Refusal(1, "NO_CURRENT_BATCH")
         items = [_load(path) for path in self.batch_items(current)]
+        stamp = hf.iso_now()  # one completed_at for the batch: audits group its files by it
         for item in items:
-            _stamp(item, "completed_at")
+            _complete(item, stamp)
         target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
         _move(current, target)
         return target, [os.path.join(target, _name(item.path)) for item in items]
+
+    # either mode
+
+    def release(self, ident: str | None = None, now: float | None = None) -> list[str]:
+        """Put the work in process back into `new/` (all of a batch, whichever file `ident`
+        names), stamped `released_at`; returns the paths in `new/`."""
+        work = self._named_or_current(ident)
+        items = [_load(path) for path in work.files]
+        clashes = [i.path for i in items if os.path.lexists(os.path.join(self.new, _name(i.path)))]
+        if clashes:
+            raise Refusal(2, "RELEASE_CONFLICT: a file of that name is already in new/.", clashes)
+        stamp = hf.iso_now(now)
+        # stamp in place first, then rename: a crash between leaves the work in process
+        # (resumable, releasable again), never a half-stamped file in new/
+        for item in items:
+            item.handoff.set("released_at", stamp)
+            durable.replace(item.path, item.handoff.render())
+        targets = [os.path.join(self.new, _name(item.path)) for item in items]
+        for item, target in zip(items, targets, strict=True):
+            _move(item.path, target)
+        if work.batch:
+            _rmdir_quietly(work.path)
+        return targets
+
+    def _named_or_current(self, ident: str | None) -> Work:
+        if ident is None:
+            return self.current()
+        found = self.in_process_named(ident)
+        if found is None:
+            if current_work(self.listing()) is None:
+                raise Refusal(1, "NO_CURRENT_TASK")
+            raise Refusal(2, f"NOT_IN_PROCESS: {ident}")
+        return found[0]
+
+    def set_header(self, ident: str | None, key: str, value: str | None) -> list[str]:
+        """Set (or, with None, remove) a header on the copy `ident` names in `new/` or in
+        process, or on every file of the work in process; returns the paths."""
+        if ident is None:
+            paths = self.current().files
+        else:
+            paths = self.copies_named(ident)
+            if not paths:
+                raise Refusal(2, f"UNKNOWN_HANDOFF: {ident}")
+        for item in [_load(path) for path in paths]:  # every file read before any is written
+            if value is not None:
+                item.handoff.set(key, value)
+            elif item.handoff.get(key) is None:
+                continue
+            else:
+                _drop(item.handoff, key)
+            durable.replace(item.path, item.handoff.render())
+        return paths
 
     def _new_batch_dir(self) -> str:
         """`batch_<time>_<n>`, unique across in_process/ and completed/; mkdir claims it."""
@@ -254,6 +379,33 @@ def _stamp(item: Item, key: str) -> Item:
     item.handoff.set(key, hf.iso_now())
     durable.replace(item.path, item.handoff.render())
     return item
+
+
+def _complete(item: Item, stamp: str) -> Item:
+    """Stamp `completed_at`; a completed copy is no longer blocked (docs/protocol.md §8)."""
+    _drop(item.handoff, BLOCKED)
+    item.handoff.set("completed_at", stamp)
+    durable.replace(item.path, item.handoff.render())
+    return item
+
+
+def _drop(handoff: hf.Handoff, key: str) -> None:
+    handoff.headers = [(name, value) for name, value in handoff.headers if name != key]
+
+
+def _named(ident: str, paths: list[str]) -> int | None:
+    """The index of the first file `ident` names: by file name first, then by `id` header
+    (a hand-made file's name need not carry its id)."""
+    for index, path in enumerate(paths):
+        if names_match(_name(path), ident):
+            return index
+    for index, path in enumerate(paths):
+        try:
+            if hf.read(path).get("id") == ident:
+                return index
+        except hf.HandoffError:
+            continue
+    return None
 
 
 def _claim(source: str, target: str) -> bool:

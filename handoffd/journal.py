@@ -78,17 +78,25 @@ class Entry:
         )
 
 
-def commit(path: str, entries: list[Entry]) -> None:
+def commit(path: str, entries: list[Entry], atomic: bool = False) -> None:
     """Durably record `entries`: the pass's point of no return.
 
     The journal is one file kept from pass to pass and rewritten in place, so a commit
     costs one flush: only the pass that creates the file also flushes its directory.
     Every line carries the commit's token and the commit line comes last, so a file torn
     by a power cut (new lines over an old journal's tail, or a short one) never reads as
-    committed.
+    committed.  With `atomic` (the journal still lists unfinished entries, which a torn
+    rewrite would lose) the file is replaced by rename instead, and a failure leaves the
+    old journal as it was.
     """
     token = os.urandom(8).hex()
     text = "".join(entry.to_json(token) + "\n" for entry in entries) + f"{COMMIT} {token}\n"
+    # Someone may have removed daemon/ under a running daemon: make it again.
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if atomic:
+        durable.replace(path, text.encode())
+        durable.fsync_dir(os.path.dirname(path))
+        return
     created = not os.path.lexists(path)
     try:
         fd = os.open(

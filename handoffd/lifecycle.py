@@ -1,9 +1,14 @@
 """One daemon per project: its lock, pid file, start, stop and readiness notices.
 
-The kernel lock (`flock` on `daemon/handoffd.lock`) is the truth about whether a
-daemon runs; the pid file is a courtesy for people.  `stop` signals only the process
-the kernel says holds this project's lock, so a stale pid file never gets a stranger
-signalled, and a killed daemon never leaves a lock behind.
+The kernel lock (`flock` on the project's `.swarmforge/` folder itself) is the truth
+about whether a daemon runs; the pid file is a courtesy for people.  `stop` signals
+only the process the kernel says holds this project's lock, so a stale pid file never
+gets a stranger signalled, and a killed daemon never leaves a lock behind.
+
+The lock is on the folder, not on a file in `daemon/`: someone clearing `daemon/` (to
+get rid of a large log, say) would unlink a lock file from under the running daemon,
+and the next `start` would lock a new file and run a second daemon beside the first.
+Taking it writes nothing, so a daemon starts on a full disk.
 """
 
 from __future__ import annotations
@@ -39,31 +44,53 @@ class Lock:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        self.path = daemon_path(root, "handoffd.lock")
+        self.path = lock_path(root)
         self.fd: int | None = None
+        self.identity: tuple[int, int] | None = None
+        self.pid_error: OSError | None = None  # the pid file could not be written
 
     def acquire(self) -> None:
-        """Take the lock or raise `AlreadyRunning` with the holder's pid."""
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """Take the lock or raise `AlreadyRunning` with the holder's pid; then write the pid
+        file if we can (a full disk must not keep the daemon from starting)."""
+        if not os.path.isdir(self.path):
+            os.makedirs(self.path, exist_ok=True)
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise AlreadyRunning(holder(self.root)) from None
         self.fd = fd
-        write_pid(self.root, os.getpid())
+        info = os.fstat(fd)
+        self.identity = (info.st_dev, info.st_ino)
+        self.pid_error = ensure_pid(self.root, os.getpid())
+
+    def lost(self) -> bool:
+        """Whether the locked folder is no longer the project's (removed or replaced): a
+        new daemon could then lock the new one, so this one must stop."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False  # cannot tell: keep going
+        return (info.st_dev, info.st_ino) != self.identity
 
     def release(self) -> None:
-        remove_pid(self.root)
+        remove_pid(self.root, os.getpid())
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
 
 
+def lock_path(root: str) -> str:
+    """What the daemon locks: the `.swarmforge/` folder, which `daemon/` lives in."""
+    return os.path.join(root, SWARMFORGE)
+
+
 def holder(root: str) -> int | None:
     """The pid holding the project's daemon lock, from the kernel's lock table; None if free."""
-    path = daemon_path(root, "handoffd.lock")
+    path = lock_path(root)
     try:
         info = os.stat(path)
         with open("/proc/locks", encoding="ascii") as table:
@@ -84,10 +111,34 @@ def holder(root: str) -> int | None:
 def write_pid(root: str, pid: int) -> None:
     from handoffd import durable
 
+    os.makedirs(daemon_path(root, ""), exist_ok=True)
     durable.replace(daemon_path(root, "handoffd.pid"), f"{pid}\n".encode())
 
 
-def remove_pid(root: str) -> None:
+def ensure_pid(root: str, pid: int) -> OSError | None:
+    """Write the pid file unless it already names `pid`; the error if it cannot be written
+    (the caller logs it: a missing pid file is no reason to stop delivering)."""
+    if read_pid(root) == pid:
+        return None
+    try:
+        write_pid(root, pid)
+    except OSError as error:
+        return error
+    return None
+
+
+def read_pid(root: str) -> int | None:
+    try:
+        with open(daemon_path(root, "handoffd.pid"), "rb") as file:
+            return int(file.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def remove_pid(root: str, pid: int | None = None) -> None:
+    """Remove the pid file; with `pid`, only if it names that pid (not a successor's)."""
+    if pid is not None and read_pid(root) not in (pid, None):
+        return
     try:
         os.unlink(daemon_path(root, "handoffd.pid"))
     except FileNotFoundError:

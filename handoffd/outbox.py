@@ -8,7 +8,7 @@ import os
 from handoffd import durable
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
-from handoffd.draft import Draft
+from handoffd.draft import Draft, dependencies
 
 SEQUENCE_FILE = "sequence"
 PREAMBLE = "Re-read your role and constitution."
@@ -57,13 +57,20 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
     ]
     if head["type"] == "git_handoff":
         headers += [("role", sender), ("task", head["task"]), ("commit", draft.commit or "")]
-        body = f"merge_and_process {sender} {draft.commit}"
+        body = f"merge_and_process {sender} {draft.commit}\n"
+    elif head["type"] == "packet":  # the packet travels verbatim (docs/protocol.md §10)
+        headers.append(("task", head["task"]))
+        body = draft.body or ""
     else:
         headers.append(("message", head["message"]))
-        body = head["message"]
+        body = head["message"] + "\n"
+    if "depends_on" in head:
+        headers.append(("depends_on", ",".join(dependencies(head["depends_on"]))))
+    if "blocked_reason" in head:
+        headers.append(("blocked_reason", head["blocked_reason"].strip()))
     headers.append(("created_at", hf.iso_now(now)))
     name = f"{head['priority']}_{ident}_to_{'_'.join(draft.recipients)}.handoff"
-    return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}\n")
+    return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")
 
 
 def queue(sender: Role, draft: Draft, now: float) -> str:
@@ -91,3 +98,27 @@ def _publish(temp: str, data: bytes, outbox: str, name: str) -> bool:
     finally:
         durable.unlink_quietly(temp)
     return True
+
+
+# where a handoff's files can be, per role: its sender's archives first (the id names the
+# sender), then any role's inbox
+_SENDER_BOXES = (Box.OUTBOX, Box.SENT, Box.FAILED)
+_INBOX_BOXES = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
+
+
+def handoff_exists(roles: dict[str, Role], ident: str) -> bool:
+    """Whether some role's handoff directory holds a file of handoff `ident`."""
+    sender = roles.get(ident.rpartition("_from_")[2]) if "_from_" in ident else None
+    if sender and any(_holds(sender.path(box), ident) for box in _SENDER_BOXES):
+        return True
+    return any(_holds(role.path(box), ident) for role in roles.values() for box in _INBOX_BOXES)
+
+
+def _holds(directory: str, ident: str) -> bool:
+    """A file of `ident` in `directory` or in one of its batch folders."""
+    for entry in hf.visible(directory):
+        if entry.name[3:].startswith(ident + "_to_"):
+            return True
+        if entry.name.startswith("batch_") and _holds(entry.path, ident):
+            return True
+    return False

@@ -19,6 +19,10 @@ METRICS = (
     "helper_median_ms",
     "python_median_ms",
     "helper_vs_python",
+    "take_median_ms",
+    "finish_median_ms",
+    "take_vs_python",
+    "finish_vs_python",
     "idle_cpu_pct",
     "idle_rss_mb",
     "idle_threads",
@@ -51,7 +55,8 @@ def test_quick_bench_prints_the_table_and_a_json_line_with_every_metric(tmp_path
 
     text = "\n".join(table)
     for label in ("disk limit", "drain", "pickup p50", "pickup p99", "ready_for_next",
-                  "python -c pass", "idle CPU", "idle RSS", "history 500"):  # fmt: skip
+                  "python -c pass", "taking one file", "finishing it", "idle CPU", "idle RSS",
+                  "history 500"):  # fmt: skip
         assert label in text
     assert "machine:" in text and report["python"] in text and "bytecode" in text
     assert text.count("PASS") + text.count("MISS") >= len(VERDICTS) + 3

@@ -40,10 +40,14 @@ def test_inspect_accepts_a_good_handoff_and_lists_recipients_in_order() -> None:
         (good(to=""), "to"),
         (handoff_bytes(NAME, "coder", "QA").replace(b"type: note\n", b""), "type"),
         (handoff_bytes(NAME, "coder", "QA").replace(b"id: ", b"ID: "), "id"),
+        (good().replace(b"to: cleaner,QA\n", b"to: cleaner\nto: QA\n"), "more than once: to"),
+        (good().replace(b"\n", b"\r\n"), "CRLF"),
+        (good().replace(b"\n\n", b"\r\n\r\n", 1).replace(b"\n", b"\r\n", 3), "CRLF"),
     ],
     ids=[
         "nul", "utf8", "no-header-block", "spoofed-from", "unknown-recipient", "duplicate",
         "empty-recipient", "underscore-recipient", "empty-to", "missing-type", "missing-id",
+        "two-to-headers", "crlf", "crlf-head-only",
     ],
 )  # fmt: skip
 def test_inspect_refuses_with_a_one_line_reason_that_names_the_problem(

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import checks
+from handoffd import checks, journal
+from handoffd.delivery import BATCH_LIMIT, JOURNAL
 from tests.conftest import Project
 from tests.daemon_support import (
     events,
@@ -372,3 +373,132 @@ def test_a_refusal_that_cannot_move_its_file_leaves_no_reason_behind_and_retries
     monkeypatch.setattr(os, "rename", real_rename)
     daemon.step(100)
     assert sorted(os.listdir(failed)) == [original.name, original.name + ".error"]
+
+
+# --- one stuck entry, fairness, fresh roles, same names (issue 8) ----------------------
+
+
+def test_a_sender_whose_sent_is_unusable_holds_up_only_its_own_entry(project: Project) -> None:
+    """coder's sent/ is a plain file: its copy arrives once, its original stays queued and
+    is retried with backoff, while QA's handoff and later mail keep flowing."""
+    sent = project.box("coder", "sent")
+    sent.rmdir() if sent.is_dir() else None
+    sent.parent.mkdir(parents=True, exist_ok=True)
+    sent.write_text("not a folder\n")
+    stuck = queue(project, "coder", ["cleaner"])
+    other = queue(project, "QA", ["cleaner"])
+    daemon = open_daemon(project)
+
+    for now in (0.0, 0.1, 5.0, 100.0):
+        daemon.step(now)
+    later = queue(project, "QA", ["cleaner"])
+    daemon.step(200.0)
+
+    assert inbox(project, "cleaner") == sorted([stuck.name, other.name, later.name])
+    assert stuck.exists() and not other.exists() and not later.exists()
+    assert [e["file"] for e in events(project, "delivered")].count(stuck.name) == 1
+    assert {e["file"] for e in events(project, "publish_stuck")} == {stuck.name}
+    assert daemon.courier.next_retry() is not None  # the stuck entry keeps a backoff timer
+    sent.unlink()
+    daemon.step(10_000.0)
+    assert not stuck.exists() and (sent / stuck.name).exists()
+    assert inbox(project, "cleaner") == sorted([stuck.name, other.name, later.name])
+    assert journal.load(str(project.root / JOURNAL)) is None
+    assert daemon.courier.next_retry() is None
+
+
+def test_a_flood_from_one_role_does_not_starve_another_role_in_the_same_pass(
+    project: Project,
+) -> None:
+    """Queue order alone would take only coder's flood (priority 00 < 50) this pass."""
+    for _ in range(BATCH_LIMIT + 50):
+        queue(project, "coder", ["cleaner"], name=handoff_name("coder", ["cleaner"], "00"))
+    lone = queue(project, "QA", ["cleaner"], name=handoff_name("QA", ["cleaner"], "50"))
+    daemon = open_daemon(project)
+
+    daemon.step(0.0)
+
+    assert lone.name in inbox(project, "cleaner")
+    assert len(inbox(project, "cleaner")) == BATCH_LIMIT and daemon.courier.backlog
+
+
+def test_a_role_appended_to_roles_tsv_in_place_gets_its_first_mail(
+    project: Project, tmp_path: Path
+) -> None:
+    """The daemon's view is older than the file (an in-place append has not settled):
+    before calling a recipient unknown it reads roles.tsv again."""
+    daemon = open_daemon(project)
+    daemon.step(0.0)
+    worktree = tmp_path / "newbie"
+    worktree.mkdir()
+    with open(project.root / ".swarmforge" / "roles.tsv", "a", encoding="utf-8") as file:
+        file.write(f"newbie\tnewbie\t{worktree}\tnewbie\n")
+    project.worktrees["newbie"] = worktree
+    path = queue(project, "coder", ["newbie", "QA"])
+
+    daemon.step(0.1)
+
+    assert inbox(project, "newbie") == [path.name] and inbox(project, "QA") == [path.name]
+    assert not events(project, "failed")
+    assert sorted(daemon.waker.woken()) == ["QA", "newbie"]  # type: ignore[attr-defined]
+
+
+def test_an_unknown_recipient_is_still_refused_after_the_re_read(project: Project) -> None:
+    path = queue(project, "coder", ["ghost"])
+    daemon = open_daemon(project)
+
+    daemon.step(0.0)
+
+    assert (project.box("coder", "failed") / path.name).exists()
+    assert "ghost" in events(project, "failed")[0]["reason"]
+
+
+def test_a_different_file_under_a_name_still_unread_is_delivered_under_a_distinct_name(
+    project: Project,
+) -> None:
+    name = handoff_name("coder", ["QA"])
+    queue(project, "coder", ["QA"], name=name, data=handoff_bytes(name, "coder", "QA", body="1\n"))
+    daemon = open_daemon(project)
+    daemon.step(0.0)
+    # A sequence reset within the same second: same name, different handoff.
+    queue(project, "coder", ["QA"], name=name, data=handoff_bytes(name, "coder", "QA", body="2\n"))
+
+    daemon.step(1.0)
+
+    names = inbox(project, "QA")
+    assert len(names) == 2 and name in names
+    [second] = [n for n in names if n != name]
+    assert second.endswith(".handoff") and second.startswith(name[: -len(".handoff")])
+    bodies = {(project.box("QA", "inbox/new") / n).read_bytes().split(b"\n\n", 1)[1] for n in names}
+    assert bodies == {b"1\n", b"2\n"}
+    assert not events(project, "duplicate_skipped")
+
+
+def test_the_same_copy_presented_again_while_unread_is_skipped(project: Project) -> None:
+    name = handoff_name("coder", ["QA"])
+    data = handoff_bytes(name, "coder", "QA")
+    queue(project, "coder", ["QA"], name=name, data=data)
+    daemon = open_daemon(project)
+    daemon.step(0.0)
+    queue(project, "coder", ["QA"], name=name, data=data)  # put back by hand, say
+
+    daemon.step(1.0)
+
+    assert inbox(project, "QA") == [name]
+    assert [e["file"] for e in events(project, "duplicate_skipped")] == [
+        str(project.box("QA", "inbox/new") / name)
+    ]
+
+
+def test_refused_senders_names_the_senders_failed_in_the_last_pass_only(project: Project) -> None:
+    queue(project, "coder", ["ghost"])
+    queue(project, "QA", ["coder"])
+    daemon = open_daemon(project)
+
+    daemon.step(0.0)
+    assert daemon.courier.refused_senders == {"coder"}
+    queue(project, "QA", ["ghost"])
+    daemon.step(1.0)
+    assert daemon.courier.refused_senders == {"QA"}
+    daemon.step(2.0)
+    assert daemon.courier.refused_senders == set()

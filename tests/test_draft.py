@@ -115,7 +115,7 @@ def test_all_errors_are_collected_in_protocol_order() -> None:
         "Header 'to' contains an empty recipient.",
         "Recipient role 'bad_name' is invalid; role names may not contain underscores.",
         "Duplicate recipient 'cleaner'.",
-        "Unknown recipient role 'ghost'.",
+        "Unknown recipient role 'ghost'. Known roles: QA, cleaner, coder.",
         "Header 'message' is not allowed for type 'git_handoff'.",
         "Header 'task' must be no longer than 80 characters; got 81.",
         "Header 'commit' must be exactly 10 hexadecimal characters; got '123'.",
@@ -135,7 +135,7 @@ def test_a_note_carrying_git_fields_gets_both_field_errors() -> None:
 
 def test_an_unknown_type_is_reported_once_not_per_field() -> None:
     assert errors_of("type: memo\nto: coder\npriority: 10\n") == [
-        "Header 'type' must be one of git_handoff or note; got 'memo'.",
+        "Header 'type' must be one of git_handoff, note or packet; got 'memo'.",
     ]
 
 
@@ -162,3 +162,48 @@ def test_parse_lines_reports_a_bad_header_line_with_its_number(line: str, error:
     headers, errors = draft.parse_lines(f"to: coder\n{line}\n")
     assert headers == {"to": "coder"}
     assert errors == [f"Line 2: {error}"]
+
+
+# --- depends_on and blocked_reason (docs/protocol.md §8) ---------------------------------
+
+KNOWN = {"20260101T000000Z_000001_from_QA", "20260101T000000Z_000002_from_coder"}
+
+
+def note(**extra: str) -> str:
+    lines = ["type: note", "to: coder", "priority: 50", "message: hi"]
+    return "\n".join(lines + [f"{k}: {v}" for k, v in extra.items()]) + "\n"
+
+
+def check_deps(text: str) -> draft.Draft | list[str]:
+    return draft.check(text, ROLES, FakeGit(), lambda ident: ident in KNOWN)
+
+
+def test_depends_on_existing_ids_is_accepted_for_any_type() -> None:
+    value = "20260101T000000Z_000001_from_QA, 20260101T000000Z_000002_from_coder"
+    result = check_deps(note(depends_on=value))
+    assert isinstance(result, draft.Draft)
+    git = git_draft(depends_on="20260101T000000Z_000001_from_QA")
+    assert isinstance(check_deps(git), draft.Draft)
+
+
+def test_unknown_and_duplicate_dependencies_join_the_other_errors() -> None:
+    known = "20260101T000000Z_000001_from_QA"
+    text = note(depends_on=f"{known},nope,{known}").replace("priority: 50", "priority: 5")
+    assert check_deps(text) == [
+        "Header 'priority' must be two digits from 00 to 99; got '5'.",
+        "Unknown dependency 'nope'.",
+        f"Duplicate dependency '{known}'.",
+    ]
+
+
+def test_an_empty_dependency_is_named() -> None:
+    assert check_deps(note(depends_on="20260101T000000Z_000001_from_QA,")) == [
+        "Header 'depends_on' contains an empty id."
+    ]
+
+
+def test_blocked_reason_is_allowed_up_to_200_characters() -> None:
+    assert isinstance(check_deps(note(blocked_reason="z" * 200)), draft.Draft)
+    assert check_deps(note(blocked_reason="z" * 201)) == [
+        "Header 'blocked_reason' must be no longer than 200 characters; got 201."
+    ]

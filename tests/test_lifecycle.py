@@ -5,6 +5,7 @@ signalled.  Real processes and real signals throughout."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -229,3 +230,43 @@ def test_holder_is_none_for_a_free_lock_and_the_pid_for_a_held_one(project: Proj
     finally:
         lock.release()
     assert lifecycle.holder(root) is None and not pid_file(project).exists()
+
+
+def test_removing_the_daemon_folder_under_a_running_daemon_never_lets_a_second_one_run(
+    stopper: Project,
+) -> None:
+    """`rm -rf .swarmforge/daemon` (clearing the log, say), then `start`: still one daemon,
+    which puts back its pid file and log and delivers every handoff exactly once."""
+    project = stopper
+    pid = start(project)
+    daemon_dir = project.root / ".swarmforge" / "daemon"
+    shutil.rmtree(daemon_dir)
+
+    again = handoffd("start", str(project.root))
+    assert again.returncode == 0 and "already" in again.stdout + again.stderr
+    run = handoffd("run", str(project.root), timeout=10)
+    assert run.returncode == 1 and str(pid) in run.stderr
+    assert lifecycle.holder(str(project.root)) == pid
+    wait_for(lambda: running_pid(project) == pid, timeout=10, what="the pid file put back")
+    wait_for(lambda: (daemon_dir / "handoffd.log").exists(), timeout=10, what="a new log")
+    paths = [queue(project, "coder", ["QA"]) for _ in range(20)]
+    wait_for(lambda: len(inbox(project, "QA")) == 20, what="delivery")
+    assert sorted(inbox(project, "QA")) == sorted(p.name for p in paths)
+    assert all(not p.exists() for p in paths)
+    stopped = handoffd("stop", str(project.root))
+    assert stopped.returncode == 0
+    assert_no_daemon(project, pid)
+
+
+def test_a_daemon_whose_swarmforge_folder_is_replaced_stops(stopper: Project) -> None:
+    """Its lock is on a folder that is no longer the project's: a new daemon could lock
+    the new one, so the old one leaves rather than deliver beside it."""
+    project = stopper
+    pid = start(project)
+    folder = project.root / ".swarmforge"
+    os.rename(folder, project.root / ".swarmforge-old")
+    os.makedirs(folder)
+    os.rename(project.root / ".swarmforge-old" / "roles.tsv", folder / "roles.tsv")
+
+    wait_for(lambda: not alive(pid), timeout=10, what="the old daemon to stop")
+    assert lifecycle.holder(str(project.root)) is None

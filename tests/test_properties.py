@@ -117,7 +117,7 @@ def assert_queued_or_refused(
 def test_any_draft_is_queued_exactly_once_or_refused_with_nothing_queued(
     project: Project,
 ) -> None:
-    """In-process (the command's own `_queue` step, real git), over 150 generated drafts."""
+    """In-process (the command's own `queue` operation, real git), over 150 generated drafts."""
     roles = roles_of(project.root)
     caller = helpers.Caller(str(project.root), roles, roles["coder"])
     outcomes: Counter[str] = Counter()
@@ -128,14 +128,12 @@ def test_any_draft_is_queued_exactly_once_or_refused_with_nothing_queued(
         before = outbox_state(project, "coder")
         path = project.draft(text)
         path.write_bytes(text.encode())
-        try:
-            output = helpers._queue(caller, str(path))
-        except Refusal as refusal:
-            assert refusal.message.startswith(f"HANDOFF INVALID: {path}\n\nErrors:\n- ")
-            code = refusal.code
+        outcome = helpers.queue(caller, str(path))
+        if outcome.code:
+            assert outcome.stderr.startswith(f"HANDOFF INVALID: {path}\n\nErrors:\n- ")
         else:
-            assert output.startswith("HANDOFF QUEUED: ")
-            code = 0
+            assert outcome.stdout.startswith("HANDOFF QUEUED: ")
+        code = outcome.code
         outcomes[assert_queued_or_refused(project, "coder", text, code, before)] += 1
 
     check()

@@ -1,0 +1,426 @@
+"""The projection: one scan's snapshot, the clock and the liveness window → the cards of
+docs/protocol.md §8, each with its state, claim, latest report, blocked reason,
+dependency closure, colour and detail.
+
+Every view (`status`, the web board, `resume`, digests, the MCP tools) reads `project()`;
+none reads the queue on its own, and nothing here makes a call per card beyond reading
+that card's own latest report.  History is touched only for `--all` and for a
+dependency that is no longer open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from handoffd.board import colour
+from handoffd.scan import Entry, Snapshot, State
+
+WINDOW_S = 60 * 60.0  # a claim is live while its heartbeat is younger than this
+STALL_S = 60.0  # an original older than this in an outbox is stalled
+EXCERPT = 120  # characters of a report's first line shown as its excerpt
+
+
+class Claim:
+    """A role's claim on a card it has in process; live while its heartbeat is fresh."""
+
+    __slots__ = ("agent", "conversation", "heartbeat_age_s", "heartbeat_at", "live", "role")
+
+    def __init__(
+        self,
+        role: str,
+        agent: str | None,
+        conversation: str | None,
+        heartbeat_at: float | None,
+        now: float,
+        window_s: float,
+    ) -> None:
+        self.role = role
+        self.agent = agent
+        self.conversation = conversation
+        self.heartbeat_at = heartbeat_at
+        self.heartbeat_age_s = None if heartbeat_at is None else now - heartbeat_at
+        self.live = self.heartbeat_age_s is not None and self.heartbeat_age_s < window_s
+
+    def describe(self) -> str:
+        """Who holds it and how fresh: `claude@coder, heartbeat 3m ago`."""
+        who = f"{self.agent}@{self.role}" if self.agent else self.role
+        if self.heartbeat_age_s is None:
+            return f"{who}, no heartbeat"
+        return f"{who}, heartbeat {colour.ago(self.heartbeat_age_s)} ago"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "agent": self.agent,
+            "conversation": self.conversation,
+            "heartbeat_at": iso(self.heartbeat_at),
+            "live": self.live,
+        }
+
+
+class LatestReport:
+    """The newest report on a card: its status, who, when, and its first line."""
+
+    __slots__ = ("agent", "excerpt", "path", "reported_at", "role", "status")
+
+    def __init__(
+        self, status: str, role: str, agent: str, reported_at: str, excerpt: str, path: str
+    ) -> None:
+        self.status = status
+        self.role = role
+        self.agent = agent
+        self.reported_at = reported_at
+        self.excerpt = excerpt
+        self.path = path
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "role": self.role,
+            "reported_at": self.reported_at,
+            "excerpt": self.excerpt,
+        }
+
+
+class Card:
+    """One card, `<id>@<role>`: a delivered copy, or an original nobody has a copy of."""
+
+    __slots__ = (
+        "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
+        "detail", "entry", "headers", "id", "latest_report", "red_reason", "role", "state",
+        "wakeups",
+    )  # fmt: skip
+
+    def __init__(self, entry: Entry, age_s: float | None, red_reason: str | None = None) -> None:
+        self.entry = entry
+        self.headers = entry.headers
+        self.id = entry.id
+        self.role = entry.role
+        self.card = f"{self.id}@{self.role}"
+        self.state = entry.state
+        self.age_s = age_s
+        self.blocked_reason = self.headers.get("blocked_reason") or None
+        self.depends_on = _ids(self.headers.get("depends_on", ""))
+        self.red_reason = red_reason
+        self.claim: Claim | None = None
+        self.latest_report: LatestReport | None = None
+        self.wakeups = 0
+        self.closure: list[Card] = []
+        self.colour = colour.ORANGE
+        self.detail = ""
+
+    @property
+    def path(self) -> str:
+        return self.entry.path
+
+    @property
+    def sender(self) -> str:
+        parts = self.entry.parts
+        return self.headers.get("from") or (parts.sender if parts else "")
+
+    @property
+    def recipients(self) -> list[str]:
+        parts = self.entry.parts
+        to = self.headers.get("to")
+        return _ids(to) if to else (parts.recipients if parts else [])
+
+    @property
+    def priority(self) -> str:
+        parts = self.entry.parts
+        return self.headers.get("priority") or (parts.priority if parts else "50")
+
+    def to_json(self) -> dict[str, Any]:
+        """The card as `status --json` prints it (docs/protocol.md §8)."""
+        return {
+            "card": self.card,
+            "id": self.id,
+            "role": self.role,
+            "state": self.state,
+            "color": self.colour,
+            "detail": self.detail,
+            "from": self.sender,
+            "to": self.recipients,
+            "priority": self.priority,
+            "type": self.headers.get("type"),
+            "task": self.headers.get("task"),
+            "blocked_reason": self.blocked_reason,
+            "claim": self.claim.to_json() if self.claim else None,
+            "depends_on": self.depends_on,
+            "latest_report": self.latest_report.to_json() if self.latest_report else None,
+            "age_s": None if self.age_s is None else int(self.age_s),
+            "path": self.path,
+        }
+
+    def __repr__(self) -> str:
+        return f"Card({self.card}, {self.state}, {self.colour})"
+
+
+class Board:
+    """The cards of a project, in the board's order, and what was found wrong on the way."""
+
+    def __init__(self, snapshot: Snapshot, cards: list[Card], cycles: list[str]) -> None:
+        self.snapshot = snapshot
+        self.cards = sorted(cards, key=_board_order)
+        self.cycles = cycles  # `DEPENDENCY_CYCLE: a -> b -> a`, one per cycle
+        self.by_card = {card.card: card for card in self.cards}
+
+    def counts(self) -> dict[str, int]:
+        """Cards per colour, in the board's order of colours."""
+        counts = dict.fromkeys(colour.ORDER, 0)
+        for card in self.cards:
+            counts[card.colour] += 1
+        return counts
+
+
+def project(
+    snapshot: Snapshot,
+    now: float,
+    window_s: float = WINDOW_S,
+    stall_s: float = STALL_S,
+    include_green: bool = False,
+) -> Board:
+    """The board of `snapshot` at time `now` (green cards too if `include_green`)."""
+    cards = _open_cards(snapshot, now, stall_s)
+    if include_green:
+        cards += [_green(entry, now) for entry in snapshot.entries((State.COMPLETED,))]
+    by_id = _index(cards)
+    _resolve(snapshot, by_id, now)
+    cycles = find_cycles({i: cs[0].depends_on for i, cs in by_id.items()})
+    shown = [card for cards_of_id in by_id.values() for card in cards_of_id]
+    for card in shown:
+        _dress(card, snapshot, now, window_s)
+    for card in shown:
+        card.closure = closure(card, by_id)
+        card.colour, card.detail = colour.paint(card, card.closure)
+    wanted = {c.card for c in cards}
+    return Board(snapshot, [c for c in shown if c.card in wanted], cycles)
+
+
+# --- building cards -------------------------------------------------------------------
+
+
+def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
+    """A card per open copy, and per original in an outbox or failed/ that nobody holds."""
+    copies = [e for e in snapshot.open if e.state in (State.NEW, State.IN_PROCESS)]
+    held = {e.id for e in copies}
+    originals = [
+        e for e in snapshot.open if e.state in (State.OUTBOX, State.FAILED) and e.id not in held
+    ]
+    running = snapshot.daemon.running
+    cards = []
+    for entry in (*copies, *originals):
+        age = _age(entry, now)
+        error = _error_line(entry.path) if entry.state == State.FAILED else None
+        reason = colour.own_red(
+            entry.state,
+            entry.headers.get("blocked_reason"),
+            error,
+            age or 0.0,
+            stall_s,
+            running,
+        )
+        cards.append(Card(entry, age, reason))
+    return cards
+
+
+def _green(entry: Entry, now: float) -> Card:
+    return Card(entry, _age(entry, now))
+
+
+def _index(cards: Iterable[Card]) -> dict[str, list[Card]]:
+    by_id: dict[str, list[Card]] = {}
+    for card in cards:
+        by_id.setdefault(card.id, []).append(card)
+    return by_id
+
+
+def _resolve(snapshot: Snapshot, by_id: dict[str, list[Card]], now: float) -> None:
+    """Add the green cards of dependencies no longer open, looked up in history, and theirs
+    in turn; history is listed only if some dependency is not open."""
+    missing = [d for cards in list(by_id.values()) for d in cards[0].depends_on if d not in by_id]
+    if not missing:
+        return
+    history = _history_index(snapshot)
+    while missing:
+        ident = missing.pop()
+        if ident in by_id or ident not in history:
+            continue  # known already, or unknown (a hand-edited id): nothing to colour by
+        by_id[ident] = [_green(entry, now) for entry in history[ident]]
+        missing += [d for d in by_id[ident][0].depends_on if d not in by_id]
+
+
+def _history_index(snapshot: Snapshot) -> dict[str, list[Entry]]:
+    """Completed copies by id, from their names alone (no file opened)."""
+    index: dict[str, list[Entry]] = {}
+    for entry in snapshot.history:
+        if entry.state == State.COMPLETED:
+            index.setdefault(_name_id(entry.name), []).append(entry)
+    return index
+
+
+def _name_id(name: str) -> str:
+    """The id a queue name spells (`<pri>_<id>_to_…`): a role name has no `_`, so the first
+    `_to_` after the sender ends it."""
+    end = name.find("_to_", 3)
+    return name[3:end] if end > 0 else name
+
+
+def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
+    """The facts around a card: its claim, its latest report, its wake-ups."""
+    if card.state == State.IN_PROCESS:
+        card.claim = _claim(card.role, snapshot, now, window_s)
+    card.latest_report = latest_report(snapshot, card.role, card.id)
+    if card.state == State.NEW:
+        since = now - (card.age_s or 0.0)
+        card.wakeups = sum(1 for t in snapshot.wakes.get(card.role, ()) if t >= since)
+
+
+def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:
+    beat: Any = snapshot.heartbeats.get(role)
+    if beat is None:
+        row = snapshot.roles.get(role)
+        return Claim(role, row.agent if row else None, None, None, now, window_s)
+    return Claim(role, beat.agent or None, beat.conversation or None, epoch(beat.at), now, window_s)
+
+
+def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | None:
+    """The newest of `role`'s reports on `ident`, or None."""
+    paths = snapshot.reports(role, ident)
+    if not paths:
+        return None
+    try:
+        from handoffd.board import reports
+    except ImportError:  # the write side (reports) is not merged yet
+        return None
+    try:
+        report: Any = reports.read(paths[-1])
+    except (OSError, ValueError):
+        return None
+    first = next((line.strip() for line in report.text.splitlines() if line.strip()), "")
+    return LatestReport(
+        str(report.status),
+        str(report.role),
+        str(report.agent),
+        iso_text(report.reported_at),
+        first[:EXCERPT],
+        paths[-1],
+    )
+
+
+# --- dependencies ---------------------------------------------------------------------
+
+
+def closure(card: Card, by_id: dict[str, list[Card]]) -> list[Card]:
+    """Every card of every handoff `card` depends on, transitively, nearest first; a cycle
+    is walked once, never looped on, and the card is never in its own closure."""
+    seen = {card.id}
+    queue = list(card.depends_on)
+    found: list[Card] = []
+    while queue:
+        ident = queue.pop(0)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        for other in by_id.get(ident, ()):
+            if other is not card:
+                found.append(other)
+        if by_id.get(ident):
+            queue += by_id[ident][0].depends_on
+    return found
+
+
+def find_cycles(graph: dict[str, list[str]]) -> list[str]:
+    """Each dependency cycle among the ids of `graph`, once: `DEPENDENCY_CYCLE: a -> b -> a`.
+    A depth-first walk without recursion, so a long hand-made chain cannot overflow it."""
+    done: set[str] = set()
+    cycles: list[str] = []
+    for start in sorted(graph):
+        if start in done:
+            continue
+        path, stack = [start], [iter(graph[start])]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                done.add(path.pop())
+                stack.pop()
+            elif step in path:
+                loop = [*path[path.index(step) :], step]
+                cycles.append("DEPENDENCY_CYCLE: " + " -> ".join(loop))
+            elif step in graph and step not in done:
+                path.append(step)
+                stack.append(iter(graph[step]))
+    return cycles
+
+
+# --- small facts ----------------------------------------------------------------------
+
+
+def _ids(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _age(entry: Entry, now: float) -> float | None:
+    """How long the card has been where it is: since enqueued (or released), taken,
+    completed; an original since its file was written."""
+    headers = entry.headers
+    if entry.state == State.NEW:
+        since = max(filter(None, (epoch(headers.get(k)) for k in ("enqueued_at", "released_at"))),
+                    default=None)  # fmt: skip
+    elif entry.state == State.IN_PROCESS:
+        since = epoch(headers.get("dequeued_at"))
+    elif entry.state == State.COMPLETED:
+        since = epoch(headers.get("completed_at"))
+    else:
+        since = None
+    since = since if since is not None else entry.mtime
+    return None if since is None else max(0.0, now - since)
+
+
+def _error_line(path: str) -> str | None:
+    """The one line of a failed original's `<name>.error`."""
+    try:
+        with open(path + ".error", encoding="utf-8", errors="replace") as file:
+            return file.readline().strip() or None
+    except OSError:
+        return None
+
+
+def epoch(value: object) -> float | None:
+    """Seconds since the epoch from a §2 timestamp, a datetime or a number; None if none."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        try:
+            moment = datetime.fromisoformat(str(value))
+        except ValueError:
+            return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def iso(value: float | None) -> str | None:
+    """A §2 timestamp for `value` seconds since the epoch."""
+    if value is None:
+        return None
+    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def iso_text(value: object) -> str:
+    """A report's `reported_at` as text, whatever YAML made of it."""
+    if isinstance(value, datetime):
+        return iso(value.timestamp()) or ""
+    return str(value)
+
+
+def _board_order(card: Card) -> tuple[int, str, str]:
+    return colour.ORDER.index(card.colour), card.entry.name, card.role
+
+
+__all__ = ["Board", "Card", "Claim", "LatestReport", "closure", "find_cycles", "project"]

@@ -1,0 +1,89 @@
+"""A card's colour: a pure function of the card and its dependency closure.
+
+The precedence is the contract (docs/protocol.md §8), first match wins:
+1. green — the copy is completed;
+2. red (own) — it declares a blocked reason, or it failed, or it stalls in an outbox:
+   a declaration of "I need a person" beats a still-warm heartbeat, being the more
+   deliberate signal;
+3. yellow — a live claim on it or on any not-green card of its closure: work on a
+   dependency is forward progress, even when another dependency is red (that red
+   card is still on the board, under its own name);
+4. red (inherited) — a card of its closure is red by rule 2: nobody can move it until
+   a person acts, so it shows red rather than waiting orange;
+5. orange — everything else: open, unblocked, unclaimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from handoffd.board.cards import Card
+
+RED = "red"
+YELLOW = "yellow"
+ORANGE = "orange"
+GREEN = "green"
+ORDER = (RED, YELLOW, ORANGE, GREEN)  # the order the board shows them in
+
+
+def own_red(
+    state: str,
+    blocked_reason: str | None,
+    error: str | None,
+    age_s: float,
+    stall_s: float,
+    daemon_running: bool,
+) -> str | None:
+    """Why a card is red by rule 2 (its own doing), or None."""
+    if state == "completed":
+        return None
+    if blocked_reason:
+        return blocked_reason
+    if state == "failed":
+        return f"failed: {error or 'no .error file beside it'}"
+    if state == "outbox" and age_s > stall_s:
+        why = "the daemon defers it" if daemon_running else "daemon NOT RUNNING"
+        return f"in outbox {ago(age_s)}: {why}"
+    return None
+
+
+def paint(card: Card, closure: Sequence[Card]) -> tuple[str, str]:
+    """(colour, detail) of `card`, whose dependency closure is `closure` (nearest first)."""
+    if card.state == "completed":
+        return GREEN, f"completed {ago(card.age_s)} ago"
+    if card.red_reason:
+        return RED, card.red_reason
+    if card.claim and card.claim.live:
+        return YELLOW, card.claim.describe()
+    for other in closure:
+        if other.claim and other.claim.live and other.state != "completed":
+            return YELLOW, f"via {other.card}: {other.claim.describe()}"
+    for other in closure:
+        if other.red_reason:
+            return RED, f"inherits from {other.card}: {other.red_reason}"
+    return ORANGE, _waiting(card)
+
+
+def _waiting(card: Card) -> str:
+    if card.claim:  # in process, but its claim has expired
+        return f"claim expired: {card.claim.describe()}"
+    detail = f"waiting {ago(card.age_s)}"
+    if card.wakeups:
+        detail += f", {card.wakeups} wake-up" + ("s" if card.wakeups > 1 else "")
+    return detail
+
+
+def ago(seconds: float | None) -> str:
+    """A short age: `45s`, `12m`, `2h 03m`, `3d 04h`."""
+    if seconds is None:
+        return "?"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600:02d}h"

@@ -1,0 +1,483 @@
+"""One read-only scan of a project's queue, into a snapshot every view reads.
+
+The board, `resume`, digests, the MCP tools, the audit, the demo's summary and the
+daemon's idle check all read the queue through this module, so there is one way to
+do it.  A scan never changes anything: it sweeps no temp file and removes no empty
+batch folder (that is the inbox's business, under its lock).
+
+What it reads:
+- every role's open folders (`outbox/`, `failed/`, `inbox/new/`, `inbox/in_process/`,
+  batch folders included), each file's header block only — never the body;
+- history (`inbox/completed/`, `sent/`) as names only; a history file's headers are
+  read when someone asks (`Entry.headers`), for `--all` and dependency look-ups;
+- each role's heartbeat, its report folders (`H/reports/<id>/`) and the daemon's pid.
+
+The queue moves while we read it.  Each move is a rename, so a file is always in one
+folder, but two listings are not one instant: a file renamed between them is seen
+twice (kept once, at the later of its two places) or, listed and then gone before its
+headers are read, it moved — the role is listed again to find it where it went.
+Only names ending in `.handoff` are queue items (docs/protocol.md §8).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+
+from handoffd import config
+from handoffd.config import Box, Role
+
+SUFFIX = ".handoff"
+HEADER_LIMIT = 64 * 1024  # the daemon refuses larger files; never read more of one
+CHUNK = 4096
+LOG_TAIL = 256 * 1024  # bytes of the daemon's log read for wake-up counts
+RESCANS = 5  # listings of one role before a file that keeps vanishing is left out
+
+
+class _Listed(type):
+    """Lets `for state in State` walk the names, without the start-up cost of `enum`."""
+
+    def __iter__(cls) -> Iterator[str]:
+        return iter(cls.ALL)  # type: ignore[attr-defined]
+
+
+class State(metaclass=_Listed):
+    """Where a queue file is.  Each value is what `status --json` prints as `state`."""
+
+    OUTBOX = "outbox"
+    FAILED = "failed"
+    NEW = "new"
+    IN_PROCESS = "in_process"
+    COMPLETED = "completed"
+    SENT = "sent"
+    ALL = (OUTBOX, FAILED, NEW, IN_PROCESS, COMPLETED, SENT)
+    OPEN = (OUTBOX, FAILED, NEW, IN_PROCESS)
+    HISTORY = (COMPLETED, SENT)
+    ORIGINALS = (OUTBOX, FAILED, SENT)  # the sender's files; the others are copies
+
+
+FOLDER = {
+    State.OUTBOX: Box.OUTBOX,
+    State.FAILED: Box.FAILED,
+    State.NEW: Box.NEW,
+    State.IN_PROCESS: Box.IN_PROCESS,
+    State.COMPLETED: Box.COMPLETED,
+    State.SENT: Box.SENT,
+}
+
+# A file renamed while we list is kept at its later place: the order of each
+# file's life (originals: outbox → failed or sent; copies: new → in_process → completed).
+_LATER = {State.OUTBOX: 0, State.FAILED: 1, State.SENT: 2, State.NEW: 0, State.IN_PROCESS: 1,
+          State.COMPLETED: 2}  # fmt: skip
+
+
+# --- names ----------------------------------------------------------------------------
+
+
+class Name:
+    """The parts of a queue file name: `<pri>_<stamp>_<seq>_from_<sender>_to_<r1>[_<r2>…]`."""
+
+    __slots__ = ("priority", "recipients", "sender", "seq", "timestamp")
+
+    def __init__(
+        self, priority: str, timestamp: str, seq: str, sender: str, recipients: list[str]
+    ) -> None:
+        self.priority = priority
+        self.timestamp = timestamp
+        self.seq = seq
+        self.sender = sender
+        self.recipients = recipients
+
+    @property
+    def id(self) -> str:
+        """The handoff's id: `<stamp>_<seq>_from_<sender>` (docs/protocol.md §2)."""
+        return f"{self.timestamp}_{self.seq}_from_{self.sender}"
+
+    def __repr__(self) -> str:
+        return f"Name({self.priority}, {self.id}, to={self.recipients})"
+
+
+def is_item(name: str) -> bool:
+    """A queue item: a visible name ending in `.handoff` (an editor's `x.handoff~` is not)."""
+    return name.endswith(SUFFIX) and not name.startswith(".")
+
+
+def parse_name(name: str) -> Name | None:
+    """The parts of a queue file's name, or None for a name not in that form.
+
+    An archived duplicate (`….2.handoff`, named so by `durable.free_name`) parses as the
+    original: role names hold no `.`, so a dotted tail is never part of a recipient.
+    """
+    if not name.endswith(SUFFIX):
+        return None
+    fields = name[: -len(SUFFIX)].split(".", 1)[0].split("_")
+    if len(fields) < 7 or fields[3] != "from" or "to" not in fields[5:]:
+        return None
+    priority, stamp, seq, _, sender = fields[:5]
+    recipients = fields[fields.index("to", 5) + 1 :]
+    if not _well_formed(priority, stamp, seq, sender, recipients):
+        return None
+    return Name(priority, stamp, seq, sender, recipients)
+
+
+def _well_formed(priority: str, stamp: str, seq: str, sender: str, to: list[str]) -> bool:
+    return (
+        len(priority) == 2
+        and priority.isdigit()
+        and len(stamp) == 16
+        and stamp[8] == "T"
+        and stamp.endswith("Z")
+        and len(seq) == 6
+        and seq.isdigit()
+        and config.valid_role_name(sender)
+        and bool(to)
+        and all(config.valid_role_name(r) for r in to)
+    )
+
+
+# --- header blocks --------------------------------------------------------------------
+
+
+def read_headers(path: str) -> dict[str, str]:
+    """The header block of the file at `path`, read in chunks up to its first empty line;
+    the body is never read.  Raises `FileNotFoundError` if the file is gone (it moved)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        return parse_headers(_head(fd))
+    finally:
+        os.close(fd)
+
+
+def _head(fd: int) -> bytes:
+    """Bytes up to the end of the header block (or of the file, or of the limit)."""
+    data = b""
+    while len(data) < HEADER_LIMIT:
+        chunk = os.read(fd, CHUNK)
+        if not chunk:
+            break
+        start = max(0, len(data) - 1)  # the empty line may straddle two chunks
+        data += chunk
+        end = 0 if data.startswith(b"\n") else data.find(b"\n\n", start)
+        if end >= 0:
+            return data[:end]
+    return data
+
+
+def parse_headers(head: bytes) -> dict[str, str]:
+    """`key: value` lines into a dict (the first of a repeated key wins).  Lenient: a
+    broken file (say, one in `failed/`) yields what can be read, never an error."""
+    text = head.decode("utf-8", errors="replace")
+    end = text.find("\n\n")
+    headers: dict[str, str] = {}
+    for line in (text if end < 0 else text[:end]).split("\n"):
+        key, sep, value = line.partition(": ")
+        if sep and key and key not in headers:
+            headers[key] = value
+    return headers
+
+
+# --- the snapshot ---------------------------------------------------------------------
+
+
+class Entry:
+    """One queue file as the scan found it: a copy or an original, open or history."""
+
+    __slots__ = ("_headers", "batch", "mtime", "name", "path", "role", "state")
+
+    def __init__(
+        self,
+        role: str,
+        state: str,
+        path: str,
+        batch: str | None = None,
+        headers: dict[str, str] | None = None,
+        mtime: float | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.role = role
+        self.state = state
+        self.path = path
+        self.name = name or os.path.basename(path)
+        self.batch = batch  # the batch_* folder holding it, if any
+        self.mtime = mtime
+        self._headers = headers
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Its header block; read now for a history file, `{}` if it has gone since."""
+        if self._headers is None:
+            try:
+                self._headers = read_headers(self.path)
+            except OSError:
+                self._headers = {}
+        return self._headers
+
+    @property
+    def parts(self) -> Name | None:
+        return parse_name(self.name)
+
+    @property
+    def id(self) -> str:
+        """The `id` header, else the id its name spells, else the name itself."""
+        parts = self.parts
+        return self.headers.get("id") or (parts.id if parts else self.name)
+
+    @property
+    def card(self) -> str:
+        """The card it is shown as: `<id>@<role>` (docs/protocol.md §8)."""
+        return f"{self.id}@{self.role}"
+
+    @property
+    def is_original(self) -> bool:
+        return self.state in State.ORIGINALS
+
+    def __repr__(self) -> str:
+        return f"Entry({self.role}, {self.state}, {self.name})"
+
+
+class Daemon:
+    """The daemon as its pid file and lock show it: running or not, and since when."""
+
+    __slots__ = ("pid", "running", "started_at")
+
+    def __init__(self, pid: int | None, running: bool, started_at: float | None) -> None:
+        self.pid = pid
+        self.running = running
+        self.started_at = started_at
+
+
+class Snapshot:
+    """What one scan of a project found.  Read-only: nothing here changes the disk.
+
+    History (`completed/`, `sent/`: it grows without bound) is listed on first use of
+    `history`, once, and its headers only as each entry is asked for: a view that needs
+    no history (the board without `--all`) never pays for it.
+    """
+
+    def __init__(
+        self, root: str, roles: dict[str, Role], taken_at: float, once: bool = True
+    ) -> None:
+        self.root = root
+        self.roles = roles
+        self.taken_at = taken_at
+        self.open: list[Entry] = []  # outbox, failed, new, in_process; headers read
+        self.heartbeats: dict[str, object | None] = {}  # role -> heartbeat.Heartbeat | None
+        self.report_ids: dict[str, set[str]] = {}  # role -> ids with a reports folder
+        self.daemon = Daemon(None, False, None)
+        self.wakes: dict[str, list[float]] = {}  # role -> wake-up times in the log's tail
+        self._once = once
+        self._history: list[Entry] | None = None
+        self._reports: dict[tuple[str, str], list[str]] = {}
+
+    @property
+    def history(self) -> list[Entry]:
+        """Completed copies and sent originals, listed on first use (names only)."""
+        if self._history is None:
+            self._history = []
+            for role in self.roles.values():
+                self._history += scan_role(role, State.HISTORY, once=self._once)
+            if self._once:
+                self._drop_moved_on()
+        return self._history
+
+    def _drop_moved_on(self) -> None:
+        """An open file found in history too was completed or sent while we read: it is
+        kept at its later place, once."""
+        later = {(e.role, e.is_original, e.name) for e in self._history or ()}
+        self.open = [e for e in self.open if (e.role, e.is_original, e.name) not in later]
+
+    def entries(self, states: Iterable[str] = State.ALL) -> Iterator[Entry]:
+        """Every entry whose state is in `states`, open ones first."""
+        wanted = set(states)
+        history = self.history if wanted & set(State.HISTORY) else []
+        for entry in (*self.open, *history):
+            if entry.state in wanted:
+                yield entry
+
+    def reports(self, role: str, ident: str) -> list[str]:
+        """Paths of `role`'s report files for `ident`, oldest first (listed on first ask)."""
+        if ident not in self.report_ids.get(role, ()):
+            return []
+        key = (role, ident)
+        if key not in self._reports:
+            folder = os.path.join(self.roles[role].handoffs, "reports", ident)
+            self._reports[key] = [os.path.join(folder, n) for n in _names(folder, ".md")]
+        return self._reports[key]
+
+
+def scan(
+    root: str, roles: dict[str, Role] | None = None, now: float | None = None, once: bool = True
+) -> Snapshot:
+    """Scan the project at `root` in one pass (roles.tsv is read unless `roles` is given).
+
+    `once`: a name found in two folders of one role is a file caught mid-rename, kept once.
+    An audit of a queue at rest passes False, to see a real duplicate as two entries.
+    """
+    roles = config.load_roles(root) if roles is None else roles
+    snapshot = Snapshot(root, roles, time.time() if now is None else now, once)
+    for role in roles.values():
+        snapshot.open += scan_role(role, State.OPEN, once=once)
+        snapshot.heartbeats[role.name] = _heartbeat(role)
+        snapshot.report_ids[role.name] = set(_names(os.path.join(role.handoffs, "reports")))
+    snapshot.daemon = _daemon(root)
+    snapshot.wakes = wakes(root)
+    return snapshot
+
+
+def scan_role(
+    role: Role, states: Iterable[str] = State.ALL, headers: bool = True, once: bool = True
+) -> list[Entry]:
+    """One role's queue files in `states`, each once (see `scan`); open files with their
+    headers (unless `headers` is False: then names only, as the daemon's idle check wants)."""
+    states = tuple(states)
+    seen: dict[str, tuple[dict[str, str], float | None]] = {}  # path -> what was read there
+    for _ in range(RESCANS):
+        entries = _dedupe(_list(role, states)) if once else list(_list(role, states))
+        if not headers:
+            return entries
+        if _load_open(entries, seen):
+            return entries
+    return [e for e in entries if e.state in State.HISTORY or e._headers is not None]
+
+
+def listing(role: Role, states: Iterable[str]) -> list[Entry]:
+    """Names only: `role`'s queue files in `states`, no file opened."""
+    return scan_role(role, states, headers=False)
+
+
+def _list(role: Role, states: tuple[str, ...]) -> Iterator[Entry]:
+    """Every queue file of `role` in `states`, upstream folders first, batches included."""
+    for state in State.ALL:  # in life order, so a file moving on is seen at least once
+        if state in states:
+            for path, name, batch in _files(role.path(FOLDER[state]), _has_batches(state)):
+                yield Entry(role.name, state, path, batch, name=name)
+
+
+def _has_batches(state: str) -> bool:
+    return state in (State.IN_PROCESS, State.COMPLETED)
+
+
+def _files(directory: str, descend: bool) -> Iterator[tuple[str, str, str | None]]:
+    """(path, name, batch folder) of each queue file in `directory` and, if `descend`, in its
+    `batch_*` folders.  A missing or unreadable folder holds nothing."""
+    for entry in _scandir(directory):
+        if is_item(entry.name) and entry.is_file(follow_symlinks=False):
+            yield entry.path, entry.name, None
+        elif descend and entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False):
+            for inner in _scandir(entry.path):
+                if is_item(inner.name) and inner.is_file(follow_symlinks=False):
+                    yield inner.path, inner.name, entry.path
+
+
+def _scandir(directory: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as entries:
+            return list(entries)
+    except OSError:
+        return []
+
+
+def _dedupe(entries: Iterable[Entry]) -> list[Entry]:
+    """A file seen twice mid-rename (same side, same name) is kept at its later place."""
+    kept: dict[tuple[bool, str], Entry] = {}
+    for entry in entries:
+        key = (entry.state in State.ORIGINALS, entry.name)
+        if key not in kept or _LATER[entry.state] >= _LATER[kept[key].state]:
+            kept[key] = entry
+    return list(kept.values())  # listing order; views sort as they show
+
+
+def _load_open(entries: list[Entry], seen: dict[str, tuple[dict[str, str], float | None]]) -> bool:
+    """Read the header block and mtime of every open entry; False if one has vanished.
+    `seen` keeps what earlier listings read, so a relisting reads only what moved."""
+    complete = True
+    for entry in entries:
+        if entry.state in State.OPEN:
+            if entry.path not in seen:
+                try:
+                    seen[entry.path] = _read_open(entry.path)
+                except FileNotFoundError:
+                    complete = False  # it moved: the next listing finds it where it went
+                    continue
+            entry._headers, entry.mtime = seen[entry.path]
+    return complete
+
+
+def _read_open(path: str) -> tuple[dict[str, str], float | None]:
+    """An open file's header block and mtime, from one open; an unreadable file has none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return {}, None
+    try:
+        return parse_headers(_head(fd)), os.fstat(fd).st_mtime
+    except OSError:
+        return {}, None
+    finally:
+        os.close(fd)
+
+
+def _names(directory: str, suffix: str = "") -> list[str]:
+    """Visible names in `directory` ending in `suffix`, sorted; none if it is missing."""
+    names = (e.name for e in _scandir(directory) if not e.name.startswith("."))
+    return sorted(n for n in names if n.endswith(suffix))
+
+
+def _heartbeat(role: Role) -> object | None:
+    try:
+        from handoffd import heartbeat
+    except ImportError:  # the write side (heartbeat files) is not merged yet
+        return None
+    return heartbeat.read(role.handoffs)
+
+
+def _daemon(root: str) -> Daemon:
+    """Running only if the process holding the daemon lock is the one the pid file names:
+    a pid file left behind by a killed daemon is stale, never "running"."""
+    from handoffd import lifecycle
+
+    path = lifecycle.daemon_path(root, "handoffd.pid")
+    try:
+        with open(path, encoding="ascii") as file:
+            pid: int | None = int(file.read().strip())
+        started_at: float | None = os.stat(path).st_mtime
+    except (OSError, ValueError):
+        pid, started_at = None, None
+    holder = lifecycle.holder(root)
+    running = holder is not None and (pid is None or holder == pid)
+    return Daemon(holder if running else pid, running, started_at if running else None)
+
+
+def wakes(root: str, tail: int = LOG_TAIL) -> dict[str, list[float]]:
+    """Wake-up times per role, from the last `tail` bytes of the daemon's log (a bounded
+    read, so counts cover the recent past only: a card waiting longer may have had more)."""
+    from handoffd import lifecycle
+
+    try:
+        with open(lifecycle.daemon_path(root, "handoffd.log"), "rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(0, size - tail))
+            lines = log.read().split(b"\n")[0 if size <= tail else 1 :]
+    except OSError:
+        return {}
+    found: dict[str, list[float]] = {}
+    for line in lines:
+        if b'"wake"' in line:  # cheap filter before parsing JSON
+            _add_wake(line, found)
+    return found
+
+
+def _add_wake(line: bytes, found: dict[str, list[float]]) -> None:
+    import json
+    from datetime import datetime
+
+    try:
+        event = json.loads(line)
+        when = datetime.fromisoformat(event["timestamp"]).timestamp()
+    except (ValueError, KeyError, TypeError):
+        return
+    if event.get("event") == "wake" and isinstance(event.get("role"), str):
+        found.setdefault(event["role"], []).append(when)

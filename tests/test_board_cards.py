@@ -1,0 +1,153 @@
+"""The projection: a snapshot, the clock and the window in; the cards of §8 out."""
+
+from __future__ import annotations
+
+from handoffd.board import cards
+from handoffd.config import Role
+from handoffd.scan import Daemon, Entry, Snapshot, State
+
+NOW = 1_800_000_000.0
+ROLES = {name: Role(name, name, f"/nowhere/{name}", agent="claude") for name in ("A", "B", "C")}
+
+
+class Beat:
+    """A heartbeat as `handoffd.heartbeat.read` returns it."""
+
+    def __init__(self, agent: str, conversation: str, at: float) -> None:
+        self.agent, self.conversation, self.at = agent, conversation, at
+
+
+def name(n: int, sender: str = "A", to: str = "B") -> str:
+    return f"50_20260101T000000Z_{n:06d}_from_{sender}_to_{to}.handoff"
+
+
+def ident(n: int, sender: str = "A") -> str:
+    return f"20260101T000000Z_{n:06d}_from_{sender}"
+
+
+def entry(
+    n: int, state: str = State.NEW, role: str = "B", sender: str = "A", **headers: str
+) -> Entry:
+    fields = {"id": ident(n, sender), "from": sender, "to": role, "priority": "50",
+              "type": "note", "enqueued_at": "2027-01-15T07:58:20Z", **headers}  # fmt: skip
+    path = f"/nowhere/{role}/{state}/{name(n, sender, role)}"
+    return Entry(role, state, path, headers=fields, mtime=NOW - 30)
+
+
+def snapshot(*entries: Entry, beats: dict[str, Beat] | None = None) -> Snapshot:
+    snap = Snapshot("/nowhere", ROLES, NOW)
+    snap.open = list(entries)
+    snap.heartbeats = dict(beats or {})
+    snap.daemon = Daemon(4242, True, NOW - 7380)
+    return snap
+
+
+def colours(board: cards.Board) -> dict[str, str]:
+    return {card.card: card.colour for card in board.cards}
+
+
+def test_a_chain_inherits_red_from_its_far_end_and_yellow_from_a_claim_in_it() -> None:
+    root = entry(1, blocked_reason="needs a decision")
+    middle = entry(2, depends_on=ident(1))
+    top = entry(3, depends_on=ident(2))
+    board = cards.project(snapshot(root, middle, top), NOW)
+    assert set(colours(board).values()) == {"red"}
+    assert board.by_card[f"{ident(3)}@B"].detail.startswith(f"inherits from {ident(1)}@B")
+    claimed = entry(2, State.IN_PROCESS, role="C", depends_on=ident(1))
+    board = cards.project(snapshot(root, claimed, top, beats={"C": Beat("codex", "", NOW)}), NOW)
+    assert board.by_card[f"{ident(3)}@B"].colour == "yellow"
+
+
+def test_a_hand_made_cycle_is_reported_and_coloured_without_looping() -> None:
+    a = entry(1, depends_on=ident(2))
+    b = entry(2, depends_on=ident(1), blocked_reason="stuck")
+    board = cards.project(snapshot(a, b), NOW)
+    assert board.cycles == [f"DEPENDENCY_CYCLE: {ident(1)} -> {ident(2)} -> {ident(1)}"]
+    assert colours(board) == {f"{ident(1)}@B": "red", f"{ident(2)}@B": "red"}
+
+
+def test_a_self_dependency_is_a_cycle_and_not_its_own_closure() -> None:
+    board = cards.project(snapshot(entry(1, depends_on=ident(1))), NOW)
+    assert board.cycles == [f"DEPENDENCY_CYCLE: {ident(1)} -> {ident(1)}"]
+    assert board.cards[0].closure == [] and board.cards[0].colour == "orange"
+
+
+def test_cycles_are_found_once_each() -> None:
+    graph = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"], "e": ["f"], "f": ["e"]}
+    assert cards.find_cycles(graph) == [
+        "DEPENDENCY_CYCLE: a -> b -> c -> a",
+        "DEPENDENCY_CYCLE: e -> f -> e",
+    ]
+
+
+def test_every_copy_of_a_dependency_is_in_the_closure() -> None:
+    to_b, to_c = entry(1, role="B"), entry(1, State.IN_PROCESS, role="C")
+    dependent = entry(2, role="A", sender="C", depends_on=ident(1))
+    board = cards.project(snapshot(to_b, to_c, dependent), NOW)
+    closure = board.by_card[f"{ident(2, 'C')}@A"].closure
+    assert sorted(card.card for card in closure) == [f"{ident(1)}@B", f"{ident(1)}@C"]
+
+
+def test_an_original_is_a_card_only_while_no_recipient_has_a_copy() -> None:
+    original = entry(1, State.OUTBOX, role="A")
+    assert [c.card for c in cards.project(snapshot(original), NOW).cards] == [f"{ident(1)}@A"]
+    copy = entry(1, role="B")
+    assert [c.card for c in cards.project(snapshot(original, copy), NOW).cards] == [f"{ident(1)}@B"]
+
+
+def test_a_claim_is_live_inside_the_window_only() -> None:
+    taken = entry(1, State.IN_PROCESS)
+    beat = {"B": Beat("claude", "conv-7", NOW - 600)}
+    live = cards.project(snapshot(taken, beats=beat), NOW, window_s=601).cards[0]
+    gone = cards.project(snapshot(taken, beats=beat), NOW, window_s=600).cards[0]
+    assert (live.colour, gone.colour) == ("yellow", "orange")
+    assert gone.to_json()["claim"] == {
+        "role": "B",
+        "agent": "claude",
+        "conversation": "conv-7",
+        "heartbeat_at": "2027-01-15T07:50:00.000000Z",
+        "live": False,
+    }
+
+
+def test_a_card_not_in_process_has_no_claim_even_with_a_heartbeat() -> None:
+    board = cards.project(snapshot(entry(1), beats={"B": Beat("claude", "", NOW)}), NOW)
+    assert board.cards[0].claim is None and board.cards[0].colour == "orange"
+
+
+def test_json_has_exactly_the_fields_of_the_contract() -> None:
+    card = cards.project(snapshot(entry(1, task="t-1", depends_on=ident(9))), NOW).cards[0]
+    data = card.to_json()
+    assert list(data) == [
+        "card", "id", "role", "state", "color", "detail", "from", "to", "priority", "type",
+        "task", "blocked_reason", "claim", "depends_on", "latest_report", "age_s", "path",
+    ]  # fmt: skip
+    assert (data["state"], data["to"], data["priority"], data["depends_on"]) == (
+        "new", ["B"], "50", [ident(9)],
+    )  # fmt: skip
+    assert (data["claim"], data["latest_report"], data["age_s"]) == (None, None, 100)
+
+
+def test_the_board_orders_red_yellow_orange_and_counts_each() -> None:
+    board = cards.project(
+        snapshot(
+            entry(1),
+            entry(2, State.IN_PROCESS, role="C"),
+            entry(3, blocked_reason="x"),
+            beats={"C": Beat("codex", "", NOW)},
+        ),
+        NOW,
+    )
+    assert [card.colour for card in board.cards] == ["red", "yellow", "orange"]
+    assert board.counts() == {"red": 1, "yellow": 1, "orange": 1, "green": 0}
+
+
+def test_a_released_card_waits_since_its_release() -> None:
+    released = entry(1, released_at="2027-01-15T07:59:50Z")  # 10 s before NOW
+    assert cards.project(snapshot(released), NOW).cards[0].age_s == 10
+
+
+def test_wake_ups_since_a_card_arrived_are_counted() -> None:
+    snap = snapshot(entry(1))  # enqueued 100 s before NOW
+    snap.wakes = {"B": [NOW - 200, NOW - 90, NOW - 10], "C": [NOW - 5]}
+    assert cards.project(snap, NOW).cards[0].detail == "waiting 1m, 2 wake-ups"

@@ -1,0 +1,89 @@
+"""Every precedence rule of docs/protocol.md §8, on pure data: no file is read."""
+
+from __future__ import annotations
+
+import pytest
+
+from handoffd.board import colour
+from handoffd.board.cards import Card, Claim
+from handoffd.scan import Entry
+
+NOW = 1_800_000_000.0
+WINDOW = 3600.0
+WARM = NOW - 60  # a heartbeat a minute old: live
+COLD = NOW - 2 * WINDOW  # two windows old: expired
+
+
+def card(
+    ident: str,
+    state: str = "new",
+    blocked: str | None = None,
+    beat: float | None = None,
+    error: str | None = None,
+    age: float = 120.0,
+    daemon: bool = True,
+) -> Card:
+    """A card of handoff `ident` held by QA; `beat` gives it a claim with that heartbeat."""
+    headers = {"id": ident, **({"blocked_reason": blocked} if blocked else {})}
+    entry = Entry("QA", state, f"/nowhere/{ident}.handoff", headers=headers, mtime=NOW - age)
+    red = colour.own_red(state, blocked, error, age, 60.0, daemon)
+    made = Card(entry, age, red)
+    if beat is not None:
+        made.claim = Claim("QA", "claude", "c-1", beat, NOW, WINDOW)
+    return made
+
+
+CASES = [
+    # (what it pins, the card, its closure, expected colour, a word of the detail)
+    ("green beats its own red", card("a", "completed", blocked="stuck"), [], "green", "completed"),
+    ("own red beats a warm heartbeat", card("a", "in_process", blocked="need key", beat=WARM), [],
+     "red", "need key"),
+    ("a live claim is yellow", card("a", "in_process", beat=WARM), [], "yellow", "claude@QA"),
+    ("an expired claim is not", card("a", "in_process", beat=COLD), [], "orange", "expired"),
+    ("a live claim on a dependency makes the dependent yellow",
+     card("a"), [card("b", "in_process", beat=WARM)], "yellow", "via b@QA"),
+    ("...even when another dependency is red",
+     card("a"), [card("r", blocked="need a merge"), card("b", "in_process", beat=WARM)],
+     "yellow", "via b@QA"),
+    ("a dependency's blocked reason is inherited", card("a"), [card("r", blocked="need a merge")],
+     "red", "inherits from r@QA: need a merge"),
+    ("a dependency that failed is inherited", card("a"), [card("f", "failed", error="bad to")],
+     "red", "inherits from f@QA: failed: bad to"),
+    ("an expired claim on a dependency is not yellow; its red still passes down",
+     card("a"), [card("b", "in_process", beat=COLD), card("r", blocked="x")], "red", "r@QA"),
+    ("own red beats a live claim on a dependency",
+     card("a", blocked="mine"), [card("b", "in_process", beat=WARM)], "red", "mine"),
+    ("a green dependency holds nothing up", card("a"), [card("g", "completed", blocked="old")],
+     "orange", "waiting 2m"),
+    ("a failed original is red with its reason", card("f", "failed", error="Unknown role x"), [],
+     "red", "failed: Unknown role x"),
+    ("an outbox file past the stall threshold with no daemon is red",
+     card("o", "outbox", age=61, daemon=False), [], "red", "daemon NOT RUNNING"),
+    ("...and says so when the daemon runs but defers it",
+     card("o", "outbox", age=61, daemon=True), [], "red", "defers"),
+    ("a fresh outbox file is orange", card("o", "outbox", age=5), [], "orange", "waiting 5s"),
+    ("everything else is orange", card("a"), [], "orange", "waiting 2m"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "subject", "closure", "expected", "word"), CASES,
+                         ids=[case[0] for case in CASES])  # fmt: skip
+def test_precedence(
+    what: str, subject: Card, closure: list[Card], expected: str, word: str
+) -> None:
+    found, detail = colour.paint(subject, closure)
+    assert (found, word in detail) == (expected, True), (what, detail)
+
+
+def test_orange_counts_wake_ups() -> None:
+    waiting = card("a")
+    waiting.wakeups = 3
+    assert colour.paint(waiting, []) == ("orange", "waiting 2m, 3 wake-ups")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (59, "59s"), (60, "1m"), (3599, "59m"), (7380, "2h 03m"), (90000, "1d 01h")],
+)
+def test_ages_read_at_a_glance(seconds: float, text: str) -> None:
+    assert colour.ago(seconds) == text

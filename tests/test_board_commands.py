@@ -1,0 +1,465 @@
+"""`handoffd heartbeat release block unblock report` end to end (docs/protocol.md §8): the
+installed commands as subprocesses in a real git project with real worktrees.
+
+Roles of the fixture project: coder (task mode, agent `claude`), cleaner (batch mode,
+agent `codex`), QA (task mode).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from handoffd import handoff as hf
+from handoffd.board import reports
+from tests.conftest import Project, Result, helper_env
+
+ID1 = "20260101T000000Z_000001_from_QA"
+ID2 = "20260101T000000Z_000002_from_QA"
+ID3 = "20260101T000000Z_000003_from_QA"
+
+
+def name(ident: str, to: str = "coder", priority: str = "50") -> str:
+    return f"{priority}_{ident}_to_{to}.handoff"
+
+
+def put(project: Project, ident: str, to: str = "coder", box: str = "inbox/new", **h: str) -> Path:
+    return project.put(to, name(ident, to), box=box, id=ident, **h)
+
+
+def run(
+    project: Project,
+    *args: str,
+    role: str | None = "coder",
+    env: dict[str, str] | None = None,
+    stdin: bytes = b"",
+    cwd: Path | None = None,
+) -> Result:
+    """Run `handoffd ARGS` (or a helper, when the first arg is not a subcommand) as `role`."""
+    command = (
+        list(args) if args[0].startswith(("ready_", "done_", "swarm_")) else ["handoffd", *args]
+    )
+    environment = {**helper_env(role), **(env or {})}
+    for key in ("SWARMFORGE_AGENT", "SWARMFORGE_CONVERSATION"):
+        if env is None or key not in env:
+            environment.pop(key, None)
+    proc = subprocess.run(
+        command,
+        cwd=cwd or (project.worktrees[role] if role else project.root),
+        env=environment,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), proc.stdout)
+
+
+def headers(path: Path) -> dict[str, str]:
+    return dict(hf.read(str(path)).headers)
+
+
+def listing(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory)) if directory.exists() else []
+
+
+def beat(project: Project, role: str) -> str | None:
+    path = project.handoffs(role) / "heartbeat"
+    return path.read_text() if path.exists() else None
+
+
+# --- heartbeat -------------------------------------------------------------------------------
+
+
+def test_heartbeat_names_the_agent_from_roles_tsv(project: Project) -> None:
+    result = run(project, "heartbeat")
+    path = project.handoffs("coder") / "heartbeat"
+    assert (result.code, result.out, result.err) == (0, f"HEARTBEAT: {path}\n", "")
+    assert beat(project, "coder") == "agent: claude\nconversation:\n"
+
+
+def test_heartbeat_takes_agent_and_conversation_from_options_then_environment(
+    project: Project,
+) -> None:
+    env = {"SWARMFORGE_AGENT": "env-agent", "SWARMFORGE_CONVERSATION": "env-conv"}
+    assert run(project, "heartbeat", env=env).code == 0
+    assert beat(project, "coder") == "agent: env-agent\nconversation: env-conv\n"
+    assert run(project, "heartbeat", "--agent", "opt", "--conversation", "c9", env=env).code == 0
+    assert beat(project, "coder") == "agent: opt\nconversation: c9\n"
+
+
+def test_heartbeat_for_another_role_with_role_and_root(project: Project, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    result = run(project, "heartbeat", "--role", "cleaner", "--root", str(project.root),
+                 role=None, cwd=outside)  # fmt: skip
+    assert result.code == 0, result.err
+    assert beat(project, "cleaner") == "agent: codex\nconversation:\n"
+
+
+def test_heartbeat_without_a_role_is_exit_1(project: Project, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    result = run(project, "heartbeat", "--root", str(project.root), role=None, cwd=outside)
+    assert (result.code, result.err) == (1, "Set SWARMFORGE_ROLE.\n")
+
+
+@pytest.mark.parametrize(
+    "helper",
+    ["ready_for_next", "ready_for_next_task", "done_with_current", "done_with_current_task"],
+)
+def test_every_helper_renews_the_heartbeat_even_when_it_refuses(
+    project: Project, helper: str
+) -> None:
+    os.makedirs(project.handoffs("coder"), exist_ok=True)
+    (project.handoffs("coder") / "heartbeat").write_text("agent: claude\nconversation:\n")
+    os.utime(project.handoffs("coder") / "heartbeat", (1_000_000, 1_000_000))
+    run(project, helper, env={"SWARMFORGE_CONVERSATION": "c7"})
+    assert beat(project, "coder") == "agent: claude\nconversation: c7\n"
+    assert (project.handoffs("coder") / "heartbeat").stat().st_mtime > 1_000_000
+
+
+def test_swarm_handoff_renews_the_senders_heartbeat(project: Project) -> None:
+    draft = project.draft(project.note_draft())
+    assert run(project, "swarm_handoff", str(draft)).code == 0
+    assert beat(project, "coder") == "agent: claude\nconversation:\n"
+
+
+# --- release ---------------------------------------------------------------------------------
+
+
+def test_release_puts_a_task_back_into_new_with_released_at(project: Project) -> None:
+    put(project, ID1)
+    assert run(project, "ready_for_next").code == 0
+    result = run(project, "release")
+    back = project.box("coder", "inbox/new") / name(ID1)
+    assert (result.code, result.out, result.err) == (0, f"RELEASED: {back}\n", "")
+    assert listing(project.box("coder", "inbox/in_process")) == []
+    fields = headers(back)
+    assert "dequeued_at" in fields and fields["released_at"].endswith("Z")
+    again = run(project, "ready_for_next")  # the next take finds it first again
+    assert again.out.startswith(f"TASK: {project.box('coder', 'inbox/in_process') / name(ID1)}\n")
+
+
+def test_release_of_a_batch_by_any_of_its_files_puts_the_whole_batch_back(
+    project: Project,
+) -> None:
+    for ident in (ID1, ID2):
+        put(project, ident, to="cleaner")
+    assert run(project, "ready_for_next", role="cleaner").code == 0
+    result = run(project, "release", ID2, role="cleaner")
+    new = project.box("cleaner", "inbox/new")
+    assert (
+        result.out
+        == f"RELEASED: {new / name(ID1, 'cleaner')}\nRELEASED: {new / name(ID2, 'cleaner')}\n"
+    )
+    assert result.code == 0
+    assert listing(project.box("cleaner", "inbox/in_process")) == []
+    stamps = {headers(new / name(i, "cleaner"))["released_at"] for i in (ID1, ID2)}
+    assert len(stamps) == 1  # one release, one time
+
+
+@pytest.mark.parametrize("role", ["coder", "cleaner"])
+def test_release_with_nothing_in_process_is_no_current_task_in_both_modes(
+    project: Project, role: str
+) -> None:
+    put(project, ID1, to=role)
+    result = run(project, "release", role=role)
+    assert (result.code, result.out, result.err) == (1, "", "NO_CURRENT_TASK\n")
+    assert listing(project.box(role, "inbox/new")) == [name(ID1, role)]
+
+
+def test_release_of_an_id_not_in_process_is_refused_and_moves_nothing(project: Project) -> None:
+    put(project, ID1)
+    put(project, ID2)
+    run(project, "ready_for_next")
+    result = run(project, "release", ID2)  # waiting in new/, not in process
+    assert (result.code, result.err) == (2, f"NOT_IN_PROCESS: {ID2}\n")
+    assert listing(project.box("coder", "inbox/in_process")) == [name(ID1)]
+
+
+def test_release_names_work_by_file_name_too(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    assert run(project, "release", name(ID1)).code == 0
+    assert listing(project.box("coder", "inbox/new")) == [name(ID1)]
+
+
+def test_release_does_not_renew_the_heartbeat(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    os.utime(project.handoffs("coder") / "heartbeat", (1_000_000, 1_000_000))
+    run(project, "release")
+    assert (project.handoffs("coder") / "heartbeat").stat().st_mtime == 1_000_000
+
+
+# --- block and unblock ----------------------------------------------------------------------
+
+
+def test_block_sets_the_reason_on_the_work_in_process_and_unblock_removes_it(
+    project: Project,
+) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    path = project.box("coder", "inbox/in_process") / name(ID1)
+    result = run(project, "block", "--reason", "waiting for the schema")
+    assert (result.code, result.out) == (0, f"BLOCKED: {path}\n")
+    assert headers(path)["blocked_reason"] == "waiting for the schema"
+    result = run(project, "unblock")
+    assert (result.code, result.out) == (0, f"UNBLOCKED: {path}\n")
+    assert "blocked_reason" not in headers(path)
+
+
+def test_block_by_id_reaches_a_copy_waiting_in_new(project: Project) -> None:
+    path = put(project, ID1)
+    assert run(project, "block", ID1, "--reason", "not yet").code == 0
+    assert headers(path)["blocked_reason"] == "not yet"
+    assert hf.read(str(path)).body == "Do the thing.\n"
+
+
+def test_taking_and_releasing_keep_the_reason_and_completing_removes_it(project: Project) -> None:
+    put(project, ID1, blocked_reason="from the start")
+    run(project, "ready_for_next")
+    taken = project.box("coder", "inbox/in_process") / name(ID1)
+    assert headers(taken)["blocked_reason"] == "from the start"
+    run(project, "release")
+    assert (
+        headers(project.box("coder", "inbox/new") / name(ID1))["blocked_reason"] == "from the start"
+    )
+    run(project, "ready_for_next")
+    run(project, "done_with_current")
+    assert "blocked_reason" not in headers(project.box("coder", "inbox/completed") / name(ID1))
+
+
+@pytest.mark.parametrize("command", ["block", "unblock"])
+def test_block_and_unblock_errors(project: Project, command: str) -> None:
+    extra = ["--reason", "r"] if command == "block" else []
+    nothing = run(project, command, *extra)
+    assert (nothing.code, nothing.err) == (1, "NO_CURRENT_TASK\n")
+    unknown = run(project, command, "20990101T000000Z_000009_from_QA", *extra)
+    assert (unknown.code, unknown.err) == (2, "UNKNOWN_HANDOFF: 20990101T000000Z_000009_from_QA\n")
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "x" * 201, "two\nlines"])
+def test_block_refuses_a_bad_reason_and_changes_nothing(project: Project, reason: str) -> None:
+    path = put(project, ID1)
+    before = path.read_bytes()
+    result = run(project, "block", ID1, "--reason", reason)
+    assert result.code == 2 and result.err.startswith("INVALID_REASON: ")
+    assert path.read_bytes() == before
+
+
+def test_a_200_character_reason_is_accepted(project: Project) -> None:
+    path = put(project, ID1)
+    assert run(project, "block", ID1, "--reason", "y" * 200).code == 0
+    assert headers(path)["blocked_reason"] == "y" * 200
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+def stored(project: Project, ident: str, role: str = "coder") -> list[reports.Report]:
+    return [reports.read(p) for p in reports.files(str(project.handoffs(role)), ident)]
+
+
+def test_report_running_takes_work_first_when_nothing_is_in_process(project: Project) -> None:
+    put(project, ID1)
+    result = run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"Started.\n",
+                 env={"SWARMFORGE_CONVERSATION": "c1"})  # fmt: skip
+    taken = project.box("coder", "inbox/in_process") / name(ID1)
+    [report] = stored(project, ID1)
+    assert result.code == 0, result.err
+    assert result.out.startswith(f"TASK: {taken}\n")
+    assert result.out.endswith(f"REPORTED: {report.path}\n")
+    assert (report.status, report.role, report.agent, report.conversation, report.text) == (
+        "RUNNING", "coder", "claude", "c1", "Started.",
+    )  # fmt: skip
+    assert beat(project, "coder") == "agent: claude\nconversation: c1\n"
+
+
+def test_report_running_on_work_in_process_takes_nothing_more(project: Project) -> None:
+    put(project, ID1)
+    put(project, ID2)
+    run(project, "ready_for_next")
+    result = run(project, "report", "--status", "RUNNING")
+    [report] = stored(project, ID1)
+    assert (result.code, result.out) == (0, f"REPORTED: {report.path}\n")
+    assert listing(project.box("coder", "inbox/new")) == [name(ID2)]
+
+
+def test_report_blocked_takes_the_reason_from_the_option(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    result = run(project, "report", "--status", "BLOCKED", "--reason", "need creds")
+    [report] = stored(project, ID1)
+    path = project.box("coder", "inbox/in_process") / name(ID1)
+    assert (result.code, result.out) == (0, f"REPORTED: {report.path}\nBLOCKED: {path}\n")
+    assert report.status == "BLOCKED"
+    assert headers(path)["blocked_reason"] == "need creds"
+
+
+def test_report_blocked_takes_the_reason_from_the_first_blockers_line(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    text = b"# Status\n\nBlockers: the API key is missing\nBlockers: second\n"
+    assert run(project, "report", "--status", "BLOCKED", "--file", "-", stdin=text).code == 0
+    path = project.box("coder", "inbox/in_process") / name(ID1)
+    assert headers(path)["blocked_reason"] == "the API key is missing"
+
+
+def test_report_blocked_without_any_reason_is_refused_and_stores_nothing(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    result = run(project, "report", "--status", "BLOCKED", "--file", "-", stdin=b"No luck.\n")
+    assert result.code == 2 and result.err.startswith("NO_BLOCKED_REASON")
+    assert stored(project, ID1) == []
+
+
+def test_report_done_finishes_and_prints_what_done_with_current_prints(project: Project) -> None:
+    put(project, ID1)
+    put(project, ID2, blocked_reason="was blocked")
+    run(project, "ready_for_next")
+    result = run(project, "report", "--status", "DONE", "--file", "-", stdin=b"Shipped.\n")
+    [report] = stored(project, ID1)
+    completed = project.box("coder", "inbox/completed") / name(ID1)
+    next_task = project.box("coder", "inbox/in_process") / name(ID2)
+    assert result.code == 0, result.err
+    assert result.out.startswith(
+        f"REPORTED: {report.path}\nCOMPLETED: {completed}\nTASK: {next_task}\n"
+    )
+    assert report.status == "DONE" and report.text == "Shipped."
+
+
+def test_report_done_on_a_batch_reports_on_every_file_and_finishes_the_batch(
+    project: Project,
+) -> None:
+    put(project, ID1, to="cleaner")
+    put(project, ID2, to="cleaner")
+    run(project, "ready_for_next", role="cleaner")
+    result = run(project, "report", "--status", "DONE", role="cleaner")
+    assert result.code == 0, result.err
+    assert len(stored(project, ID1, "cleaner")) == len(stored(project, ID2, "cleaner")) == 1
+    assert "COMPLETED_BATCH: " in result.out and result.out.endswith("NO_TASK\n")
+
+
+def test_report_on_an_id_not_in_process_is_refused_after_taking(project: Project) -> None:
+    put(project, ID1)
+    put(project, ID2)
+    result = run(project, "report", ID2, "--status", "RUNNING")
+    assert (result.code, result.err) == (2, f"NOT_IN_PROCESS: {ID2}\n")
+    assert result.out.startswith("TASK: ")  # what it took is still shown
+    assert stored(project, ID1) == stored(project, ID2) == []
+
+
+def test_report_with_nothing_in_process_is_no_current_task(project: Project) -> None:
+    for status in ("RUNNING", "BLOCKED", "DONE"):
+        result = run(project, "report", "--status", status, "--reason", "r")
+        assert (result.code, result.err) == (1, "NO_CURRENT_TASK\n"), status
+    assert not (project.handoffs("coder") / "reports").exists()
+
+
+def test_a_report_over_64_kib_is_refused_and_stores_nothing(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    result = run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"x" * 65537)
+    assert result.code == 2 and result.err.startswith("REPORT_TOO_LARGE")
+    assert stored(project, ID1) == []
+    assert (
+        run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"x" * 65536).code == 0
+    )
+
+
+def test_51_reports_through_the_command_keep_50(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    folder = project.handoffs("coder") / "reports" / ID1
+    folder.mkdir(parents=True)
+    for n in range(50):  # fifty older reports, then one through the command
+        reports.store(str(project.handoffs("coder")), ID1, "RUNNING", "coder", "a", "", f"{n}", n)
+    assert run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"newest").code == 0
+    kept = stored(project, ID1)
+    assert len(kept) == 50 and kept[0].text == "1" and kept[-1].text == "newest"
+
+
+def test_an_unknown_status_is_a_usage_error(project: Project) -> None:
+    assert run(project, "report", "--status", "FINISHED").code == 2
+
+
+# --- only .handoff names are queue items -------------------------------------------------------
+
+
+def test_a_non_handoff_file_in_new_is_never_taken(project: Project) -> None:
+    new = project.box("coder", "inbox/new")
+    new.mkdir(parents=True)
+    (new / "notes.txt").write_text("not mail\n")
+    assert run(project, "ready_for_next").out == "NO_TASK\n"
+    assert run(project, "ready_for_next", role="cleaner").out == "NO_TASK\n"
+    assert listing(new) == ["notes.txt"]
+
+
+def test_an_editor_backup_in_process_is_no_second_task(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    in_process = project.box("coder", "inbox/in_process")
+    (in_process / f"{name(ID1)}~").write_text("backup\n")
+    again = run(project, "ready_for_next")
+    assert (again.code, again.out.split("\n")[0]) == (0, f"TASK: {in_process / name(ID1)}")
+    done = run(project, "done_with_current")
+    assert done.code == 0 and done.out.endswith("NO_TASK\n")
+    assert run(project, "release").code == 1  # the backup is not work in process
+
+
+def test_a_batch_takes_only_handoff_files_and_completes_them_with_one_time(
+    project: Project,
+) -> None:
+    put(project, ID1, to="cleaner")
+    put(project, ID2, to="cleaner")
+    put(project, ID3, to="cleaner")
+    (project.box("cleaner", "inbox/new") / "README.md").write_text("x\n")
+    taken = run(project, "ready_for_next", role="cleaner")
+    assert "COUNT: 3\n" in taken.out
+    done = run(project, "done_with_current", role="cleaner")
+    assert done.code == 0, done.err
+    [batch] = listing(project.box("cleaner", "inbox/completed"))
+    files = sorted((project.box("cleaner", "inbox/completed") / batch).iterdir())
+    assert len({headers(f)["completed_at"] for f in files}) == 1
+    assert listing(project.box("cleaner", "inbox/new")) == ["README.md"]
+
+
+# --- drafts with depends_on and blocked_reason ---------------------------------------------------
+
+
+def queue_note(project: Project, role: str, extra: str = "") -> Result:
+    draft = project.draft(project.note_draft(to="QA") + extra, name=f"d-{role}.txt")
+    return run(project, "swarm_handoff", str(draft), role=role)
+
+
+def test_a_draft_may_depend_on_a_handoff_that_exists_anywhere(project: Project) -> None:
+    first = Path(queue_note(project, "coder").out.split(": ", 1)[1].strip())
+    ident = headers(first)["id"]
+    result = queue_note(project, "cleaner", f"depends_on: {ident}\nblocked_reason: needs QA\n")
+    assert result.code == 0, result.err
+    queued = Path(result.out.split(": ", 1)[1].strip())
+    keys = list(headers(queued))
+    assert keys == ["id", "from", "to", "priority", "type", "message", "depends_on",
+                    "blocked_reason", "created_at"]  # fmt: skip
+    assert headers(queued)["depends_on"] == ident
+    # still found once the original has moved on to sent/ and the copy to a completed batch
+    sent = project.box("coder", "sent")
+    sent.mkdir(parents=True)
+    first.rename(sent / first.name)
+    assert queue_note(project, "QA", f"depends_on: {ident}\n").code == 0
+    (sent / first.name).unlink()
+    put(project, ident, to="cleaner", box="inbox/completed/batch_20260101T000000Z_000001")
+    assert queue_note(project, "QA", f"depends_on: {ident}\n").code == 0
+
+
+def test_a_draft_depending_on_an_unknown_id_is_refused_and_kept(project: Project) -> None:
+    result = queue_note(project, "coder", "depends_on: 20990101T000000Z_000001_from_QA\n")
+    assert result.code == 2
+    assert "- Unknown dependency '20990101T000000Z_000001_from_QA'.\n" in result.err
+    assert (project.root / "d-coder.txt").exists()
+    assert listing(project.box("coder", "outbox")) in ([], ["tmp"])

@@ -1,0 +1,77 @@
+"""Reports on disk: the §8 layout, string-only front matter, durable writes, the newest 50."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from handoffd.board import reports
+
+ID = "20260615T140531Z_000042_from_architect"
+NOW = 1_781_532_331.25  # 2026-06-15T14:05:31.25Z
+
+
+def test_store_writes_the_section_8_name_and_front_matter(tmp_path: Path) -> None:
+    text_in = "\nWorking.\n"
+    path = reports.store(str(tmp_path), ID, "RUNNING", "coder", "claude", "c-1", text_in, NOW)
+    assert path == str(tmp_path / "reports" / ID / "20260615T140531.250000Z_RUNNING.md")
+    text = Path(path).read_text()
+    assert text.startswith("---\nstatus: RUNNING\nrole: coder\nagent: claude\nconversation: c-1\n")
+    assert "\nreported_at: '2026-06-15T14:05:31.250000Z'\n---\n" in text
+    assert text.endswith("---\n\nWorking.\n")  # surrounding blank lines trimmed
+
+
+def test_read_keeps_every_value_a_string(tmp_path: Path) -> None:
+    path = reports.store(str(tmp_path), ID, "DONE", "05", "yes", "2026-01-01", "Body", NOW)
+    report = reports.read(path)
+    assert (report.status, report.role, report.agent, report.conversation) == (
+        "DONE",
+        "05",
+        "yes",
+        "2026-01-01",
+    )
+    assert report.reported_at == "2026-06-15T14:05:31.250000Z"
+    assert report.text == "Body"
+
+
+def test_hand_written_unquoted_values_stay_strings(tmp_path: Path) -> None:
+    path = tmp_path / "r_DONE.md"
+    path.write_text("---\nstatus: DONE\nrole: 05\nagent: yes\nreported_at: 2026-06-15\n---\nok\n")
+    report = reports.read(str(path))
+    assert (report.role, report.agent, report.reported_at) == ("05", "yes", "2026-06-15")
+
+
+def test_a_report_without_front_matter_takes_its_status_from_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "20260615T140531.000000Z_BLOCKED.md"
+    path.write_text("just text\n")
+    report = reports.read(str(path))
+    assert (report.status, report.role, report.text) == ("BLOCKED", "", "just text")
+
+
+def test_files_are_oldest_first_and_only_reports(tmp_path: Path) -> None:
+    for offset in (3, 1, 2):
+        reports.store(str(tmp_path), ID, "RUNNING", "r", "a", "", f"n{offset}", NOW + offset)
+    (tmp_path / "reports" / ID / ".x.md.1.0.tmp").write_text("temp")
+    texts = [reports.read(p).text for p in reports.files(str(tmp_path), ID)]
+    assert texts == ["n1", "n2", "n3"]
+
+
+def test_no_reports_is_an_empty_list(tmp_path: Path) -> None:
+    assert reports.files(str(tmp_path), ID) == []
+
+
+def test_two_reports_in_one_microsecond_both_stay(tmp_path: Path) -> None:
+    first = reports.store(str(tmp_path), ID, "DONE", "r", "a", "", "one", NOW)
+    second = reports.store(str(tmp_path), ID, "DONE", "r", "a", "", "two", NOW)
+    assert first != second
+    assert [reports.read(p).text for p in reports.files(str(tmp_path), ID)] == ["one", "two"]
+
+
+def test_51_reports_keep_the_newest_50(tmp_path: Path) -> None:
+    for n in range(51):
+        reports.store(str(tmp_path), ID, "RUNNING", "r", "a", "", f"n{n}", NOW + n)
+    kept = reports.files(str(tmp_path), ID)
+    assert len(kept) == reports.KEEP == 50
+    assert reports.read(kept[0]).text == "n1"  # n0, the oldest, is gone
+    assert reports.read(kept[-1]).text == "n50"
+    assert not [n for n in os.listdir(tmp_path / "reports" / ID) if n.startswith(".")]

@@ -1,0 +1,180 @@
+"""The one read-only scan: names, header blocks, and a queue that moves while we read it."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from handoffd import config, scan
+from handoffd.scan import State
+from tests.conftest import Project, snapshot
+from tests.daemon_support import queue
+
+NAME = "07_20260615T140531Z_000042_from_architect_to_coder_cleaner.handoff"
+
+
+def roles(project: Project) -> dict[str, config.Role]:
+    return config.load_roles(str(project.root))
+
+
+def test_states_are_iterable_and_are_the_names_status_prints() -> None:
+    assert list(State) == ["outbox", "failed", "new", "in_process", "completed", "sent"]
+    assert set(State.OPEN) | set(State.HISTORY) == set(State)
+
+
+def test_a_name_parses_into_its_parts_and_id() -> None:
+    name = scan.parse_name(NAME)
+    assert name is not None
+    assert (name.priority, name.timestamp, name.seq) == ("07", "20260615T140531Z", "000042")
+    assert (name.sender, name.recipients) == ("architect", ["coder", "cleaner"])
+    assert name.id == "20260615T140531Z_000042_from_architect"
+
+
+def test_an_archived_duplicate_name_parses_as_its_original() -> None:
+    name = scan.parse_name(NAME.replace(".handoff", ".2.handoff"))
+    assert name is not None and name.recipients == ["coder", "cleaner"]
+
+
+def test_names_not_in_the_form_do_not_parse() -> None:
+    for bad in ("notes.txt", NAME + "~", "x.handoff", NAME.replace("_from_", "_by_"),
+                NAME.replace("07_", "7_"), NAME.replace("_to_coder_cleaner", "_to_")):  # fmt: skip
+        assert scan.parse_name(bad) is None, bad
+
+
+def test_only_visible_handoff_names_are_queue_items() -> None:
+    assert scan.is_item(NAME)
+    assert not scan.is_item(NAME + "~") and not scan.is_item("." + NAME)
+    assert not scan.is_item("notes.txt")
+
+
+def test_the_header_block_is_read_without_the_body(tmp_path: Path) -> None:
+    path = tmp_path / "x.handoff"
+    # A body far larger than the header limit, and not UTF-8: reading it would fail.
+    path.write_bytes(b"id: a\nto: b\n\n" + b"\xff" * (scan.HEADER_LIMIT * 4))
+    assert scan.read_headers(str(path)) == {"id": "a", "to": "b"}
+
+
+def test_an_empty_line_split_across_two_chunks_ends_the_block(tmp_path: Path) -> None:
+    path = tmp_path / "x.handoff"
+    head = b"k: " + b"v" * (scan.CHUNK - 4) + b"\n"  # the first \n is a chunk's last byte
+    path.write_bytes(head + b"\nbody: not a header\n")
+    assert scan.read_headers(str(path)) == {"k": "v" * (scan.CHUNK - 4)}
+
+
+def test_a_broken_header_block_yields_what_can_be_read() -> None:
+    assert scan.parse_headers(b"id: a\nnonsense\n\xff: x\nid: second\n\nbody") == {
+        "id": "a",
+        "\ufffd": "x",
+    }
+
+
+def test_scan_finds_every_state_batches_included_and_ignores_other_names(
+    project: Project,
+) -> None:
+    outbox = queue(project, "coder", ["cleaner"])
+    failed = project.put("coder", "50_20260101T000000Z_000900_from_coder_to_QA.handoff",
+                         box="failed")  # fmt: skip
+    (failed.parent / (failed.name + ".error")).write_text("why\n")
+    new = project.put("QA", NAME.replace("architect", "coder"))
+    batch = project.put("cleaner", NAME, box="inbox/in_process/batch_20260101T000000Z_000001")
+    done = project.put("QA", NAME.replace("000042", "000043"), box="inbox/completed")
+    for junk in ("notes.txt", NAME + "~", "." + NAME + ".tmp"):
+        (project.box("QA", "inbox/new") / junk).write_text("x")
+    found = scan.scan(str(project.root))
+    where = {(e.role, e.state, e.path) for e in found.entries()}
+    assert where == {
+        ("coder", State.OUTBOX, str(outbox)),
+        ("coder", State.FAILED, str(failed)),
+        ("QA", State.NEW, str(new)),
+        ("cleaner", State.IN_PROCESS, str(batch)),
+        ("QA", State.COMPLETED, str(done)),
+    }
+    [in_batch] = [e for e in found.open if e.state == State.IN_PROCESS]
+    assert in_batch.batch == str(batch.parent)
+
+
+def test_scan_is_read_only(project: Project) -> None:
+    """Stray temp files and an empty batch folder are the inbox's to sweep, never the scan's."""
+    queue(project, "coder", ["cleaner"])
+    (project.box("cleaner", "inbox/in_process") / "batch_20260101T000000Z_000001").mkdir(
+        parents=True
+    )
+    (project.box("cleaner", "inbox/new")).mkdir(parents=True, exist_ok=True)
+    (project.box("cleaner", "inbox/new") / ".stray.tmp").write_text("half")
+    before = snapshot(project.root)
+    scan.scan(str(project.root))
+    assert snapshot(project.root) == before
+
+
+def test_open_headers_are_read_and_history_headers_only_on_demand(project: Project) -> None:
+    project.put("QA", NAME, owner="open")
+    done = project.put("QA", NAME.replace("000042", "000043"), box="inbox/completed", owner="h")
+    found = scan.scan(str(project.root))
+    [open_entry] = found.open
+    [history] = found.history
+    assert open_entry.headers["owner"] == "open" and open_entry.mtime is not None
+    assert history._headers is None  # listed, not opened
+    assert history.headers["owner"] == "h" and history.path == str(done)
+
+
+def test_a_file_that_vanished_after_listing_is_reported_as_moved(project: Project) -> None:
+    path = project.put("QA", NAME)
+    entries = list(scan._list(roles(project)["QA"], tuple(State)))
+    os.rename(path, project.box("QA", "inbox/new") / ("gone-" + NAME))
+    assert scan._load_open(entries, {}) is False
+
+
+def test_a_file_seen_twice_mid_rename_is_kept_once_at_its_later_place() -> None:
+    early = scan.Entry("QA", State.NEW, f"/h/inbox/new/{NAME}")
+    later = scan.Entry("QA", State.IN_PROCESS, f"/h/inbox/in_process/batch_x/{NAME}", "batch_x")
+    done = scan.Entry("QA", State.COMPLETED, f"/h/inbox/completed/{NAME}")
+    assert scan._dedupe([early, later]) == [later]
+    assert scan._dedupe([later, done, early]) == [done]
+
+
+def test_an_original_and_a_copy_of_one_name_are_two_entries() -> None:
+    original = scan.Entry("QA", State.OUTBOX, f"/h/outbox/{NAME}")
+    copy = scan.Entry("QA", State.NEW, f"/h/inbox/new/{NAME}")
+    assert len(scan._dedupe([original, copy])) == 2
+
+
+def test_files_moving_on_while_scanned_are_each_counted_once(project: Project) -> None:
+    """A real mover renames files new/ → in_process/ → completed/ while scans run."""
+    qa = roles(project)["QA"]
+    names = [NAME.replace("000042", f"{n:06d}") for n in range(60)]
+    for name in names:
+        project.put("QA", name)
+    done = threading.Event()
+
+    def mover() -> None:
+        for name in names:
+            os.rename(qa.path("inbox/new", name), qa.path("inbox/in_process", name))
+        for name in names:
+            os.rename(qa.path("inbox/in_process", name), qa.path("inbox/completed", name))
+        done.set()
+
+    project.box("QA", "inbox/in_process").mkdir(parents=True, exist_ok=True)
+    project.box("QA", "inbox/completed").mkdir(parents=True, exist_ok=True)
+    thread = threading.Thread(target=mover)
+    thread.start()
+    scans = 0
+    while not done.is_set() or scans == 0:
+        entries = scan.scan_role(qa)
+        assert sorted(e.name for e in entries) == names
+        scans += 1
+    thread.join()
+
+
+def test_the_daemon_is_not_running_with_a_stale_pid_file(project: Project) -> None:
+    daemon_dir = project.root / ".swarmforge" / "daemon"
+    daemon_dir.mkdir()
+    (daemon_dir / "handoffd.pid").write_text(f"{os.getpid()}\n")  # a live pid, no lock held
+    found = scan.scan(str(project.root))
+    assert not found.daemon.running
+
+
+def test_listing_reads_no_file(project: Project) -> None:
+    project.put("QA", NAME)
+    [entry] = scan.listing(roles(project)["QA"], (State.NEW, State.IN_PROCESS))
+    assert entry.state == State.NEW and entry._headers is None

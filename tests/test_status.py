@@ -1,0 +1,218 @@
+"""`handoffd status` end to end: a real project with real worktrees, the installed
+command, a real daemon and a real terminal (docs/protocol.md §8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Project
+from tests.daemon_support import handoffd, queue, running_pid, stopping
+from tests.swarm_support import HANDOFFD, command_env
+
+FIELDS = [
+    "card",
+    "id",
+    "role",
+    "state",
+    "color",
+    "detail",
+    "from",
+    "to",
+    "priority",
+    "type",
+    "task",
+    "blocked_reason",
+    "claim",
+    "depends_on",
+    "latest_report",
+    "age_s",
+    "path",
+]
+
+
+def name(n: int, sender: str = "coder", to: str = "QA") -> str:
+    return f"50_20260101T000000Z_{n:06d}_from_{sender}_to_{to}.handoff"
+
+
+def ident(n: int, sender: str = "coder") -> str:
+    return f"20260101T000000Z_{n:06d}_from_{sender}"
+
+
+def put(project: Project, n: int, role: str = "QA", box: str = "inbox/new", **headers: str) -> Path:
+    """A delivered copy of handoff `n` from coder, in `role`'s `box`."""
+    return project.put(
+        role, name(n, to=role), box=box, id=ident(n), to=role, recipient=role,
+        enqueued_at="2026-01-01T00:00:00Z", **headers,
+    )  # fmt: skip
+
+
+def cards(project: Project, *args: str) -> list[dict[str, Any]]:
+    result = handoffd("status", "--json", "--root", str(project.root), *args)
+    assert result.returncode == 0, result.stderr
+    data: list[dict[str, Any]] = json.loads(result.stdout)
+    return data
+
+
+def by_card(project: Project, *args: str) -> dict[str, dict[str, Any]]:
+    return {card["card"]: card for card in cards(project, *args)}
+
+
+def test_json_lists_every_open_card_with_exactly_the_contracts_fields(project: Project) -> None:
+    put(project, 1, task="parser-slice-3")
+    path = put(project, 2, role="cleaner", box="inbox/in_process/batch_20260101T000000Z_000001")
+    [first, second] = sorted(cards(project), key=lambda card: card["id"])
+    assert list(first) == FIELDS
+    assert (first["card"], first["state"], first["color"], first["task"]) == (
+        f"{ident(1)}@QA", "new", "orange", "parser-slice-3",
+    )  # fmt: skip
+    assert (first["from"], first["to"], first["priority"], first["claim"]) == (
+        "coder", ["QA"], "50", None,
+    )  # fmt: skip
+    assert second["state"] == "in_process" and second["path"] == str(path)
+    assert second["claim"]["role"] == "cleaner" and second["claim"]["live"] is False
+
+
+def test_a_failed_original_is_red_with_its_reason(project: Project) -> None:
+    failed = queue(project, "coder", ["nobody"])
+    target = project.box("coder", "failed") / failed.name
+    target.parent.mkdir(parents=True)
+    failed.rename(target)
+    (target.parent / (target.name + ".error")).write_text("Unknown recipient role 'nobody'.\n")
+    [card] = cards(project)
+    assert (card["state"], card["color"]) == ("failed", "red")
+    assert card["detail"] == "failed: Unknown recipient role 'nobody'."
+
+
+def test_an_outbox_file_older_than_the_stall_threshold_with_no_daemon_is_red(
+    project: Project,
+) -> None:
+    stalled = queue(project, "coder", ["QA"])
+    fresh = queue(project, "coder", ["cleaner"])
+    old = time.time() - 61
+    os.utime(stalled, (old, old))
+    found = {card["path"]: card for card in cards(project)}
+    assert found[str(stalled)]["color"] == "red"
+    assert "daemon NOT RUNNING" in found[str(stalled)]["detail"]
+    assert found[str(fresh)]["color"] == "orange"
+
+
+def test_a_hand_made_cycle_is_reported_and_never_looped_on(project: Project) -> None:
+    put(project, 1, depends_on=ident(2))
+    put(project, 2, depends_on=ident(1))
+    text = handoffd("status", str(project.root), timeout=20)
+    assert text.returncode == 0
+    cycle = f"DEPENDENCY_CYCLE: {ident(1)} -> {ident(2)} -> {ident(1)}"
+    assert text.stdout.splitlines()[1] == cycle
+    as_json = handoffd("status", "--json", str(project.root), timeout=20)
+    assert as_json.stderr.strip() == cycle and len(json.loads(as_json.stdout)) == 2
+
+
+def test_a_blocked_dependency_makes_its_dependents_red_down_the_chain(project: Project) -> None:
+    put(project, 1, blocked_reason="waiting for the operator to merge PR 7")
+    put(project, 2, role="cleaner", depends_on=ident(1))
+    put(project, 3, role="coder", depends_on=ident(2))
+    found = by_card(project)
+    assert {card["color"] for card in found.values()} == {"red"}
+    assert found[f"{ident(3)}@coder"]["detail"] == (
+        f"inherits from {ident(1)}@QA: waiting for the operator to merge PR 7"
+    )
+
+
+def test_a_completed_dependency_is_looked_up_in_history(project: Project) -> None:
+    put(project, 1, box="inbox/completed", blocked_reason="stale", depends_on=ident(3))
+    put(project, 3, role="cleaner", blocked_reason="needs a key")
+    put(project, 2, role="coder", depends_on=ident(1))
+    found = by_card(project)
+    # through the green card to the red one beyond it: the closure is transitive
+    assert found[f"{ident(2)}@coder"]["detail"].startswith(f"inherits from {ident(3)}@cleaner")
+    assert f"{ident(1)}@QA" not in found  # green only with --all
+    assert by_card(project, "--all")[f"{ident(1)}@QA"]["color"] == "green"
+
+
+def test_rows_are_red_then_yellow_then_orange_under_a_daemon_line(project: Project) -> None:
+    put(project, 1)
+    put(project, 2, blocked_reason="need a decision on the schema")
+    result = handoffd("status", str(project.root))
+    lines = result.stdout.splitlines()
+    assert lines[0] == "daemon: NOT RUNNING · red 1 · yellow 0 · orange 1"
+    assert lines[1].split() == ["STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE",
+                                "DETAIL"]  # fmt: skip
+    assert lines[2].split()[:5] == ["RED", f"{ident(2)}@QA", "coder", "QA", "50"]
+    assert lines[2].endswith("need a decision on the schema")
+    assert lines[3].split()[0] == "ORANGE" and len(lines) == 4
+    assert "\033[" not in result.stdout  # not a terminal: no colour codes
+
+
+def test_role_filters_the_board(project: Project) -> None:
+    put(project, 1)
+    put(project, 2, role="cleaner")
+    assert [card["role"] for card in cards(project, "--role", "cleaner")] == ["cleaner"]
+    unknown = handoffd("status", "--role", "nobody", str(project.root))
+    assert unknown.returncode == 1 and "nobody" in unknown.stderr
+
+
+def test_an_empty_board_says_so(project: Project) -> None:
+    result = handoffd("status", str(project.root))
+    assert result.stdout.splitlines() == [
+        "daemon: NOT RUNNING · red 0 · yellow 0 · orange 0",
+        "no open cards",
+    ]
+
+
+def on_a_terminal(project: Project, **env: str) -> str:
+    """What `handoffd status` writes when its stdout is a real terminal (a pty)."""
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [HANDOFFD, "status", str(project.root)],
+        stdout=slave, stderr=slave, env=command_env(**env),
+    )  # fmt: skip
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert process.wait(timeout=30) == 0
+    return b"".join(chunks).decode()
+
+
+def test_colour_codes_only_on_a_terminal_and_never_under_no_color(project: Project) -> None:
+    put(project, 1, blocked_reason="x")
+    put(project, 2)
+    coloured = on_a_terminal(project)
+    assert "\033[1;31mRED   \033[0m" in coloured and "\033[38;5;208mORANGE\033[0m" in coloured
+    plain = on_a_terminal(project, NO_COLOR="1")
+    assert "\033[" not in plain and "RED" in plain
+
+
+@pytest.fixture
+def daemon_project(project: Project) -> Iterator[Project]:
+    yield from stopping(project)
+
+
+def test_the_daemon_line_names_a_running_daemon_and_ignores_a_stale_pid_file(
+    daemon_project: Project,
+) -> None:
+    root = str(daemon_project.root)
+    assert handoffd("start", root).returncode == 0
+    pid = running_pid(daemon_project)
+    line = handoffd("status", root).stdout.splitlines()[0]
+    assert line.startswith(f"daemon: running (pid {pid}, up ")
+    assert handoffd("stop", root).returncode == 0
+    pid_file = daemon_project.root / ".swarmforge" / "daemon" / "handoffd.pid"
+    pid_file.write_text(f"{os.getpid()}\n")  # stale: names a live process, holds no lock
+    assert handoffd("status", root).stdout.startswith("daemon: NOT RUNNING ·")
