@@ -99,3 +99,12 @@ def test_an_unreadable_history_file_is_a_gap_not_a_crash(project):
     broken.write_bytes(b"not a header block")
     out = digest_json(project, name.split("_", 1)[1].rsplit("_to_", 1)[0])
     assert "unreadable_file" in out["gaps"]
+
+
+def test_a_refused_handoff_shows_the_reason_from_its_error_file(project):
+    name = NAME.format(sender="coder").replace("_to_cleaner", "_to_nobody")
+    ident = name.split("_", 1)[1].rsplit("_to_", 1)[0]
+    path = project.put("coder", name, box="failed", id=ident, to="nobody", task="refused")
+    (path.parent / (name + ".error")).write_text("Unknown recipient role 'nobody'.\n")
+    out = digest_json(project, "--task", "refused")
+    assert "**Outcome** failed: Unknown recipient role 'nobody'." in out["markdown"]

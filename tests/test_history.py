@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from handoffd import config
-from handoffd.continuity import history
+from handoffd import config, scan
+from handoffd.continuity import history, threads
 from tests.conftest import Project
 
 NAME = "50_20260101T000000Z_000009_from_coder_to_cleaner.handoff"
@@ -96,9 +96,23 @@ def test_a_batch_dir_is_listed_once_then_known_from_the_index(project):
     assert len(history.role_files(cleaner(project))) == 1
 
 
-def test_live_folders_are_read_afresh(project):
+def test_open_folders_come_from_the_scan_afresh(project):
     put(project, "live", box="inbox/new")
     settle(project, "inbox/new")
-    assert [f.state for f in history.lookup(cleaner(project), "task:live")] == ["new"]
+    assert history.lookup(cleaner(project), "task:live") == []  # never indexed
+    found = threads.thread_files(scan.scan(str(project.root)), "task:live")
+    assert [f.state for f in found] == ["new"]
     put(project, "other", box="inbox/new")  # same name: the header changed in place
-    assert history.lookup(cleaner(project), "task:live") == []
+    assert threads.thread_files(scan.scan(str(project.root)), "task:live") == []
+
+
+def test_a_file_seen_open_and_in_history_is_kept_at_its_later_place(project):
+    put(project, "moving", box="inbox/in_process")
+    snapshot = scan.scan(str(project.root))
+    project.box("cleaner", "inbox/completed").mkdir()
+    os.rename(
+        project.box("cleaner", "inbox/in_process") / NAME,
+        project.box("cleaner", "inbox/completed") / NAME,
+    )  # completed between the scan and the history look-up
+    found = threads.thread_files(snapshot, "task:moving")
+    assert [f.state for f in found] == ["completed"]

@@ -2,13 +2,14 @@
 without reading unrelated history (docs/protocol.md §2, §11).
 
 A thread is found by its `task` header, which only the header block holds.  History
-(`sent/`, `failed/`, `completed/`, batch dirs included) never changes once a file is
+(`sent/`, `completed/`, batch dirs included) never changes once a file is
 there, so each role keeps a hidden cache `H/.digest-index/` of `<path>\\t<task>\\t<newest
 timestamp>` lines: `all` (every history file), `b-<xx>` (256 buckets, each line filed
 under its task and under its id) and `folders` (each history folder's mtime when it was
 last listed whole).  A header is read once, ever; a folder whose mtime has not changed is
 not listed again, so finding a thread reads one bucket, whatever the history's size.
-Live folders (`outbox/`, `inbox/new/`, `inbox/in_process/`) are always read afresh.
+The open folders (`outbox/`, `failed/`, `inbox/new/`, `inbox/in_process/`) are not
+indexed: the threads read them from the queue's scan (`handoffd.scan`), afresh each time.
 Appends are one write each; a line torn by a crash has no newline and is ignored.
 """
 
@@ -20,7 +21,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from handoffd import durable
+from handoffd import durable, scan
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 
@@ -29,16 +30,8 @@ BUCKETS = 256
 # A folder modified this recently may change again within its mtime's granularity
 # unnoticed; it is listed again next time instead of being trusted.
 SETTLED_NS = 2_000_000_000
-HISTORY = (Box.SENT, Box.FAILED, Box.COMPLETED)
-LIVE = (Box.OUTBOX, Box.NEW, Box.IN_PROCESS)
-STATE = {
-    Box.OUTBOX: "outbox",
-    Box.FAILED: "failed",
-    Box.SENT: "sent",
-    Box.NEW: "new",
-    Box.IN_PROCESS: "in_process",
-    Box.COMPLETED: "completed",
-}
+HISTORY = (Box.SENT, Box.COMPLETED)
+STATE = {Box.SENT: scan.State.SENT, Box.COMPLETED: scan.State.COMPLETED}
 TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
 
 
@@ -61,20 +54,8 @@ class File:
 
 def handoff_id(name: str) -> str | None:
     """`<ts>_<seq6>_from_<sender>` from a queue file name (§2), or None if it is not one."""
-    parts = name.removesuffix(".handoff").split("_")
-    if not name.endswith(".handoff") or len(parts) < 5 or parts[3] != "from":
-        return None
-    return "_".join(parts[1:5])
-
-
-def read_headers(path: str) -> dict[str, str]:
-    """A handoff's header block, without reading its body (most are under 1 KiB)."""
-    with open(path, "rb") as file:
-        data = file.read(4096)
-        while b"\n\n" not in data and (more := file.read(65536)):
-            data += more
-    head = data.split(b"\n\n", 1)[0] + b"\n\n"
-    return dict(hf.parse(head, path).headers)
+    parts = scan.parse_name(name)
+    return parts.id if parts else None
 
 
 def _path(role: Role, name: str) -> str:
@@ -162,13 +143,13 @@ def _mtimes(role: Role) -> dict[str, str]:
 
 
 def role_files(role: Role) -> list[File]:
-    """Every queue file in the role's folders, each with its task (history listed whole,
-    new history files indexed)."""
+    """Every history file of the role, each with its task (listed whole; files new to
+    history are indexed)."""
     mtimes, index = _mtimes(role), load_index(role)
     added: list[str] = []
     files = [f for box in HISTORY for f in _history(role, box, index, added)]
     _finish(role, added, mtimes)
-    return files + live_files(role)
+    return files
 
 
 def sync(role: Role) -> None:
@@ -192,8 +173,8 @@ def _finish(role: Role, added: list[str], mtimes: dict[str, str]) -> None:
 
 
 def lookup(role: Role, key: str) -> list[File]:
-    """The role's files of `key`: `task:<T>` (every file with that task) or `id:<id>`
-    (every file of that handoff)."""
+    """The role's history files of `key`: `task:<T>` (every file with that task) or
+    `id:<id>` (every file of that handoff)."""
     sync(role)
     found: dict[str, File] = {}
     for fields in _lines(_path(role, bucket(key))):
@@ -202,28 +183,18 @@ def lookup(role: Role, key: str) -> list[File]:
         relative, task, activity = fields
         path = os.path.join(role.handoffs, relative)
         box = Box.COMPLETED if relative.startswith(Box.COMPLETED) else relative.split("/")[0]
+        if box not in STATE:
+            continue
         file = File(role.name, STATE[box], path, task or None, activity)
-        if matches(file, key) and os.path.exists(path):  # history removed by hand is gone
+        if _matches(file, key) and os.path.exists(path):  # history removed by hand is gone
             found[relative] = file
-    return [*found.values(), *(f for f in live_files(role) if matches(f, key))]
+    return list(found.values())
 
 
-def matches(file: File, key: str) -> bool:
+def _matches(file: File, key: str) -> bool:
     if key.startswith("task:"):
         return file.task == key.removeprefix("task:")
     return f"id:{handoff_id(file.name)}" == key
-
-
-def live_files(role: Role) -> list[File]:
-    """The files of the live folders, read now (a batch dir in process holds its files)."""
-    files = []
-    for box in LIVE:
-        for entry in hf.visible(role.path(box)):
-            inner = hf.visible(entry.path) if entry.is_dir(follow_symlinks=False) else [entry]
-            for item in inner:
-                if item.name.endswith(".handoff") and item.is_file(follow_symlinks=False):
-                    files.append(_fresh(role, box, item.path))
-    return files
 
 
 def _history(
@@ -243,11 +214,11 @@ def _history(
                 continue
             before = len(added)
             for inner in hf.visible(entry.path):
-                if inner.name.endswith(".handoff"):
+                if scan.is_item(inner.name):
                     yield _indexed(role, box, f"{relative}/{inner.name}", inner.path, index, added)
             if all(line.endswith("\n") for line in added[before:]):
                 added.append(f"{relative}/\t\t\n")  # every file of it is indexed: never list again
-        elif entry.name.endswith(".handoff"):
+        elif scan.is_item(entry.name):
             yield _indexed(role, box, relative, entry.path, index, added)
 
 
@@ -286,8 +257,8 @@ def _indexed(
 def _fresh(role: Role, box: str, path: str) -> File:
     """A file read now: its task and newest timestamp (none when it cannot be read)."""
     try:
-        headers = read_headers(path)
-    except (OSError, hf.HandoffError):
+        headers = scan.read_headers(path)
+    except OSError:
         headers = {}
     stamps = [headers.get(key, "") for key in TIMESTAMPS]
     return File(role.name, STATE[box], path, headers.get("task"), max(stamps), headers)

@@ -1,6 +1,10 @@
 """A project's threads: a task's handoffs (or one handoff without a task) with every file
-of each, where it is now, and their reports (docs/protocol.md §2, §8, §11).  Files are
-found through `history`, which reads no unrelated history."""
+of each, where it is now, and their reports (docs/protocol.md §2, §8, §11).
+
+The open folders come from the queue's one scan (`handoffd.scan`), history through
+`history`, which finds a thread's files without reading unrelated history; reports are
+read with `handoffd.board.reports`.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +12,15 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from handoffd import handoff as hf
-from handoffd.config import Role
-from handoffd.continuity.history import File, handoff_id, lookup, read_headers, role_files
+from handoffd import scan
+from handoffd.board import reports
+from handoffd.board.reports import Report
+from handoffd.continuity.history import TIMESTAMPS, File, handoff_id, lookup, role_files
 
 REPORTS = "reports"
-REPORTS_KEPT = 50  # §8: the newest 50 per id are kept
-
-
-@dataclass
-class Report:
-    """One stored report (§8), named `<yyyymmddThhmmss.ffffffZ>_<STATUS>.md`."""
-
-    role: str
-    card: str
-    path: str
-    reported_at: str
-    status: str
-    text: str
-
-
-ORIGINAL_STATES = ("outbox", "sent", "failed")
+ORIGINAL_STATES = scan.State.ORIGINALS
+# A file renamed while the scan and the history are read is kept at its later place.
+LATER = {"outbox": 0, "failed": 1, "sent": 2, "new": 0, "in_process": 1, "completed": 2}
 
 
 @dataclass
@@ -77,9 +69,32 @@ class Thread:
         return max([*stamps, *(r.reported_at for r in self.reports)], default="")
 
 
-def all_files(roles: dict[str, Role]) -> list[File]:
+def open_files(snapshot: scan.Snapshot) -> list[File]:
+    """The scan's open entries (`outbox`, `failed`, `new`, `in_process`) as thread files."""
+    files = []
+    for entry in snapshot.open:
+        headers = entry.headers
+        stamps = [headers.get(key, "") for key in TIMESTAMPS]
+        task = headers.get("task")
+        files.append(File(entry.role, entry.state, entry.path, task, max(stamps), headers))
+    return files
+
+
+def all_files(snapshot: scan.Snapshot) -> list[File]:
     """Every queue file of the project, with its task."""
-    return [file for role in roles.values() for file in role_files(role)]
+    history = [file for role in snapshot.roles.values() for file in role_files(role)]
+    return dedupe([*open_files(snapshot), *history])
+
+
+def dedupe(files: Iterable[File]) -> list[File]:
+    """One file per (role, side, name): one renamed between two listings is kept at its
+    later place."""
+    kept: dict[tuple[str, bool, str], File] = {}
+    for file in files:
+        key = (file.role, file.state in ORIGINAL_STATES, file.name)
+        if key not in kept or LATER[file.state] >= LATER[kept[key].state]:
+            kept[key] = file
+    return list(kept.values())
 
 
 def group(files: Iterable[File]) -> dict[str, list[File]]:
@@ -93,20 +108,27 @@ def group(files: Iterable[File]) -> dict[str, list[File]]:
     return threads
 
 
-def thread_key(roles: dict[str, Role], ident: str) -> str | None:
+def thread_key(snapshot: scan.Snapshot, ident: str) -> str | None:
     """The key of the thread handoff `ident` belongs to, or None if no file has that id."""
-    for role in roles.values():
-        for file in lookup(role, f"id:{ident}"):
-            return f"task:{file.task}" if file.task is not None else f"id:{ident}"
+    for file in thread_files(snapshot, f"id:{ident}"):
+        return f"task:{file.task}" if file.task is not None else f"id:{ident}"
     return None
 
 
-def thread_files(roles: dict[str, Role], key: str) -> list[File]:
-    """Every file of thread `key` in the project."""
-    return [file for role in roles.values() for file in lookup(role, key)]
+def thread_files(snapshot: scan.Snapshot, key: str) -> list[File]:
+    """Every file of thread `key` in the project: open ones from the scan, history ones
+    from each role's index."""
+    history = [file for role in snapshot.roles.values() for file in lookup(role, key)]
+    return dedupe([*(f for f in open_files(snapshot) if matches(f, key)), *history])
 
 
-def build(key: str, files: list[File], roles: dict[str, Role]) -> Thread:
+def matches(file: File, key: str) -> bool:
+    if key.startswith("task:"):
+        return file.task == key.removeprefix("task:")
+    return f"id:{handoff_id(file.name)}" == key
+
+
+def build(key: str, files: list[File], snapshot: scan.Snapshot) -> Thread:
     """The thread of `files`: headers read, grouped by id in time order, reports attached."""
     by_id: dict[str, list[File]] = {}
     for file in sorted(files, key=lambda f: f.name):
@@ -118,7 +140,8 @@ def build(key: str, files: list[File], roles: dict[str, Role]) -> Thread:
             _fill(file, thread)
     # Two handoffs can share a second (ids sort by it): `created_at` has microseconds.
     thread.items.sort(key=lambda item: (item.header("created_at") or item.id, item.id))
-    thread.reports = sorted(_reports(thread.ids, roles, thread), key=lambda r: r.reported_at)
+    found = _reports(thread.ids, snapshot, thread)
+    thread.reports = sorted(found, key=lambda r: r.reported_at)
     return thread
 
 
@@ -126,9 +149,11 @@ def _fill(file: File, thread: Thread) -> None:
     """Read a thread file's headers (history was only indexed) and a failure's reason."""
     if not file.headers:
         try:
-            file.headers = read_headers(file.path)
-        except (OSError, hf.HandoffError):
-            _gap(thread, "unreadable_file")
+            file.headers = scan.read_headers(file.path)
+        except OSError:
+            pass
+    if not file.headers.get("id"):  # gone, or no header block a reader could parse
+        _gap(thread, "unreadable_file")
     if file.state == "failed":
         try:
             with open(file.path + ".error", encoding="utf-8", errors="replace") as error:
@@ -137,24 +162,28 @@ def _fill(file: File, thread: Thread) -> None:
             thread.errors[file.path] = "reason not recorded"
 
 
-def _reports(ids: list[str], roles: dict[str, Role], thread: Thread) -> Iterator[Report]:
+def _reports(ids: list[str], snapshot: scan.Snapshot, thread: Thread) -> Iterator[Report]:
     """Every stored report on the thread's handoffs, in every role's folder."""
-    for role in roles.values():
+    for role in snapshot.roles:
         for ident in ids:
-            names = [e.name for e in hf.visible(os.path.join(role.handoffs, REPORTS, ident))]
-            reports = [n for n in names if n.endswith(".md")]
-            if len(reports) >= REPORTS_KEPT:
+            paths = snapshot.reports(role, ident)
+            if len(paths) >= reports.KEEP:
                 _gap(thread, "history_truncated")  # older ones may have been removed
-            for name in reports:
-                yield read_report(
-                    role.name, ident, os.path.join(role.handoffs, REPORTS, ident, name)
-                )
+            for path in paths:
+                yield read_report(role, path)
 
 
-def read_report(role: str, ident: str, path: str) -> Report:
-    """A report on `ident` by `role`; its time and status come from its file name."""
-    stamp, _, status = os.path.basename(path).removesuffix(".md").partition("_")
-    return Report(role, f"{ident}@{role}", path, iso_from_report(stamp), status, body(path))
+def read_report(role: str, path: str) -> Report:
+    """A report, its role and time taken from its folder and name where it lacks them."""
+    try:
+        report = reports.read(path)
+    except OSError:
+        report = Report(path, {}, "")
+    report.role = report.role or role
+    stamp = os.path.basename(path).partition("_")[0]
+    report.reported_at = report.reported_at or iso_from_report(stamp)
+    report.status = report.status or "?"
+    return report
 
 
 def iso_from_report(stamp: str) -> str:
@@ -162,19 +191,6 @@ def iso_from_report(stamp: str) -> str:
     if len(stamp) < 16 or stamp[8] != "T":
         return stamp
     return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:{stamp[13:]}"
-
-
-def body(path: str) -> str:
-    """A report's text without its front matter (§8); empty when it cannot be read."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            text = file.read()
-    except OSError:
-        return ""
-    if text.startswith("---\n"):
-        end = text.find("\n---\n", 3)
-        text = text[end + 5 :] if end >= 0 else ""
-    return text.strip("\n")
 
 
 def _gap(thread: Thread, gap: str) -> None:
