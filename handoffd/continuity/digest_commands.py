@@ -78,9 +78,15 @@ def render(digest: Digest | Outcome, as_json: bool) -> Outcome:
 
 
 @click.command()
-@click.argument("ident", metavar="ID", required=False)
+@click.argument("ident", metavar="[ID]", required=False)
 @click.option("--task", help="Digest every handoff with this task header.")
-@click.option("--max-lines", type=int, default=DEFAULT_LINES, show_default=True)
+@click.option(
+    "--max-lines",
+    type=int,
+    default=DEFAULT_LINES,
+    show_default=True,
+    help=f"At most this many lines ({MIN_LINES} or more); the receipt is never dropped.",
+)
 @click.option("--json", "as_json", is_flag=True, help="markdown, receipt and gaps as JSON.")
 @root_option
 def digest(
