@@ -172,3 +172,10 @@ def test_a_report_filed_with_handoffd_report_is_quoted(project, thread):
     out = digest(project, "--task", "parser").stdout
     assert "## Reports (3)" in out
     assert '- "I will rerun the suite on the new fixture today."   [report .worktrees/QA/' in out
+
+
+def test_a_handoff_named_by_card_or_file_name_is_found(project, thread):
+    by_id = digest(project, thread["a"]).stdout.splitlines()[:-1]
+    name = next(p.name for p in project.box("coder", "sent").iterdir())
+    assert digest(project, f"{thread['a']}@cleaner").stdout.splitlines()[:-1] == by_id
+    assert digest(project, name).stdout.splitlines()[:-1] == by_id

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -59,7 +60,7 @@ def digest_of(
     if max_lines < MIN_LINES:
         return Outcome(2, stderr=f"BUDGET_TOO_SMALL: --max-lines must be at least {MIN_LINES}\n")
     snapshot = scan.scan(root)
-    key = f"task:{task}" if task is not None else threads.thread_key(snapshot, ident or "")
+    key = f"task:{task}" if task is not None else threads.thread_key(snapshot, _id(ident or ""))
     members = threads.thread_files(snapshot, key) if key else []
     if not members:
         missing = f"UNKNOWN_TASK: {task}" if task is not None else f"UNKNOWN_HANDOFF: {ident}"
@@ -67,6 +68,13 @@ def digest_of(
     thread = threads.build(key or "", members, snapshot)
     inputs = gather(root, snapshot.roles, thread)
     return compose(inputs, max_lines, time.time() if now is None else now, snapshot.taken_at)
+
+
+def _id(value: str) -> str:
+    """A handoff named by id, by card (`<id>@<role>`) or by file name or path: its id."""
+    value = value.split("@", 1)[0]
+    parts = scan.parse_name(os.path.basename(value))
+    return parts.id if parts else value
 
 
 def render(digest: Digest | Outcome, as_json: bool) -> Outcome:
