@@ -552,6 +552,7 @@ def _progress(text: str) -> None:
 @click.option("--json-only", is_flag=True, help="Print only the JSON (one line), no table.")
 @click.option("--keep", is_flag=True, help="Keep the temp dir.")  # fmt: skip
 @click.option("--board", is_flag=True, help="Only the board: status --json against its floor.")
+@click.option("--digest", is_flag=True, help="Only the digest scenario (docs/protocol.md §11).")
 def main(
     quick: bool,
     directory: str | None,
@@ -559,12 +560,18 @@ def main(
     json_only: bool,
     keep: bool,
     board: bool,
+    digest: bool,
     **given: Any,
 ) -> None:
     """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth.
     A full run exits 1 when a figure misses its target; --quick gives no verdict."""
     from handoffd import benchreport
 
+    if digest:  # a scenario of its own, like the board's
+        from handoffd.continuity import digest_bench
+
+        digest_bench.main(quick, directory, keep)
+        return
     if board:  # a scenario of its own: it shares no project or figure with the others
         from handoffd.board import benchmark
 
