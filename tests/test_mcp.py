@@ -288,6 +288,17 @@ def test_arguments_outside_the_schema_are_a_tool_error_naming_them(
         assert refusal(qa.call("report"))[1] == (
             "INVALID_ARGUMENTS: report: 'status' is a required property\n"
         )
+        note = {"type": "note", "to": "coder", "priority": "50"}
+        assert refusal(qa.call("send_handoff", **note, message="a\ntask: x")) == (
+            2, "INVALID_ARGUMENTS: 'message' must be one line.\n",
+        )  # fmt: skip
+        code, message = refusal(qa.call("send_handoff", **note, message="m", objective="O."))
+        assert code == 2 and message.startswith("INVALID_ARGUMENTS: 'objective' is a section")
+        both = refusal(qa.call("report", status="RUNNING", text="a", file="b"))
+        assert both == (2, "INVALID_ARGUMENTS: give the report as 'text' or as 'file', not both.\n")
+        assert "no stdin" in refusal(qa.call("report", status="RUNNING", file="-"))[1]
+    assert not any(project.box("QA", "outbox").glob("*.handoff"))
+    assert not (project.handoffs("QA") / "reports").exists()  # a refused report stores nothing
 
 
 # --- structured results: the commands' --json -------------------------------------------------
