@@ -50,9 +50,8 @@ def compose(texts: dict[str, str]) -> str:
     """A packet from its sections' texts keyed by `field` name, in the contract's order;
     `check` still judges it (an absent section is simply left out, to be reported)."""
     parts = [(name, texts.get(field(name))) for name in SECTIONS]
-    return "".join(
-        f"## {name}\n{text.strip(chr(10))}\n" for name, text in parts if text is not None
-    )
+    bodies = [(name, text.strip("\n")) for name, text in parts if text is not None]
+    return "".join(f"## {name}\n{text}\n" for name, text in bodies)
 
 
 def check(packet: str) -> list[str]:
