@@ -183,6 +183,14 @@ def test_rung_three_after_sending_the_role_waits_for_the_recipients(project: Pro
     assert parsed is not None and parsed.phase == "waiting for cleaner,QA"
 
 
+def test_a_role_whose_worktree_is_gone_is_a_cold_start(project: Project) -> None:
+    project.write_roles(roles_tsv([("coder", "coder", str(project.root), "c", "C", "a", "task"),
+                                   ("ghost", "ghost", str(project.root / "gone"), "g", "G", "a",
+                                    "task")]))  # fmt: skip
+    result = project.run("resume", "--role", "ghost", role=None, cwd=project.root)
+    assert (result.code, result.out) == (0, COLD)
+
+
 def test_json_carries_the_same_answer(project: Project) -> None:
     project.put("QA", TAKEN, box="inbox/in_process", task="slice-3", id=IDENT,
                 blocked_reason="which schema?")  # fmt: skip
