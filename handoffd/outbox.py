@@ -44,7 +44,7 @@ def _read_number(path: str) -> int:
 
 
 def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, hf.Handoff]:
-    """The queued file's name and content (PROTOCOL.md §2): pure, so tests need no clock."""
+    """The queued file's name and content (docs/protocol.md §2): pure, so tests need no clock."""
     stamp = hf.id_stamp(now)
     ident = f"{stamp}_{sequence:06d}_from_{sender}"
     head = draft.headers
@@ -73,6 +73,23 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
     return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")
 
 
+NAME_MAX = 255  # bytes in one file name on every filesystem handoffd runs on
+
+
+def name_problem(draft: Draft, sender: str) -> str | None:
+    """Why the queued file's name could not be created (too long), or None.  Checked with
+    the draft's other errors: a name over the limit would fail in the outbox, and a
+    shortened one would lose recipients, which the name carries (docs/protocol.md §2)."""
+    name, _ = compose(draft, sender, 0, 0.0)
+    size = len(name.encode("utf-8"))
+    if size <= NAME_MAX:
+        return None
+    return (
+        f"The queued file name would be {size} bytes, over the filesystem's limit of "
+        f"{NAME_MAX}; send to fewer recipients at once (each recipient's name is in it)."
+    )
+
+
 def queue(sender: Role, draft: Draft, now: float) -> str:
     """Write the handoff into the sender's outbox, complete or not at all; its path."""
     drafts, outbox = sender.path(Box.DRAFTS), sender.path(Box.OUTBOX)
@@ -80,7 +97,8 @@ def queue(sender: Role, draft: Draft, now: float) -> str:
     os.makedirs(outbox, exist_ok=True)
     while True:
         name, content = compose(draft, sender.name, next_sequence(sender.handoffs), now)
-        if _publish(os.path.join(drafts, f".{name}.tmp"), content.render(), outbox, name):
+        # A short temp name: the queued name alone may come close to the filesystem's limit.
+        if _publish(durable.temp_name(drafts, name), content.render(), outbox, name):
             durable.fsync_dir(outbox)
             return os.path.join(outbox, name)
 
