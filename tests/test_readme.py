@@ -113,6 +113,8 @@ def test_every_command_of_the_readme_runs(newcomer: tuple[Path, dict[str, str]])
     assert "WARNING: no handoffd daemon" not in printed  # the tour's daemon was running
     assert re.search(r' delivered \{"file": ?"50_\S+", ?"recipients": ?\["cleaner"\]', printed)
     assert "daemon: stopped pid" in printed
+    assert re.search(r"mcp: \S+/\.worktrees/cleaner/\.mcp\.json", printed)  # up --mcp
+    assert '"SWARMFORGE_ROLE": "cleaner"' in printed
     unit = Path(env["HOME"], ".config/systemd/user/handoffd@.service").read_text()
     assert f"ExecStart={BIN}/handoffd run %f" in unit
 
