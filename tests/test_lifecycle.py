@@ -256,7 +256,8 @@ def test_removing_the_daemon_folder_under_a_running_daemon_never_lets_a_second_o
     paths = [queue(project, "coder", ["QA"]) for _ in range(20)]
     wait_for(lambda: len(inbox(project, "QA")) == 20, what="delivery")
     assert sorted(inbox(project, "QA")) == sorted(p.name for p in paths)
-    assert all(not p.exists() for p in paths)
+    # Copies appear before their originals are archived, later in the same pass.
+    wait_for(lambda: all(not p.exists() for p in paths), timeout=10, what="originals archived")
     stopped = handoffd("stop", str(project.root))
     assert stopped.returncode == 0
     assert_no_daemon(project, pid)
