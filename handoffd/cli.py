@@ -27,6 +27,7 @@ LAZY: dict[str, tuple[str, str]] = {
     "block": ("handoffd.board.commands:block", "Set a handoff's blocked reason."),
     "unblock": ("handoffd.board.commands:unblock", "Remove a handoff's blocked reason."),
     "report": ("handoffd.board.commands:report", "Report on the work: RUNNING, BLOCKED or DONE."),
+    "web": ("handoffd.board.web.command:web", "Serve the board in a browser, live."),
 }
 
 
