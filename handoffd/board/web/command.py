@@ -88,4 +88,8 @@ def web(root: str | None, root_opt: str | None, host: str, port: int, window: fl
                             server_header=False, timeout_graceful_shutdown=2)  # fmt: skip
     click.echo(f"handoffd web: {project} on {url(sock)} (Ctrl-C to stop)")
     sys.stdout.flush()
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it has already handled
+        pass
+    click.echo("handoffd web: stopped", err=True)
