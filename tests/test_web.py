@@ -110,8 +110,9 @@ def test_a_raw_path_no_client_would_send_is_a_404(project: Project, path: str) -
 def raw_status(app: Any, path: str) -> int:
     """The status the ASGI `app` answers to a GET of `path`, exactly as given."""
     scope = {"type": "http", "http_version": "1.1", "method": "GET", "path": path,
-             "raw_path": path.encode(), "root_path": "", "scheme": "http", "query_string": b"",
-             "headers": [(b"host", b"board")], "client": ("127.0.0.1", 1), "server": None}  # fmt: skip
+             "raw_path": path.encode(), "root_path": "", "scheme": "http",
+             "query_string": b"", "headers": [(b"host", b"board")],
+             "client": ("127.0.0.1", 1), "server": None}  # fmt: skip
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -196,7 +197,7 @@ def test_the_open_page_holds_no_green_card_and_the_header_counts(project: Projec
     assert f'data-card="{names["green"]}"' not in text  # a dependency badge only
     assert f'data-dep="{names["green"]}" data-color="green"' in text
     assert "daemon NOT RUNNING" in text
-    assert 'red <b>2</b>' in text and 'yellow <b>1</b>' in text and 'orange <b>2</b>' in text
+    assert "red <b>2</b>" in text and "yellow <b>1</b>" in text and "orange <b>2</b>" in text
 
 
 # --- the archive -----------------------------------------------------------------------
