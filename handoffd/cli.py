@@ -27,6 +27,13 @@ LAZY: dict[str, tuple[str, str]] = {
     "block": ("handoffd.board.commands:block", "Set a handoff's blocked reason."),
     "unblock": ("handoffd.board.commands:unblock", "Remove a handoff's blocked reason."),
     "report": ("handoffd.board.commands:report", "Report on the work: RUNNING, BLOCKED or DONE."),
+    "resume": ("handoffd.continuity.commands:resume", "Where were we: state and next step."),
+    "note": ("handoffd.continuity.commands:note", "Add a decision, ruled-out path or check."),
+    "digest": ("handoffd.continuity.digest_commands:digest", "A thread's digest, with receipts."),
+    "carry-forward": (
+        "handoffd.continuity.digest_commands:carry_forward",
+        "The latest threads, newest first, each a digest.",
+    ),
     "web": ("handoffd.board.web.command:web", "Serve the board in a browser, live."),
 }
 
@@ -192,15 +199,17 @@ def stop(root: str | None) -> None:
 def _stop(project: str) -> None:
     from handoffd import lifecycle
 
+    if not os.path.isdir(project):  # a typo must not read as "nothing was running"
+        raise click.ClickException(f"no such directory: {project}")
     pid = lifecycle.stop(project)
     click.echo(f"handoffd stopped (pid {pid})" if pid else f"no handoffd was running for {project}")
 
 
-@click.command()
-@click.argument("root", type=click.Path(file_okay=False))
-def stop_handoff_daemon(root: str) -> None:
-    """Stop the handoffd daemon of ROOT (the older tool's command name)."""
-    _stop(os.path.abspath(root))
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@root_argument
+def stop_handoff_daemon(root: str | None) -> None:
+    """Stop the handoffd daemon of ROOT (default: the project of the working directory)."""
+    _stop(_root(root))
 
 
 @main.command()
@@ -215,21 +224,20 @@ def init(config_file: str | None, root: str | None) -> None:
     """Lay out a project: git worktrees, handoff folders, roles.tsv, tmux socket."""
     from handoffd import project
 
-    base = os.path.abspath(root or ".")
-    local = os.path.join(base, config.SWARMFORGE, project.SAMPLE)
-    source = config_file or (local if os.path.isfile(local) else None)
     try:
-        if source:
-            with open(source, encoding="utf-8") as file:
-                text = file.read()
-        else:
-            text = project.sample_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise click.ClickException(f"cannot read {source}: {error}") from None
-    try:
-        windows = project.parse(text, source or f"(sample {project.SAMPLE})")
-        changes = project.init(base, windows)
-    except project.SwarmConfigError as error:
+        base = project.locate(root, os.getcwd())
+        chosen = project.configuration(base, config_file)
+        if chosen is None:
+            roles = ", ".join(config.load_roles(base))
+            click.echo(
+                f"{base}: kept roles.tsv ({roles}); to change the roles, write "
+                f"{project.stored_configuration(base)} or pass --config"
+            )
+            return
+        text, source = chosen
+        windows = project.parse(text, source)
+        changes = project.init(base, windows, remember=text)
+    except (project.SwarmConfigError, config.ConfigError) as error:
         raise click.ClickException(str(error)) from None
     for change in changes:
         click.echo(f"created {change}")
@@ -246,25 +254,45 @@ def init(config_file: str | None, root: str | None) -> None:
     help="The command line for an agent name in roles.tsv (repeatable). "
     "Built in: shell (your $SHELL), demo (the scripted demo agent).",
 )
+@click.option(
+    "--check-after",
+    type=click.FloatRange(min=0.0),
+    default=1.0,
+    show_default=True,
+    help="Seconds after which each started session must still run (0: do not check).",
+)
 @renotify_option
 @root_argument
-def up(agents: tuple[str, ...], renotify_after: float, root: str | None) -> None:
+def up(
+    agents: tuple[str, ...], check_after: float, renotify_after: float, root: str | None
+) -> None:
     """Start the swarm: a tmux session per role, and the daemon."""
-    from handoffd import swarm
+    from handoffd import lifecycle, swarm
 
     project_root = _project(root)
     commands = dict(_agent_pair(value) for value in agents)
+    running = lifecycle.holder(project_root)
     try:
         socket, started = swarm.up(
             project_root, commands, ("--renotify-after", str(renotify_after))
         )
+        dead = swarm.died(socket, started, check_after)
+        roles = config.load_roles(project_root)
     except (config.ConfigError, RuntimeError, OSError) as error:
         raise click.ClickException(str(error)) from None
-    roles = config.load_roles(project_root)
     click.echo(f"swarm up for {project_root}; started: {', '.join(started) or 'nothing new'}")
+    pid = lifecycle.holder(project_root)
+    click.echo(f"daemon: {'already running' if running else 'started'} (pid {pid})")
     for role in roles.values():
         click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")
     click.echo(f"log: {os.path.join(project_root, config.SWARMFORGE, 'daemon', 'handoffd.log')}")
+    for session, how in dead.items():
+        click.echo(f"DIED: {session}: its agent exited at once ({how})", err=True)
+    if dead:
+        raise click.ClickException(
+            "some agents did not stay up; fix their command lines (--agent NAME=COMMAND), "
+            "then run `handoffd up` again"
+        )
 
 
 def _agent_pair(value: str) -> tuple[str, str]:

@@ -12,6 +12,11 @@ import os
 SWARMFORGE = ".swarmforge"
 ROLES_FILE = os.path.join(SWARMFORGE, "roles.tsv")
 RECEIVE_MODES = ("task", "batch")
+# Said after every roles.tsv error: a person must know how to get back to a working swarm.
+REPAIR = (
+    "\nRepair roles.tsv by hand, or regenerate it from the swarm configuration with "
+    "`handoffd init` in the project's root."
+)
 _ROLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 
 
@@ -133,8 +138,11 @@ def load_roles(root: str) -> dict[str, Role]:
         with open(path, encoding="utf-8") as file:
             text = file.read()
     except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read {path}: {error}") from None
-    return parse_roles(text, path)
+        raise ConfigError(f"cannot read {path}: {error}{REPAIR}") from None
+    try:
+        return parse_roles(text, path)
+    except ConfigError as error:
+        raise ConfigError(f"{error}{REPAIR}") from None
 
 
 def find_root(cwd: str | None = None) -> str:
@@ -152,7 +160,13 @@ def find_root(cwd: str | None = None) -> str:
     main = _git_main_checkout(start)
     if main and os.path.isfile(os.path.join(main, ROLES_FILE)):
         return main
-    raise ConfigError("Cannot find SwarmForge project root")
+    checkout = f" and in its git repository's main checkout {main}" if main else ""
+    # The first line is the contract's exact text (docs/protocol.md §1): prompts match it.
+    raise ConfigError(
+        "Cannot find SwarmForge project root\n"
+        f"Looked for {ROLES_FILE} in {start} and every directory above it{checkout}.\n"
+        "Run `handoffd init` in the project's root to lay one out."
+    )
 
 
 def _git_main_checkout(cwd: str) -> str | None:

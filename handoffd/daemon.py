@@ -3,7 +3,8 @@
 `step(now)` is one pass and takes the time as a parameter, so tests drive the daemon
 without sleeping, and `run --once` is just "open, step until drained, wait for the
 wake-ups, close".  Signal handlers and the stop file only set a flag: the pass in
-flight always finishes.
+flight always finishes.  SIGHUP reopens the log and re-reads roles.tsv, for an external
+log rotator (see the README).
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable, lifecycle
+from handoffd import config, durable, lifecycle, wake
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.lifecycle import daemon_path, notify
 from handoffd.scan import State, listing
-from handoffd.wake import Renotifier, Waker
+from handoffd.wake import Renotifier, Unanswered, Waker
 from handoffd.watch import Watcher
 
 TYPE_CHECKING = False
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
+IN_FLIGHT = 1.0  # seconds a stopping daemon lets a wake-up being typed finish
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
 SETTLE = 0.3  # seconds a changed roles.tsv must stand still before it is read
 HANDOFF_DIRS = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
@@ -62,6 +64,10 @@ class Roles:
             self.current = fresh
             self.log.info("config_loaded", roles=sorted(fresh))
         return {**self.current, **fresh}
+
+    def forget(self) -> None:
+        """Read the file again at the next `get`, changed or not (SIGHUP)."""
+        self._seen = None
 
     def get(self) -> tuple[dict[str, Role], bool]:
         """The roles to use now, and whether they changed since the last call."""
@@ -103,11 +109,13 @@ class Daemon:
         self.lock = lock  # the project lock `handoffd run` holds, watched every pass
         self.roles = Roles(root, log)
         self.courier = Courier(root, log, self.roles.reread)
-        self.waker = Waker(root, log)
+        self.waker = Waker(root, log, on_failed=self._wake_failed)
         self.renotifier = Renotifier(renotify_after)
+        self.unanswered = Unanswered()
         self.rescan_every = min(RESCAN, renotify_after / 4)
         self.poke = threading.Event()
         self.stopping = False
+        self.hangup = False
         self.watcher: Watcher | None = None
         self._next_rescan = 0.0
         self._stop_file = daemon_path(root, "stop")
@@ -127,7 +135,7 @@ class Daemon:
     def close(self, drain: float = 0.0) -> None:
         if drain:
             self.waker.drain(drain)
-        self.waker.close()
+        self.waker.close(wait=IN_FLIGHT)
         if self.watcher:
             self.watcher.stop()
 
@@ -136,9 +144,15 @@ class Daemon:
         self.stopping = True
         self.poke.set()
 
+    def request_reload(self, *_: object) -> None:
+        """SIGHUP handler: reopen the log and re-read roles.tsv at the next pass."""
+        self.hangup = True
+        self.poke.set()
+
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
+        signal.signal(signal.SIGHUP, self.request_reload)
 
     # --- the loop -----------------------------------------------------------------------
 
@@ -177,6 +191,8 @@ class Daemon:
     def step(self, now: float) -> None:
         """One pass: configuration, stop file, deliveries and their wake-ups, and on
         rescan ticks, re-armed watches and re-notify."""
+        if self.hangup:
+            self._reload()
         roles, changed = self.roles.get()
         if changed:
             self._make_dirs(roles)
@@ -197,6 +213,7 @@ class Daemon:
             self._restore_daemon_files()
         got_mail = self.courier.deliver(roles, now)
         self._wake(got_mail, roles, now)
+        self._wake_refused(self.courier.refused_senders, roles)
         if rescan:
             self._next_rescan = now + self.rescan_every
             self._renotify(roles, now)
@@ -218,6 +235,16 @@ class Daemon:
                 return
             self.log.info("log_reopened", file=log_file)
 
+    def _reload(self) -> None:
+        """After SIGHUP: a fresh log file where the rotator moved the old one away, and
+        roles.tsv read again whether or not its stamp changed."""
+        from handoffd import log as logging
+
+        self.hangup = False
+        logging.reopen()
+        self.roles.forget()
+        self.log.info("reloaded", pid=os.getpid())
+
     def _take_stop_file(self) -> bool:
         """Remove `daemon/stop` if it is there (whatever it is); True if it was."""
         if not os.path.lexists(self._stop_file):
@@ -238,10 +265,14 @@ class Daemon:
     # --- wake-ups -----------------------------------------------------------------------
 
     def _wake(self, names: set[str], roles: dict[str, Role], now: float) -> None:
+        """One wake-up per recipient of this pass, but none for a role still sitting on an
+        unanswered one: re-notify wakes that role when due (a burst types one line)."""
         roles = self.roles.current  # a recipient found by a re-read during the pass is here
-        self.waker.wake((name, roles[name].session) for name in names if name in roles)
-        for name in names:
+        stamps = {name: _taken_stamp(roles[name]) for name in names if name in roles}
+        due = [name for name, seen in stamps.items() if self.unanswered.due(name, seen)]
+        for name in due:
             self.renotifier.woken(name, now)
+        self._send(due, roles, stamps)
 
     def _renotify(self, roles: dict[str, Role], now: float) -> None:
         due = [name for name, role in roles.items() if self.renotifier.observe(
@@ -249,7 +280,23 @@ class Daemon:
         )]  # fmt: skip
         for name in due:
             self.log.info("renotify", role=name)
-        self.waker.wake((name, roles[name].session) for name in due)
+        self._send(due, roles, {name: _taken_stamp(roles[name]) for name in due})
+
+    def _send(self, names: list[str], roles: dict[str, Role], stamps: dict[str, object]) -> None:
+        for name in names:
+            self.unanswered.woken(name, stamps[name])
+        self.waker.wake((name, roles[name].session) for name in names)
+
+    def _wake_failed(self, role: str, text: str) -> None:
+        """From a wake-up thread: a wake-up that never arrived leaves nothing unanswered."""
+        if text == wake.TEXT:
+            self.unanswered.forget(role)
+
+    def _wake_refused(self, senders: set[str], roles: dict[str, Role]) -> None:
+        """Once per pass, tell each sender whose handoff went to failed/ where to look."""
+        for name in sorted(senders & roles.keys()):
+            text = wake.REFUSED.format(failed=roles[name].path(Box.FAILED))
+            self.waker.wake([(name, roles[name].session)], text)
 
     def _make_dirs(self, roles: dict[str, Role]) -> None:
         """Create each role's handoff folders, for roles whose worktree exists."""
@@ -272,6 +319,11 @@ class Daemon:
             self.watcher.update(directories)
         except OSError as error:  # e.g. out of inotify watches: the rescan still finds work
             self.log.warning("watch_failed", error=str(error))
+
+
+def _taken_stamp(role: Role) -> object:
+    """The stamp of the role's in_process/: it changes when the role takes or finishes work."""
+    return wake.stamp(role.path(Box.IN_PROCESS))
 
 
 def _idle_with_mail(role: Role) -> bool:

@@ -24,6 +24,7 @@ RESERVED = (
 TYPE_FIELDS = {
     "git_handoff": ("type", "to", "priority", "task", "commit"),
     "note": ("type", "to", "priority", "message"),
+    "packet": ("type", "to", "priority", "task"),
 }
 MAX_TEXT = 80
 _DIGITS = frozenset("0123456789")
@@ -31,14 +32,22 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 
 
 class Draft:
-    """A valid draft: its headers, recipients in order and the canonical commit."""
+    """A valid draft: its headers, recipients in order, the canonical commit and, for a
+    packet, the packet text verbatim."""
 
-    __slots__ = ("commit", "headers", "recipients")
+    __slots__ = ("body", "commit", "headers", "recipients")
 
-    def __init__(self, headers: dict[str, str], recipients: list[str], commit: str | None) -> None:
+    def __init__(
+        self,
+        headers: dict[str, str],
+        recipients: list[str],
+        commit: str | None,
+        body: str | None = None,
+    ) -> None:
         self.headers = headers
         self.recipients = recipients
         self.commit = commit
+        self.body = body
 
 
 def check(
@@ -49,6 +58,7 @@ def check(
 ) -> Draft | list[str]:
     """The valid draft, or every error found in it, in a stable order.  `id_exists` says
     whether a `depends_on` id names a handoff already in the project."""
+    text, body = split_packet(text)
     headers, errors = parse_lines(text)
     recipients, recipient_errors = _recipients(headers.get("to", ""), known_roles)
     commit: str | None = None
@@ -59,12 +69,30 @@ def check(
     errors += recipient_errors
     errors += _type_field_errors(headers)
     errors += _text_errors(headers, "git_handoff", "task") + commit_errors
-    errors += _only_for(headers, "git_handoff", ("commit", "task"))
+    errors += _text_errors(headers, "packet", "task")
+    errors += _only_for(headers, "git_handoff", ("commit",))
+    if headers.get("type") != "packet":
+        errors += _only_for(headers, "git_handoff", ("task",))
     errors += _text_errors(headers, "note", "message")
     errors += _only_for(headers, "note", ("message",))
     errors += dependency_errors(headers.get("depends_on"), id_exists)
     errors += _reason_errors(headers.get("blocked_reason"))
-    return errors or Draft(headers, recipients, commit)
+    if body is not None:
+        from handoffd.continuity import packet  # only packets pay for importing it
+
+        errors += packet.check(body) if body.strip() else [packet.MISSING]
+    return errors or Draft(headers, recipients, commit, body)
+
+
+def split_packet(text: str) -> tuple[str, str | None]:
+    """A packet draft's header block and its packet (after the first blank line, verbatim);
+    any other draft whole, with no body (its body lines are errors)."""
+    lines = text.split("\n")
+    blank = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
+    if "type: packet" not in (line.rstrip("\r") for line in lines[:blank]):
+        return text, None
+    head = "".join(line + "\n" for line in lines[:blank])
+    return head, "\n".join(lines[blank + 1 :])
 
 
 def dependencies(value: str) -> list[str]:
@@ -143,7 +171,7 @@ def _base_errors(headers: dict[str, str]) -> list[str]:
     errors = [f"Missing required header '{f}'." for f in required if f not in headers]
     kind, priority = headers.get("type"), headers.get("priority")
     if kind is not None and kind not in TYPE_FIELDS:
-        errors.append(f"Header 'type' must be one of git_handoff or note; got '{kind}'.")
+        errors.append(f"Header 'type' must be one of git_handoff, note or packet; got '{kind}'.")
     if priority is not None and not (len(priority) == 2 and set(priority) <= _DIGITS):
         errors.append(f"Header 'priority' must be two digits from 00 to 99; got '{priority}'.")
     return errors
@@ -164,7 +192,9 @@ def _recipients(to: str, known_roles: set[str]) -> tuple[list[str], list[str]]:
         elif name in recipients[:index]:
             errors.append(f"Duplicate recipient '{name}'.")
         elif name not in known_roles:
-            errors.append(f"Unknown recipient role '{name}'.")
+            # the contract's text first (prompts match it), then what would have been right
+            known = ", ".join(sorted(known_roles))
+            errors.append(f"Unknown recipient role '{name}'. Known roles: {known}.")
     return recipients, errors
 
 

@@ -84,15 +84,21 @@ def resolve(
     return Caller(root, roles, me, agent, conversation)
 
 
-def after_step(caller: Caller, outcome: Outcome, *, alive: bool) -> Outcome:
+def after_step(
+    caller: Caller, outcome: Outcome, *, alive: bool, changed: bool = True, sent_to: str = ""
+) -> Outcome:
     """The one place every operation passes after its step: the heartbeat of a role that
-    showed life (`alive`), and — for the operations that change the role's state — the
-    place for the live file (docs/protocol.md §10)."""
+    showed life (`alive`), and the live file of a role whose state may have `changed`
+    (docs/protocol.md §10; `sent_to` names the recipients of a handoff it queued)."""
     if alive:
         try:
             heartbeat.renew(caller.role.handoffs, caller.agent, caller.conversation)
         except OSError:
             pass  # a liveness hint: never fail the step that earned it
+    if changed:  # also after a refusal: finishing may have completed work before refusing
+        from handoffd.continuity import hook
+
+        hook.after_step(caller.role, sent_to)  # never raises: the step's work is done
     return outcome
 
 
@@ -180,7 +186,7 @@ def beat(caller: Caller) -> Outcome:
         heartbeat.renew(caller.role.handoffs, caller.agent, caller.conversation)
     except OSError as error:
         return Outcome(1, "", f"I/O error: {error}\n")
-    return after_step(caller, Outcome(0, f"HEARTBEAT: {path}\n"), alive=False)
+    return after_step(caller, Outcome(0, f"HEARTBEAT: {path}\n"), alive=False, changed=False)
 
 
 def release(caller: Caller, ident: str | None) -> Outcome:
@@ -196,7 +202,7 @@ def block(caller: Caller, ident: str | None, reason: str) -> Outcome:
     """Set `blocked_reason` on the role's copy (or on the work in process)."""
     problem = reason_problem(reason)
     if problem:
-        return after_step(caller, Outcome(2, "", problem), alive=False)
+        return after_step(caller, Outcome(2, "", problem), alive=False, changed=False)
 
     def step(caller: Caller, inbox: Inbox) -> Outcome:
         paths = inbox.set_header(ident, BLOCKED, reason.strip())
@@ -239,7 +245,7 @@ def report(
     A refused report stores nothing."""
     refused, blocked = _report_checks(status, text, reason)
     if refused:
-        return after_step(caller, refused, alive=False)
+        return after_step(caller, refused, alive=False, changed=False)
 
     def step(caller: Caller, inbox: Inbox) -> Outcome:
         taken = ""
@@ -339,20 +345,23 @@ def report_id(path: str) -> str:
 
 def queue(caller: Caller, draft_path: str) -> Outcome:
     """`swarm_handoff DRAFT`: check the draft, queue it, delete it."""
+    sent_to = ""
     try:
-        outcome = _queue(caller, draft_path)
+        outcome, sent_to = _queue(caller, draft_path)
     except Refusal as refusal:
         outcome = Outcome(refusal.code, "", refusal.render())
     except OSError as error:
         outcome = Outcome(1, "", f"I/O error: {error}\n")
-    return after_step(caller, outcome, alive=True)
+    return after_step(caller, outcome, alive=True, changed=bool(sent_to), sent_to=sent_to)
 
 
-def _queue(caller: Caller, draft_path: str) -> Outcome:
+def _queue(caller: Caller, draft_path: str) -> tuple[Outcome, str]:
+    """The outcome, and the recipients of the handoff queued."""
     from handoffd import draft, git, outbox
 
     sender = caller.role
-    with open(draft_path, encoding="utf-8", errors="replace") as file:
+    # newline="": a packet's bytes travel verbatim (docs/protocol.md §10), CRs included
+    with open(draft_path, encoding="utf-8", errors="replace", newline="") as file:
         text = file.read()
     result = draft.check(
         text,
@@ -362,11 +371,20 @@ def _queue(caller: Caller, draft_path: str) -> Outcome:
     )
     if isinstance(result, list):
         errors = "".join(f"- {message}\n" for message in result)
-        report = f"HANDOFF INVALID: {draft_path}\n\nErrors:\n{errors}\n{USAGE}"
+        usage = USAGE + ("\n" + _packet_usage() if "type: packet" in text else "")
+        report = f"HANDOFF INVALID: {draft_path}\n\nErrors:\n{errors}\n{usage}"
         raise Refusal(2, report.rstrip("\n"))
     path = outbox.queue(sender, result, time.time())
     os.unlink(draft_path)
-    return Outcome(0, f"HANDOFF QUEUED: {path}\n")
+    return Outcome(0, f"HANDOFF QUEUED: {path}\n", _no_daemon_warning(caller.root)), ",".join(
+        result.recipients
+    )
+
+
+def _packet_usage() -> str:
+    from handoffd.continuity import packet
+
+    return packet.USAGE
 
 
 # --- the console scripts: one short process per agent call --------------------------------
@@ -418,9 +436,24 @@ def done_with_current() -> None:
 
 def swarm_handoff() -> None:
     args = sys.argv[1:]
+    if args in (["--help"], ["-h"]):
+        render(Outcome(0, USAGE))
     if len(args) != 1:
         render(Outcome(1, "", USAGE))
     draft_path = args[0]
     if not os.path.isfile(draft_path):
         render(Outcome(1, "", f"Draft file not found: {draft_path}\n"))
     _main(lambda caller: queue(caller, draft_path), unknown_role="Unknown sender role: {}")
+
+
+def _no_daemon_warning(root: str) -> str:
+    """One line when nothing will deliver the handoff (the exit code stays 0: prompts rely
+    on it); empty when a daemon holds the project's lock."""
+    from handoffd import lifecycle  # ~2 ms (socket, select), paid only by swarm_handoff
+
+    if lifecycle.holder(root) is not None:
+        return ""
+    return (
+        f"WARNING: no handoffd daemon is running for {root}; this handoff waits in outbox/ "
+        f"until one does. Start it with: handoffd start {root}\n"
+    )

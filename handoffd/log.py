@@ -1,37 +1,146 @@
-"""The daemon's log: one JSON object per line in `daemon/handoffd.log` (PROTOCOL.md §6),
-and the same events rendered for a person on stderr when the daemon runs in a terminal."""
+"""The daemon's log: one JSON object per line in `daemon/handoffd.log` (docs/protocol.md §6),
+and the same events rendered for a person on stderr when the daemon runs in a terminal.
+
+Logging is never fatal.  A full disk or an I/O error must not stop deliveries (that is
+what the log is about), so a line that cannot be written is counted and dropped, and once
+writing works again one `log_dropped` line says how many were lost.  Each line goes out in
+a single `write` of the whole line, and a write cut short is cut back off the file, so a
+JSON reader never meets half a line.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
+
+_sinks: list[LogFile] = []  # the files `configure` opened, for `reopen` (SIGHUP)
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+
+
+class LogFile:
+    """An append-only file of whole lines whose `write` never raises."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+        self.dropped = 0  # lines lost since the last one written
+        self.torn = False  # a cut-short write could not be cut back: start on a fresh line
+        self.lock = threading.Lock()  # the wake-up threads log too
+        self._open()
+
+    def write(self, line: str) -> bool:
+        """Append `line` and a newline; False (and counted) when it could not be written."""
+        with self.lock:
+            data = line.encode("utf-8", "backslashreplace") + b"\n"
+            if self.dropped:
+                data = _dropped_line(self.dropped) + data
+            if self.torn:
+                data = b"\n" + data
+            if not self._append(data):
+                self.dropped += 1
+                return False
+            self.dropped, self.torn = 0, False
+            return True
+
+    def drop(self) -> None:
+        """Count a line that never reached `write` (it could not be rendered)."""
+        with self.lock:
+            self.dropped += 1
+
+    def reopen(self) -> None:
+        """Close and open the path again: after a rotator renamed the file away."""
+        with self.lock:
+            self._close()
+            self._open()
+
+    def close(self) -> None:
+        with self.lock:
+            self._close()
+
+    def _open(self) -> None:
+        try:
+            self.fd = os.open(self.path, _FLAGS, 0o644)
+        except OSError:
+            self.fd = None  # e.g. daemon/ removed: try again at the next line
+
+    def _close(self) -> None:
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass  # nothing useful to do: the descriptor is released either way
+            self.fd = None
+
+    def _append(self, data: bytes) -> bool:
+        """One `write` of all of `data`; a partial write is truncated away again."""
+        if self.fd is None:
+            self._open()
+        if self.fd is None:
+            return False
+        try:
+            size = os.fstat(self.fd).st_size
+            written = os.write(self.fd, data)
+        except OSError:
+            return False
+        if written == len(data):
+            return True
+        # Cut short (the disk filled up part-way): take the fragment back off, so the file
+        # ends with a whole line.  Shrinking a file needs no space.  If even that fails,
+        # the next line starts with a newline: the fragment then stands alone on its line.
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError:
+            self.torn = True
+        return False
+
+
+def _dropped_line(count: int) -> bytes:
+    """The line that reports lost lines, written just before the first one that got through."""
+    stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")  # as TimeStamper writes it
+    entry = {"dropped": count, "event": "log_dropped", "level": "warning", "timestamp": stamp}
+    return json.dumps(entry).encode() + b"\n"
 
 
 class _Tee:
     """Final processor: append the JSON line to the log file, then hand the event on to
     the console renderer (or drop it when there is no console)."""
 
-    def __init__(self, file: TextIO | None, console: bool) -> None:
+    def __init__(self, file: LogFile | None, console: bool) -> None:
         self.file = file
         self.console = console
         self.json = structlog.processors.JSONRenderer()
-        self.lock = threading.Lock()  # the waker thread logs too
 
     def __call__(self, logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
         if self.file is not None:
-            line = self.json(logger, method, dict(event))
-            line = line.decode() if isinstance(line, bytes) else line
-            with self.lock:
-                self.file.write(f"{line}\n")
-                self.file.flush()
+            try:
+                line = self.json(logger, method, dict(event))
+            except Exception:  # an unrenderable value: count it, never raise into a pass
+                self.file.drop()
+            else:
+                self.file.write(line.decode() if isinstance(line, bytes) else line)
         if not self.console:
             raise structlog.DropEvent
         return event
+
+
+class _Console(structlog.PrintLogger):
+    """stderr for a person; a closed or broken stderr loses the line, never the daemon."""
+
+    def msg(self, message: str) -> None:
+        try:
+            super().msg(message)
+        except (OSError, ValueError):
+            pass  # the JSON file still has the line
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
 
 
 def configure(log_path: str | None, console: bool | None = None) -> FilteringBoundLogger:
@@ -39,7 +148,11 @@ def configure(log_path: str | None, console: bool | None = None) -> FilteringBou
     unless stderr is /dev/null, as for a daemon started in the background)."""
     if console is None:
         console = not _is_devnull(sys.stderr)
-    file = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115
+    while _sinks:
+        _sinks.pop().close()
+    file = LogFile(log_path) if log_path else None
+    if file is not None:
+        _sinks.append(file)
     processors: list[Any] = [
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -48,11 +161,17 @@ def configure(log_path: str | None, console: bool | None = None) -> FilteringBou
     ]
     structlog.configure(
         processors=processors,
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=lambda *_: _Console(sys.stderr),
         cache_logger_on_first_use=False,
     )
     logger: FilteringBoundLogger = structlog.get_logger()
     return logger
+
+
+def reopen() -> None:
+    """Reopen the log file at its path (SIGHUP, after an external rotator moved it)."""
+    for sink in _sinks:
+        sink.reopen()
 
 
 def _is_devnull(stream: TextIO) -> bool:

@@ -57,17 +57,20 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
     ]
     if head["type"] == "git_handoff":
         headers += [("role", sender), ("task", head["task"]), ("commit", draft.commit or "")]
-        body = f"merge_and_process {sender} {draft.commit}"
+        body = f"merge_and_process {sender} {draft.commit}\n"
+    elif head["type"] == "packet":  # the packet travels verbatim (docs/protocol.md §10)
+        headers.append(("task", head["task"]))
+        body = draft.body or ""
     else:
         headers.append(("message", head["message"]))
-        body = head["message"]
+        body = head["message"] + "\n"
     if "depends_on" in head:
         headers.append(("depends_on", ",".join(dependencies(head["depends_on"]))))
     if "blocked_reason" in head:
         headers.append(("blocked_reason", head["blocked_reason"].strip()))
     headers.append(("created_at", hf.iso_now(now)))
     name = f"{head['priority']}_{ident}_to_{'_'.join(draft.recipients)}.handoff"
-    return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}\n")
+    return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")
 
 
 def queue(sender: Role, draft: Draft, now: float) -> str:

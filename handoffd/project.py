@@ -4,8 +4,9 @@ A swarm configuration has one role per line:
 
     window <role> <agent> <worktree> [task|batch] [extra agent arguments...]
 
-`init` turns it into the layout PROTOCOL.md §1 describes.  It is idempotent: what
-exists and is right is left alone, so running it twice changes nothing.
+`init` turns it into the layout docs/protocol.md §1 describes.  It is idempotent: what
+exists and is right is left alone, so running it twice changes nothing, and it keeps
+the configuration it was given in .swarmforge/swarmforge.conf.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ SAMPLE = "swarmforge.conf"
 MAIN_WORKTREE = "master"  # the project checkout itself
 _NOT_IN_BRANCH = frozenset(" ~^:?*[\\")
 BOXES = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
+# Runtime state, never committed; every worktree writes its own live file HANDOFF.md.
 EXCLUDES = (".worktrees/", ".swarmforge/roles.tsv", ".swarmforge/tmux-socket",
-            ".swarmforge/daemon/", ".swarmforge/handoffs/")  # fmt: skip
+            ".swarmforge/daemon/", ".swarmforge/handoffs/", ".swarmforge/HANDOFF.md")  # fmt: skip
 
 
 class SwarmConfigError(Exception):
@@ -87,7 +89,15 @@ def _window(words: list[str], where: str) -> Window:
         raise SwarmConfigError(
             f"{where}: worktree name '{worktree}' must be a plain name git accepts as a branch"
         )
-    mode = rest.pop(0) if rest and rest[0] in config.RECEIVE_MODES else "task"
+    mode = "task"
+    if rest and not rest[0].startswith("-"):
+        # the fifth word is the receive mode: a typo (`bacth`) must not become an agent argument
+        mode = rest.pop(0)
+        if mode not in config.RECEIVE_MODES:
+            raise SwarmConfigError(
+                f"{where}: receive mode '{mode}' must be task or batch "
+                "(agent arguments that do not start with '-' go after the mode)"
+            )
     return Window(role, agent, worktree, mode, tuple(rest))
 
 
@@ -135,8 +145,61 @@ def socket_path(root: str) -> str:
     return os.path.join(tempfile.gettempdir(), f"handoffd-{os.getuid()}", digest)
 
 
-def init(root: str, windows: list[Window]) -> list[str]:
-    """Lay out the project at `root`; returns what was created or changed."""
+def locate(root: str | None, cwd: str) -> str:
+    """The project `init` lays out: ROOT, else the project holding the working directory,
+    else the working directory.  A ROOT inside another project is refused: a second
+    project inside the first would take its worktrees' mail."""
+    if root is None:
+        try:
+            return config.find_root(cwd)
+        except config.ConfigError:
+            return os.path.abspath(cwd)
+    base = os.path.abspath(root)
+    outer = enclosing_project(base)
+    if outer is not None and outer != base:
+        raise SwarmConfigError(
+            f"{base} is inside the handoffd project {outer}; run `handoffd init` in "
+            f"{outer} (or from any directory below it without a ROOT)"
+        )
+    return base
+
+
+def enclosing_project(path: str) -> str | None:
+    """The nearest directory at or above `path` holding .swarmforge/roles.tsv."""
+    while True:
+        if os.path.isfile(os.path.join(path, config.ROLES_FILE)):
+            return path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
+def stored_configuration(root: str) -> str:
+    """Where a project keeps the swarm configuration `init` was last given."""
+    return os.path.join(root, config.SWARMFORGE, SAMPLE)
+
+
+def configuration(root: str, given: str | None) -> tuple[str, str] | None:
+    """The configuration to lay out and its name: the one given, else the project's own,
+    else the sample, but only for a project without roles yet.  None: keep roles.tsv as it
+    is (the sample must never silently replace roles someone chose)."""
+    stored = stored_configuration(root)
+    source = given or (stored if os.path.isfile(stored) else None)
+    if source is None:
+        if os.path.isfile(os.path.join(root, config.ROLES_FILE)):
+            return None
+        return sample_text(), f"(sample {SAMPLE})"
+    try:
+        with open(source, encoding="utf-8") as file:
+            return file.read(), source
+    except (OSError, UnicodeDecodeError) as error:
+        raise SwarmConfigError(f"cannot read {source}: {error}") from None
+
+
+def init(root: str, windows: list[Window], remember: str | None = None) -> list[str]:
+    """Lay out the project at `root`; returns what was created or changed.  `remember`:
+    the configuration's text, kept in the project so a later plain `init` uses it."""
     changes: list[str] = []
     _ensure_repository(root, changes)
     for window in windows:
@@ -145,6 +208,8 @@ def init(root: str, windows: list[Window]) -> list[str]:
             os.makedirs(os.path.join(window.worktree_path(root), ".swarmforge", "handoffs", box),
                         exist_ok=True)  # fmt: skip
     swarmforge = os.path.join(root, config.SWARMFORGE)
+    if remember is not None:
+        _write_if_changed(stored_configuration(root), remember, changes)
     _write_if_changed(os.path.join(swarmforge, "roles.tsv"), roles_tsv(windows, root), changes)
     _write_if_changed(os.path.join(swarmforge, "tmux-socket"), socket_path(root) + "\n", changes)
     _exclude_runtime_state(root, changes)

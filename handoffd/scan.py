@@ -428,10 +428,10 @@ def _names(directory: str, suffix: str = "") -> list[str]:
 
 def _heartbeat(role: Role) -> object | None:
     try:
-        from handoffd import heartbeat  # type: ignore[attr-defined]
+        from handoffd import heartbeat
     except ImportError:  # the write side (heartbeat files) is not merged yet
         return None
-    return heartbeat.read(role.handoffs)  # type: ignore[no-any-return]
+    return heartbeat.read(role.handoffs)
 
 
 def _daemon(root: str) -> Daemon:

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from importlib import resources
 
 import libtmux
@@ -19,6 +20,7 @@ from handoffd import config, lifecycle
 from handoffd.wake import read_socket
 
 BIN = os.path.dirname(sys.executable)
+DEATH = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"  # how a pane's agent ended
 
 
 def default_agents() -> dict[str, str]:
@@ -31,7 +33,7 @@ def default_agents() -> dict[str, str]:
 
 
 def shims_dir() -> str:
-    """The folder of the `*.sh` helper shims agents call (PROTOCOL.md §7)."""
+    """The folder of the `*.sh` helper shims agents call (docs/protocol.md §7)."""
     return str(resources.files("handoffd").joinpath("shims"))
 
 
@@ -58,6 +60,7 @@ def up(
     """Start the missing sessions and the daemon; returns the socket and the sessions started."""
     roles = config.load_roles(root)
     socket = read_socket(root)
+    _check_agent_names(roles, agents or {})
     commands = {**default_agents(), **(agents or {})}
     for role in roles.values():
         if role.session:
@@ -65,11 +68,19 @@ def up(
     if shutil.which("tmux") is None:
         raise RuntimeError("tmux is not installed; install it (e.g. apt-get install tmux)")
     _private_dir(os.path.dirname(socket))
+    # Keep a pane whose agent exits so `died` can say how it ended (and keep the server up
+    # if that was its only session); `died` turns this off again.
+    _tmux(socket, tmux_config, "start-server", ";", "set-option", "-g", "exit-empty", "off",
+          ";", "set-option", "-g", "remain-on-exit", "on")  # fmt: skip
     server = libtmux.Server(socket_path=socket, config_file=tmux_config)
     started = []
     for role in roles.values():
-        if not role.session or server.has_session(role.session, exact=True):
+        if not role.session:
             continue
+        if server.has_session(role.session, exact=True):
+            if _death(socket, role.session) is None:
+                continue  # running: left alone
+            _tmux(socket, None, "kill-session", "-t", f"={role.session}")  # a dead pane
         server.new_session(
             session_name=role.session,
             start_directory=role.worktree,
@@ -84,6 +95,58 @@ def up(
         except lifecycle.AlreadyRunning:
             pass  # another start won the race since we looked: one daemon runs, as wanted
     return socket, started
+
+
+def died(socket: str, sessions: list[str], wait: float) -> dict[str, str]:
+    """After `wait` seconds, the sessions whose agent has exited, each with its exit status
+    and last output; those sessions are removed, so the next `up` starts them again."""
+    if sessions and wait > 0:
+        time.sleep(wait)  # an agent that cannot start (bad flag, no key) exits within this
+    dead = {}
+    for session in sessions:
+        how = _death(socket, session)
+        if how is not None:
+            dead[session] = how
+            _tmux(socket, None, "kill-session", "-t", f"={session}")
+    _tmux(socket, None, "set-option", "-g", "remain-on-exit", "off", ";",
+          "set-option", "-g", "exit-empty", "on")  # fmt: skip
+    return dead
+
+
+def _death(socket: str, session: str) -> str | None:
+    """How the session's agent ended ("exit status 3; last output: …"), None if it runs."""
+    target = f"={session}:"
+    for _ in range(5):
+        shown = _tmux(socket, None, "display-message", "-p", "-t", target, DEATH).stdout.strip()
+        if not shown:
+            return "its session is gone"
+        dead, code, signal = [*shown.split("|"), "", ""][:3]
+        if dead != "1":
+            return None
+        if code or signal:
+            break
+        time.sleep(0.05)  # tmux saw the terminal close but has not reaped the agent yet
+    status = f"killed by signal {signal}" if signal else f"exit status {code or 'unknown'}"
+    text = _tmux(socket, None, "capture-pane", "-p", "-J", "-S", "-", "-t", target).stdout
+    lines = [line for line in text.splitlines() if line.strip() and "Pane is dead" not in line]
+    return f"{status}; last output: {' | '.join(lines[-3:])}" if lines else status
+
+
+def _tmux(socket: str, tmux_config: str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    config_args = ["-f", tmux_config] if tmux_config else []
+    return subprocess.run(["tmux", "-S", socket, *config_args, *args],
+                          capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
+
+
+def _check_agent_names(roles: dict[str, config.Role], agents: dict[str, str]) -> None:
+    """`--agent shel=vim` names no agent: say which names there are instead of ignoring it."""
+    known = sorted({role.agent for role in roles.values() if role.agent} | set(default_agents()))
+    for name in agents:
+        if name not in known:
+            raise RuntimeError(
+                f"--agent {name}: no role in roles.tsv has the agent '{name}' and it is not "
+                f"built in; known agents: {', '.join(known)}"
+            )
 
 
 def _private_dir(directory: str) -> None:

@@ -1,9 +1,9 @@
-"""Wake-ups: a short line typed into a recipient's tmux session.  Lossy by design.
+"""Wake-ups: a short line typed into a role's tmux session.  Lossy by design.
 
 The queue on disk is the truth; a wake-up only tells an idle agent to look.  So it
-runs off the delivery path, on its own thread, each tmux call with a timeout, and a
-failure is logged, never raised.  Requests for a role that is already waiting to be
-woken coalesce: one wake-up per role however many files arrived meanwhile.
+runs off the delivery path, on a thread per role (a hung tmux for one role never
+delays another), each tmux call with a timeout, and any failure is logged, never
+raised.  Requests for a role that is already waiting to be woken coalesce.
 
 tmux is called directly rather than through libtmux: a wake-up needs a hard timeout
 (a stopped or hung server must not wedge the waker), which libtmux does not offer.
@@ -14,31 +14,44 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 
 from handoffd.config import SWARMFORGE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from structlog.typing import FilteringBoundLogger
 
 TEXT = "You have new handoff mail. If idle, run ready_for_next.sh."
+REFUSED = "A handoff you sent was refused: see the .error file beside it in {failed}/"
 SOCKET_FILE = os.path.join(SWARMFORGE, "tmux-socket")
 TMUX_TIMEOUT = 2.0  # seconds for one tmux call
+# The older tool's cadence (docs/protocol.md §5.5): agent TUIs take text and Enter sent
+# in one burst for a paste and leave it unsent, so the keys that submit come apart.
+BEFORE_RETURN, BEFORE_LINE_FEED = 0.150, 0.050  # seconds
 RENOTIFY_CAP = 16 * 60.0
 
 
-def send_keys(socket: str, session: str, timeout: float = TMUX_TIMEOUT) -> None:
-    """Type the wake-up line and Enter into exactly `session`; raises on any failure.
+def send_keys(socket: str, session: str, text: str = TEXT, timeout: float = TMUX_TIMEOUT) -> None:
+    """Type `text` into exactly `session`, then C-m and C-j at the older tool's cadence;
+    raises on any failure (and sends nothing more after one).
 
     `=name:` matches the session name exactly (a bare name is a prefix match, so
     `coder` would hit `coder-b`); `-l --` sends the text literally, even if it began
     with `-`.
     """
     target = f"={session}:"
-    command = ["tmux", "-S", socket, "send-keys", "-t", target, "-l", "--", TEXT]
-    command += [";", "send-keys", "-t", target, "Enter"]
+    _tmux(socket, timeout, "send-keys", "-t", target, "-l", "--", text)
+    time.sleep(BEFORE_RETURN)
+    _tmux(socket, timeout, "send-keys", "-t", target, "C-m")
+    time.sleep(BEFORE_LINE_FEED)
+    _tmux(socket, timeout, "send-keys", "-t", target, "C-j")
+
+
+def _tmux(socket: str, timeout: float, *args: str) -> None:
+    command = ["tmux", "-S", socket, *args]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     if result.returncode != 0:
         raise RuntimeError(result.stderr.strip() or f"tmux exited with {result.returncode}")
@@ -46,67 +59,136 @@ def send_keys(socket: str, session: str, timeout: float = TMUX_TIMEOUT) -> None:
 
 def read_socket(root: str) -> str:
     """The tmux socket path named in `.swarmforge/tmux-socket`."""
-    with open(os.path.join(root, SOCKET_FILE), encoding="utf-8") as file:
-        socket = file.readline().strip()
-    if not socket:
+    with open(os.path.join(root, SOCKET_FILE), "rb") as file:
+        raw = file.readline().strip()
+    if not raw:
         raise RuntimeError(f"{SOCKET_FILE} is empty")
-    return socket
+    # A path is bytes: whatever the file holds is passed on unchanged (tmux says whether
+    # it names a socket), never decoded into an exception.
+    return os.fsdecode(raw)
 
 
 class Waker:
-    """Sends wake-ups on a background thread; `wake` never blocks on tmux."""
+    """Sends wake-ups on background threads, one per role; `wake` never blocks on tmux."""
 
-    def __init__(self, root: str, log: FilteringBoundLogger, timeout: float = TMUX_TIMEOUT) -> None:
+    def __init__(
+        self,
+        root: str,
+        log: FilteringBoundLogger,
+        timeout: float = TMUX_TIMEOUT,
+        on_failed: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.root = root
         self.log = log
         self.timeout = timeout
-        self._pending: dict[str, str] = {}  # role -> session, in request order
-        self._busy = False
+        self.on_failed = on_failed  # (role, text) of a wake-up that did not reach its session
+        self._pending: dict[str, dict[str, str]] = {}  # role -> {text: session}, in order
+        self._running: set[str] = set()  # roles whose thread is alive
         self._closed = False
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._loop, name="waker", daemon=True)
-        self._thread.start()
 
-    def wake(self, roles: Iterable[tuple[str, str]]) -> None:
+    def wake(self, roles: Iterable[tuple[str, str]], text: str = TEXT) -> None:
         """Ask for one wake-up of each (role, session); coalesces with pending requests."""
         with self._cond:
-            self._pending.update(roles)
-            self._cond.notify()
+            for role, session in roles:
+                if self._closed:
+                    return
+                self._pending.setdefault(role, {})[text] = session
+                if role not in self._running:
+                    self._start(role)
 
     def drain(self, timeout: float) -> bool:
         """Wait until every requested wake-up was attempted; False on timeout."""
         with self._cond:
-            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+            return self._cond.wait_for(lambda: not self._running, timeout)
 
-    def close(self) -> None:
+    def close(self, wait: float = 0.0) -> None:
+        """Send nothing more; wait up to `wait` seconds for the wake-ups being typed, so a
+        stopping daemon does not leave a line typed but never submitted."""
         with self._cond:
             self._closed = True
+            self._pending.clear()
             self._cond.notify_all()
+            if wait:
+                self._cond.wait_for(lambda: not self._running, wait)
 
-    def _loop(self) -> None:
+    def _start(self, role: str) -> None:
+        thread = threading.Thread(target=self._serve, args=(role,), name=f"wake-{role}")
+        thread.daemon = True
+        try:
+            thread.start()
+        except RuntimeError as error:  # no thread to be had: this wake-up is lost, logged
+            self._pending.pop(role, None)
+            self.log.warning("wake_failed", role=role, error=f"no thread: {error}")
+            return
+        self._running.add(role)
+
+    def _serve(self, role: str) -> None:
+        """A role's thread: send what is queued for it, until nothing is."""
         while True:
             with self._cond:
-                self._busy = False
-                self._cond.notify_all()
-                self._cond.wait_for(lambda: self._pending or self._closed)
-                if self._closed:
+                queued = self._pending.pop(role, {})
+                if not queued:
+                    self._running.discard(role)
+                    self._cond.notify_all()
                     return
-                batch, self._pending = self._pending, {}
-                self._busy = True
-            for role, session in batch.items():
-                self._send(role, session)
+            for text, session in queued.items():
+                self._send(role, session, text)
 
-    def _send(self, role: str, session: str) -> None:
+    def _send(self, role: str, session: str, text: str) -> None:
+        """One wake-up; whatever goes wrong is a `wake_failed` line, never an exception."""
         try:
             if not session:
                 raise RuntimeError("no tmux session for this role in roles.tsv")
-            send_keys(read_socket(self.root), session, self.timeout)
+            send_keys(read_socket(self.root), session, text, self.timeout)
         except subprocess.TimeoutExpired:
-            self.log.warning("wake_failed", role=role, error=f"tmux timed out ({self.timeout}s)")
-        except (OSError, RuntimeError) as error:
-            self.log.warning("wake_failed", role=role, error=str(error))
+            self._failed(role, text, f"tmux timed out ({self.timeout}s)")
+        except Exception as error:  # this thread must outlive any failure
+            self._failed(role, text, str(error) or type(error).__name__)
         else:
-            self.log.info("wake", role=role, session=session)
+            self.log.info("wake", role=role, session=session, refused=text != TEXT)
+
+    def _failed(self, role: str, text: str, error: str) -> None:
+        self.log.warning("wake_failed", role=role, error=error, refused=text != TEXT)
+        if self.on_failed is not None:
+            self.on_failed(role, text)
+
+
+class Unanswered:
+    """Roles that were woken and have not taken anything since (docs/protocol.md §5.5).
+
+    Pure: the caller passes a stamp of the role's `inbox/in_process` folder.  Taking work
+    renames a file (or a batch folder) into it and finishing renames it out, and either
+    changes the folder's stamp, so "nothing taken since the wake-up" is "the stamp is the
+    one seen when it was sent": one stat per recipient, no listing of new/, however long.
+    """
+
+    def __init__(self) -> None:
+        self._stamps: dict[str, object] = {}
+
+    def due(self, role: str, stamp: object) -> bool:
+        """Whether new mail may wake `role` now: it has no unanswered wake-up."""
+        return stamp is None or self._stamps.get(role) != stamp
+
+    def woken(self, role: str, stamp: object) -> None:
+        self._stamps[role] = stamp
+
+    def forget(self, role: str) -> None:
+        """The wake-up never reached the role: the next mail wakes it again."""
+        self._stamps.pop(role, None)
+
+
+def stamp(folder: str) -> object:
+    """What changes when an entry enters or leaves `folder`; None if it cannot be read.
+
+    The size and link count join the mtime because some filesystems stamp times with a
+    coarse clock; a folder removed and made again has a new inode.
+    """
+    try:
+        info = os.stat(folder)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_mtime_ns, info.st_size, info.st_nlink)
 
 
 class Renotifier:

@@ -51,6 +51,15 @@ class Result:
     raw: bytes
 
 
+# swarm_handoff's one-line warning when no daemon runs for the project (docs/protocol.md §3).
+NO_DAEMON = "WARNING: no handoffd daemon is running for "
+
+
+def without_daemon_warning(err: str) -> str:
+    """stderr less the no-daemon warning: for tests of queueing that run no daemon."""
+    return "".join(line for line in err.splitlines(True) if not line.startswith(NO_DAEMON))
+
+
 def wait_for(condition: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
     """Poll `condition` until it returns something truthy; fail the test at the deadline.
     For observing another process, whose progress no pipe reports."""

@@ -62,7 +62,11 @@ class Tmux:
         return self.run("capture-pane", "-p", "-J", "-t", f"={name}:").stdout
 
     def wakes(self, name: str) -> int:
-        """How many wake-up lines session `name` has received, once all typed input shows.
+        """How many wake-up lines session `name` has received, once all typed input shows."""
+        return self.typed(name, WAKE_TEXT)
+
+    def typed(self, name: str, line: str) -> int:
+        """How many times `line` was typed into session `name`, once all typed input shows.
 
         Input to a pane is ordered, so a marker typed after the wake-ups were sent shows
         only after them: when it is visible, so is every wake-up before it."""
@@ -73,7 +77,7 @@ class Tmux:
             lambda: (lambda t: t if marker in t else "")(self.capture(name)),
             what=f"marker in session {name}",
         )
-        return text.count(WAKE_TEXT)
+        return text.count(line)
 
     def server_pid(self) -> int:
         return int(self.run("display-message", "-p", "#{pid}").stdout.strip())
@@ -202,20 +206,23 @@ def wait_event(
 
 
 class RecordingWaker:
-    """Stands in for the waker where a test steps the daemon: records each request."""
+    """Stands in for the waker where a test steps the daemon: records each request
+    (`requests` the new-mail wake-ups, `texts` every other line asked for)."""
 
     def __init__(self) -> None:
         self.requests: list[list[tuple[str, str]]] = []
+        self.texts: list[tuple[str, str]] = []  # (role, text)
 
-    def wake(self, roles: Iterable[tuple[str, str]]) -> None:
+    def wake(self, roles: Iterable[tuple[str, str]], text: str = WAKE_TEXT) -> None:
         batch = list(roles)
-        if batch:
+        if batch and text == WAKE_TEXT:
             self.requests.append(batch)
+        self.texts.extend((role, text) for role, _ in batch if text != WAKE_TEXT)
 
     def drain(self, timeout: float) -> bool:
         return True
 
-    def close(self) -> None:
+    def close(self, wait: float = 0.0) -> None:
         pass
 
     def woken(self) -> list[str]:

@@ -146,7 +146,22 @@ def test_root_is_found_through_git_from_a_worktree_outside_the_project(
 def test_no_root_outside_any_project(tmp_path: Path) -> None:
     lonely = tmp_path / "lonely"
     lonely.mkdir()
-    assert raised(config.find_root, str(lonely)) == "Cannot find SwarmForge project root"
+    assert raised(config.find_root, str(lonely)).split("\n") == [
+        "Cannot find SwarmForge project root",  # the contract's exact first line
+        f"Looked for .swarmforge/roles.tsv in {lonely} and every directory above it.",
+        "Run `handoffd init` in the project's root to lay one out.",
+    ]
+
+
+def test_no_root_in_a_git_repository_names_its_main_checkout_too(tmp_path: Path) -> None:
+    repo = tmp_path.resolve() / "repo"
+    (repo / "src").mkdir(parents=True)
+    git(repo, "init", "-q")
+    message = raised(config.find_root, str(repo / "src"))
+    assert message.split("\n")[1] == (
+        f"Looked for .swarmforge/roles.tsv in {repo / 'src'} and every directory above it "
+        f"and in its git repository's main checkout {repo}."
+    )
 
 
 # --- the calling role -------------------------------------------------------------------

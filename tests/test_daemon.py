@@ -420,8 +420,12 @@ def test_the_log_is_json_lines_with_every_event_and_its_fields(
     assert failed["file"] == bad.name and failed["reason"]
     assert by_event["deferred"][0]["file"] == later.name and by_event["deferred"][0]["reason"]
     assert [e["role"] for e in by_event["wake"]] == ["QA"]
-    [wake_failed] = by_event["wake_failed"]
-    assert wake_failed["role"] == "cleaner" and wake_failed["error"]
+    # coder, whose handoff was refused, is told so; it has no session either
+    wakes_failed = sorted(by_event["wake_failed"], key=lambda e: str(e["role"]))
+    assert [(e["role"], e["refused"], bool(e["error"])) for e in wakes_failed] == [
+        ("cleaner", False, True),
+        ("coder", True, True),
+    ]
     assert tmux.wakes("QA") == 1
 
 

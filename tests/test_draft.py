@@ -115,7 +115,7 @@ def test_all_errors_are_collected_in_protocol_order() -> None:
         "Header 'to' contains an empty recipient.",
         "Recipient role 'bad_name' is invalid; role names may not contain underscores.",
         "Duplicate recipient 'cleaner'.",
-        "Unknown recipient role 'ghost'.",
+        "Unknown recipient role 'ghost'. Known roles: QA, cleaner, coder.",
         "Header 'message' is not allowed for type 'git_handoff'.",
         "Header 'task' must be no longer than 80 characters; got 81.",
         "Header 'commit' must be exactly 10 hexadecimal characters; got '123'.",
@@ -135,7 +135,7 @@ def test_a_note_carrying_git_fields_gets_both_field_errors() -> None:
 
 def test_an_unknown_type_is_reported_once_not_per_field() -> None:
     assert errors_of("type: memo\nto: coder\npriority: 10\n") == [
-        "Header 'type' must be one of git_handoff or note; got 'memo'.",
+        "Header 'type' must be one of git_handoff, note or packet; got 'memo'.",
     ]
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from handoffd import handoff as hf
 from handoffd.helpers import USAGE
-from tests.conftest import Project, Result, git, run_command, snapshot
+from tests.conftest import Project, Result, git, run_command, snapshot, without_daemon_warning
 
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
 STAMP = r"\d{8}T\d{6}Z"
@@ -540,7 +540,7 @@ def test_stray_hidden_temp_files_are_ignored_and_a_killed_stamps_temp_swept(
 
 
 def queued_path(result: Result) -> str:
-    assert (result.code, result.err) == (0, ""), result.err
+    assert (result.code, without_daemon_warning(result.err)) == (0, ""), result.err
     match = re.fullmatch(r"HANDOFF QUEUED: (.+)\n", result.out)
     assert match, result.out
     return match.group(1)
@@ -654,7 +654,7 @@ INVALID: list[tuple[str, Callable[[Project], str], list[str]]] = [
     (
         "bad-type",
         lambda p: note_draft(type="memo", message=None),
-        ["Header 'type' must be one of git_handoff or note; got 'memo'."],
+        ["Header 'type' must be one of git_handoff, note or packet; got 'memo'."],
     ),
     (
         "bad-priority",
@@ -672,7 +672,11 @@ INVALID: list[tuple[str, Callable[[Project], str], list[str]]] = [
         ["Recipient role 'clean_er' is invalid; role names may not contain underscores."],
     ),
     ("duplicate-recipient", lambda p: note_draft(to="QA,coder,QA"), ["Duplicate recipient 'QA'."]),
-    ("unknown-recipient", lambda p: note_draft(to="ghost"), ["Unknown recipient role 'ghost'."]),
+    (
+        "unknown-recipient",
+        lambda p: note_draft(to="ghost"),
+        ["Unknown recipient role 'ghost'. Known roles: QA, cleaner, coder."],
+    ),
     (
         "field-not-for-type",
         lambda p: git_draft(p, message="m"),
@@ -795,7 +799,12 @@ def test_swarm_handoff_outside_any_project_cannot_find_the_root(
     lonely.mkdir()
     draft = project.draft(project.note_draft(), where=lonely)
     result = project.run("swarm_handoff", str(draft), role="coder", cwd=lonely)
-    assert_result(result, 1, err="Cannot find SwarmForge project root\n")
+    assert (result.code, result.out) == (1, "")
+    assert result.err.splitlines() == [
+        "Cannot find SwarmForge project root",
+        f"Looked for .swarmforge/roles.tsv in {lonely} and every directory above it.",
+        "Run `handoffd init` in the project's root to lay one out.",
+    ]
     assert draft.exists()
 
 

@@ -247,6 +247,17 @@ def test_init_keeps_runtime_state_out_of_git(tmp_path: Path) -> None:
     assert git(cleaner, "status", "--porcelain", "--untracked-files=all") == ""
 
 
+def test_the_live_file_of_every_worktree_stays_out_of_git(tmp_path: Path) -> None:
+    root = tmp_path / "new"
+    init_sample(root)
+    cleaner = root / ".worktrees" / "cleaner"
+    for worktree in (root, cleaner):
+        (worktree / ".swarmforge").mkdir(exist_ok=True)
+        (worktree / ".swarmforge" / "HANDOFF.md").write_text("# HANDOFF — now\n")
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+    assert git(cleaner, "status", "--porcelain", "--untracked-files=all") == ""
+
+
 def test_init_twice_changes_nothing_on_disk(tmp_path: Path) -> None:
     root = tmp_path / "new"
     assert init_sample(root)
@@ -351,3 +362,91 @@ def test_a_configuration_that_is_not_utf8_is_reported_without_a_traceback(
     assert result.returncode == 1
     assert str(conf) in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- init keeps what it was given (a newcomer's first hour) --------------------------------
+
+DEVQA = "window dev shell master task\nwindow qa shell qa batch\n"
+
+
+def init_in(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`handoffd init` run from `cwd`, as a person types it."""
+    from tests.swarm_support import HANDOFFD, command_env
+
+    return subprocess.run(
+        [HANDOFFD, "init", *args], cwd=cwd, env=command_env(), capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_init_keeps_the_configuration_it_was_given_and_a_plain_init_keeps_its_roles(
+    tmp_path: Path,
+) -> None:
+    conf = tmp_path / "devqa.conf"
+    conf.write_text(DEVQA)
+    root = tmp_path / "p"
+    assert handoffd("init", "--config", str(conf), str(root)).returncode == 0
+    assert (root / ".swarmforge" / "swarmforge.conf").read_text() == DEVQA
+    roles_before = (root / ".swarmforge" / "roles.tsv").read_text()
+    again = handoffd("init", str(root))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.endswith("dev (task), qa (batch) — already up to date\n")
+    assert (root / ".swarmforge" / "roles.tsv").read_text() == roles_before
+    assert not (root / ".worktrees" / "cleaner").exists()
+
+
+def test_init_without_a_configuration_never_replaces_existing_roles_with_the_sample(
+    tmp_path: Path,
+) -> None:
+    conf = tmp_path / "devqa.conf"
+    conf.write_text(DEVQA)
+    root = tmp_path / "p"
+    assert handoffd("init", "--config", str(conf), str(root)).returncode == 0
+    (root / ".swarmforge" / "swarmforge.conf").unlink()  # as a project laid out before the fix
+    roles_before = (root / ".swarmforge" / "roles.tsv").read_text()
+    again = handoffd("init", str(root))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == (
+        f"{root}: kept roles.tsv (dev, qa); to change the roles, write "
+        f"{root}/.swarmforge/swarmforge.conf or pass --config\n"
+    )
+    assert (root / ".swarmforge" / "roles.tsv").read_text() == roles_before
+    assert not (root / ".worktrees" / "cleaner").exists()
+
+
+def test_a_mistyped_receive_mode_is_an_error_naming_the_line(tmp_path: Path) -> None:
+    conf = tmp_path / "swarm.conf"
+    conf.write_text("window coder shell master task\nwindow cleaner shell cleaner bacth\n")
+    result = handoffd("init", "--config", str(conf), str(tmp_path / "p"))
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: {conf}:2: receive mode 'bacth' must be task or batch "
+        "(agent arguments that do not start with '-' go after the mode)\n"
+    )
+    assert not (tmp_path / "p").exists()
+
+
+def test_init_from_a_subdirectory_of_a_project_finds_the_project(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    assert handoffd("init", str(root)).returncode == 0
+    deep = root / ".worktrees" / "cleaner" / "src"
+    deep.mkdir()
+    result = init_in(deep)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{root}: coder (task), cleaner (batch) — already up to date\n"
+    assert not (deep / ".swarmforge").exists()
+
+
+def test_init_of_a_root_inside_a_project_refuses_and_says_where_the_project_is(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    assert handoffd("init", str(root)).returncode == 0
+    inner = root / "src"
+    result = handoffd("init", str(inner))
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: {inner} is inside the handoffd project {root}; run `handoffd init` in "
+        f"{root} (or from any directory below it without a ROOT)\n"
+    )
+    assert not inner.exists()

@@ -19,7 +19,7 @@ PACKAGED = Path(swarm.shims_dir())
 COMMANDS = (
     "swarm_handoff", "ready_for_next", "ready_for_next_task", "ready_for_next_batch",
     "done_with_current", "done_with_current_task", "done_with_current_batch",
-    "stop_handoff_daemon",
+    "stop_handoff_daemon", "resume",
 )  # fmt: skip
 SHIMS = [
     pytest.param(folder / f"{command}.sh", id=f"{folder.name}/{command}.sh")

@@ -8,6 +8,7 @@ into, the cleaner's prints what it sees and then echoes what is typed (`cat`).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,7 +121,7 @@ def test_the_shell_agent_runs_the_users_shell(root: Path, tmp_path: Path) -> Non
     fake_shell.chmod(0o755)
     config = root / ".swarmforge" / "roles.tsv"
     config.write_text(config.read_text().replace("\tprobe-sh\t", "\tshell\t"))
-    result = handoffd("up", *AGENTS, str(root), env=command_env(SHELL=str(fake_shell)))
+    result = handoffd("up", *AGENTS[2:], str(root), env=command_env(SHELL=str(fake_shell)))
     assert result.returncode == 0, result.stderr
     wait_for(
         lambda: "MY SHELL as coder" in pane_text(socket_of(root), "swarmforge-coder"),
@@ -327,3 +328,48 @@ def test_up_refuses_a_socket_folder_others_can_write(tmp_path: Path) -> None:
         _private_dir(str(shared))
     shared.chmod(0o700)
     _private_dir(str(shared))  # ours alone: accepted
+
+
+# --- up says what it did (a newcomer's first hour) ----------------------------------------
+
+
+def test_up_says_it_started_the_daemon_and_then_that_it_found_it_running(root: Path) -> None:
+    first = up(root)
+    assert f"daemon: started (pid {daemon_pid(root)})\n" in first
+    again = up(root)
+    assert f"daemon: already running (pid {daemon_pid(root)})\n" in again
+
+
+def test_up_with_an_agent_that_exits_at_once_says_which_died_and_how(root: Path) -> None:
+    dying = ("--agent", "probe-cat=sh -c 'echo no API key; exit 3'")
+    result = handoffd("up", *AGENTS[:2], *dying, str(root))
+    assert result.returncode == 1
+    # tmux sometimes marks a pane dead without the status of an agent that exited this fast
+    died = re.search(r"^DIED: swarmforge-cleaner: its agent exited at once \(exit status "
+                     r"(3|unknown); last output: no API key\)$", result.stderr, re.M)  # fmt: skip
+    assert died, result.stderr
+    assert "swarmforge-coder" not in result.stderr
+    assert sessions(socket_of(root)) == ["swarmforge-coder"]  # the dead one is cleared away
+    assert "fix their command lines (--agent NAME=COMMAND)" in result.stderr
+
+
+def test_a_session_whose_agent_exits_later_is_started_again_by_the_next_up(root: Path) -> None:
+    up(root)
+    socket = socket_of(root)
+    tmux(socket, "respawn-pane", "-k", "-t", "=swarmforge-cleaner:", "exit 0")
+    assert tmux(socket, "show-options", "-gv", "remain-on-exit").stdout.strip() == "off"
+    again = up(root)
+    assert "started: swarmforge-cleaner" in again
+    assert sessions(socket) == SESSIONS
+
+
+def test_an_agent_name_that_no_role_has_is_an_error_naming_the_known_agents(
+    root: Path,
+) -> None:
+    result = handoffd("up", *AGENTS, "--agent", "shel=vim", str(root))
+    assert result.returncode == 1
+    assert result.stderr == (
+        "Error: --agent shel: no role in roles.tsv has the agent 'shel' and it is not built "
+        "in; known agents: demo, probe-cat, probe-sh, shell\n"
+    )
+    assert not server_answers(socket_of(root))

@@ -7,13 +7,16 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import sys
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from handoffd.wake import RENOTIFY_CAP, Renotifier, Waker
-from tests.conftest import Project
+from handoffd.wake import REFUSED, RENOTIFY_CAP, TEXT, Renotifier, Unanswered, Waker
+from tests.conftest import Project, wait_for
 from tests.daemon_support import (
     Tmux,
     events,
@@ -114,7 +117,8 @@ def test_several_handoffs_in_one_pass_wake_each_recipient_exactly_once(
     assert (tmux.wakes("cleaner"), tmux.wakes("QA"), tmux.wakes("coder")) == (1, 1, 0)
     assert sorted(e["role"] for e in events(project, "wake")) == ["QA", "cleaner"]
 
-    queue(project, "QA", ["cleaner"])  # a later pass with mail wakes again
+    assert project.run("ready_for_next", role="cleaner").code == 0  # answers its wake-up
+    queue(project, "QA", ["cleaner"])  # so a later pass with mail wakes it again
     daemon.step(1001.0)
     assert daemon.waker.drain(10)
     assert (tmux.wakes("cleaner"), tmux.wakes("QA")) == (2, 1)
@@ -212,10 +216,216 @@ def test_a_hung_tmux_does_not_delay_delivery_and_is_logged_as_timed_out(
     daemon.close()
 
 
-def test_waker_close_without_requests_ends_its_thread(project: Project) -> None:
+def wake_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("wake-")]
+
+
+def test_the_waker_keeps_no_thread_when_idle_nor_after_close(project: Project) -> None:
     daemon = open_daemon(project, record=False)
-    waker = daemon.waker
-    assert waker.drain(1)
-    waker.close()
-    waker._thread.join(timeout=5)  # type: ignore[attr-defined]
-    assert not waker._thread.is_alive()  # type: ignore[attr-defined]
+    daemon.waker.wake([("QA", "QA")])  # no socket file: fails at once
+    assert daemon.waker.drain(10)
+    wait_for(lambda: not wake_threads(), what="the wake-up thread to end")
+    daemon.close()
+    daemon.waker.wake([("QA", "QA")])  # after close: nothing is sent, no thread starts
+    assert daemon.waker.drain(1) and not wake_threads()
+    assert len(events(project, "wake_failed")) == 1
+
+
+# --- one wake-up per burst (pure, then real tmux) -------------------------------------------
+
+
+def test_an_unanswered_wake_up_holds_the_next_until_the_role_takes_something() -> None:
+    unanswered = Unanswered()
+    assert unanswered.due("QA", (1, 100))
+    unanswered.woken("QA", (1, 100))
+    assert not unanswered.due("QA", (1, 100))  # nothing taken since
+    assert unanswered.due("cleaner", (1, 100))  # another role is not held
+    assert unanswered.due("QA", (1, 200))  # in_process changed: it took work
+    assert unanswered.due("QA", None)  # cannot tell: wake rather than stay silent
+    unanswered.forget("QA")  # the wake-up never arrived
+    assert unanswered.due("QA", (1, 100))
+
+
+def test_three_handoffs_queued_back_to_back_type_one_wake_up_until_the_role_takes_one(
+    project: Project, tmux: Tmux
+) -> None:
+    sessions(tmux, project, "QA")
+    daemon = open_daemon(project, record=False)
+    for second in range(3):  # each its own pass, as events would bring them
+        queue(project, "coder", ["QA"])
+        daemon.step(1000.0 + second)
+        assert daemon.waker.drain(10)
+    assert len(inbox(project, "QA")) == 3
+    assert tmux.wakes("QA") == 1 and len(events(project, "wake")) == 1
+
+    assert project.run("ready_for_next", role="QA").code == 0  # the wake-up is answered
+    queue(project, "coder", ["QA"])
+    daemon.step(1003.0)
+    assert daemon.waker.drain(10)
+    assert tmux.wakes("QA") == 2
+    daemon.close()
+
+
+def test_a_held_wake_up_leaves_the_renotify_clock_running(project: Project) -> None:
+    """Mail keeps arriving for a role that never answers: it is woken again when re-notify
+    is due, not later (a held wake-up does not restart the clock)."""
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, renotify_after=10)
+    daemon.step(0)
+    for now in range(1, 10):
+        queue(project, "coder", ["QA"])
+        daemon.step(float(now))
+    assert daemon.waker.woken() == ["QA"]  # type: ignore[attr-defined]
+    daemon.step(10.0)
+    assert daemon.waker.woken() == ["QA", "QA"]  # type: ignore[attr-defined]
+    assert [e["role"] for e in events(project, "renotify")] == ["QA"]
+
+
+# --- the sender of a refused handoff -----------------------------------------------------------
+
+
+def test_a_sender_is_told_once_per_pass_that_its_handoffs_were_refused(project: Project) -> None:
+    queue(project, "coder", ["QA"], data=b"not a handoff\n")
+    queue(project, "coder", ["nobody"])
+    queue(project, "cleaner", ["QA"])  # a good one: cleaner is not told anything
+    daemon = open_daemon(project)
+
+    daemon.step(1000.0)
+
+    failed = project.box("coder", "failed")
+    assert len([n for n in os.listdir(failed) if n.endswith(".error")]) == 2
+    assert daemon.waker.texts == [("coder", REFUSED.format(failed=failed))]  # type: ignore[attr-defined]
+    daemon.step(1001.0)  # a pass without refusals tells nobody
+    assert len(daemon.waker.texts) == 1  # type: ignore[attr-defined]
+
+
+def test_the_refusal_line_is_typed_into_the_senders_session(project: Project, tmux: Tmux) -> None:
+    sessions(tmux, project, "coder")
+    queue(project, "coder", ["QA"], data=b"not a handoff\n")
+    daemon = open_daemon(project, record=False)
+
+    daemon.step(1000.0)
+    assert daemon.waker.drain(10)
+
+    line = REFUSED.format(failed=project.box("coder", "failed"))
+    assert tmux.typed("coder", line) == 1 and tmux.wakes("coder") == 0
+    [woke] = events(project, "wake")
+    assert woke["role"] == "coder" and woke["refused"] is True
+    daemon.close()
+
+
+# --- the wake-up thread survives anything --------------------------------------------------
+
+
+@pytest.mark.parametrize("garbage", [b"\xff\xfe\x80 not utf-8\n", b"/tmp/\x00nul\n"])
+def test_garbage_in_the_socket_file_is_a_wake_failed_line_and_the_next_wake_up_works(
+    project: Project, tmux: Tmux, garbage: bytes
+) -> None:
+    sessions(tmux, project, "QA")
+    socket_file = project.root / ".swarmforge" / "tmux-socket"
+    socket_file.write_bytes(garbage)
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, record=False)
+
+    daemon.step(1000.0)
+    assert daemon.waker.drain(10)
+    [failed] = events(project, "wake_failed")
+    assert failed["role"] == "QA" and failed["error"]
+
+    use_socket(project, tmux.socket)
+    queue(project, "coder", ["QA"])
+    daemon.step(1001.0)
+    assert daemon.waker.drain(10)
+    assert tmux.wakes("QA") == 1 and [e["role"] for e in events(project, "wake")] == ["QA"]
+    daemon.close()
+
+
+# --- the cadence, read byte by byte in a real pane ----------------------------------------------
+
+RECORDER = """
+import os, sys, time, tty
+out = open(sys.argv[1], "w", buffering=1)
+tty.setraw(0)
+os.write(1, b"READY")
+while True:
+    byte = os.read(0, 1)
+    if not byte:
+        break
+    out.write(f"{time.monotonic_ns()} {byte[0]}\\n")
+"""
+
+
+def recorder(tmux: Tmux, name: str) -> Path:
+    """A session whose terminal is raw, running a program that writes `<ns> <byte>` for
+    each byte it receives to the returned file."""
+    path = Path(tmux.dir) / f"{name}.bytes"
+    tmux.run("new-session", "-d", "-s", name, "-x", "200", "-y", "50",
+             sys.executable, "-c", RECORDER, str(path))  # fmt: skip
+    wait_for(lambda: "READY" in tmux.capture(name), what=f"recorder {name} to start")
+    return path
+
+
+def received(path: Path, count: int) -> list[tuple[float, int]]:
+    """The first `count` bytes the recorder saw, each with its time in seconds."""
+
+    def read() -> list[tuple[float, int]]:
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [(int(t) / 1e9, int(b)) for t, b in (line.split() for line in lines)]
+
+    return wait_for(lambda: (lambda got: got if len(got) >= count else [])(read()))[:count]
+
+
+def assert_cadence(got: list[tuple[float, int]]) -> tuple[float, float]:
+    """The text arrived whole, then CR at least 100 ms after its last byte, then LF; the
+    times of its first byte and of the CR."""
+    text, (cr_at, cr), (lf_at, lf) = got[:-2], got[-2], got[-1]
+    assert bytes(b for _, b in text).decode() == TEXT
+    assert (cr, lf) == (13, 10)
+    assert cr_at - text[-1][0] >= 0.100, f"CR {cr_at - text[-1][0]:.3f}s after the text"
+    assert lf_at > cr_at
+    return text[0][0], cr_at
+
+
+def test_the_wake_up_is_typed_then_submitted_at_the_older_tools_cadence(
+    project: Project, tmux: Tmux
+) -> None:
+    path = recorder(tmux, "QA")
+    use_socket(project, tmux.socket)
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, record=False)
+
+    daemon.step(1000.0)
+    assert daemon.waker.drain(10)
+
+    assert_cadence(received(path, len(TEXT) + 2))
+    daemon.close()
+
+
+def test_roles_are_woken_concurrently_each_at_its_own_cadence(project: Project, tmux: Tmux) -> None:
+    """Every role's text arrives before any role's carriage return: one role's wake-up
+    (and so one role's hung tmux) never waits for another's."""
+    paths = {name: recorder(tmux, name) for name in ("coder", "cleaner", "QA")}
+    use_socket(project, tmux.socket)
+    daemon = open_daemon(project, record=False)
+
+    daemon.waker.wake((name, name) for name in paths)
+    assert daemon.waker.drain(10)
+
+    times = [assert_cadence(received(path, len(TEXT) + 2)) for path in paths.values()]
+    assert max(first for first, _ in times) < min(cr for _, cr in times)
+    daemon.close()
+
+
+def test_closing_the_waker_lets_the_wake_up_being_typed_finish(
+    project: Project, tmux: Tmux
+) -> None:
+    """A stopping daemon never leaves a line typed into an agent's input but not submitted."""
+    sessions(tmux, project, "QA")
+    daemon = open_daemon(project, record=False)
+    daemon.waker.wake([("QA", "QA")])
+    wait_for(lambda: TEXT in tmux.capture("QA") or wake_threads(), what="the wake-up to start")
+
+    daemon.close()  # returns once the C-m and C-j are sent, not half-way through
+
+    assert [e["role"] for e in events(project, "wake")] == ["QA"]
+    assert tmux.wakes("QA") == 1

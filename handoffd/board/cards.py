@@ -291,7 +291,7 @@ def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | N
     if not paths:
         return None
     try:
-        from handoffd.board import reports  # type: ignore[attr-defined]
+        from handoffd.board import reports
     except ImportError:  # the write side (reports) is not merged yet
         return None
     try:

@@ -1,0 +1,1 @@
+"""Continuing the work: the live file, `resume`, packets, `digest` and `carry-forward`."""

@@ -1,0 +1,59 @@
+"""Which threads `carry-forward` shows (docs/protocol.md §11): the newest activity first,
+optionally only those a role took part in, or active since a time.  Pure but for
+`report_activity`, which lists the report folders."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from handoffd import handoff as hf
+from handoffd.config import Role
+from handoffd.continuity.digest import epoch
+from handoffd.continuity.threads import REPORTS, File, group, handoff_id, iso_from_report
+
+
+def roles_in(name: str) -> list[str]:
+    """The sender and recipients a queue file's name gives (§2)."""
+    stem = name.removesuffix(".handoff")
+    _, _, rest = stem.partition("_from_")
+    sender, _, to = rest.partition("_to_")
+    return [sender, *to.split("_")]
+
+
+def report_activity(roles: dict[str, Role]) -> dict[str, str]:
+    """Handoff id -> the time of its newest report, over every role's reports."""
+    newest: dict[str, str] = {}
+    for role in roles.values():
+        for folder in hf.visible(os.path.join(role.handoffs, REPORTS)):
+            names = [e.name for e in hf.visible(folder.path) if e.name.endswith(".md")]
+            if names:
+                stamp = iso_from_report(max(names).partition("_")[0])
+                newest[folder.name] = max(newest.get(folder.name, ""), stamp)
+    return newest
+
+
+def activity(files: Iterable[File], reports: dict[str, str]) -> float:
+    """A thread's newest §2 timestamp or report, in seconds since the epoch."""
+    stamps = [f.activity for f in files]
+    stamps += [reports.get(handoff_id(f.name) or "", "") for f in files]
+    return max((epoch(s) or 0.0 for s in stamps if s), default=0.0)
+
+
+def choose(
+    files: Iterable[File],
+    reports: dict[str, str],
+    n: int,
+    since: float | None = None,
+    role: str | None = None,
+) -> list[tuple[str, list[File]]]:
+    """The `n` threads with the newest activity (thread key, its files), newest first."""
+    ranked = []
+    for key, members in group(files).items():
+        if role is not None and not any(role in roles_in(f.name) for f in members):
+            continue
+        when = activity(members, reports)
+        if since is None or when >= since:
+            ranked.append((-when, key, members))
+    ranked.sort(key=lambda row: (row[0], row[1]))
+    return [(key, members) for _, key, members in ranked[:n]]

@@ -1,0 +1,72 @@
+"""Rewriting a role's live file after each step that changes its state (docs/protocol.md §10).
+
+Called by the helpers after every step, so it imports only the live file and the
+queue reader.  It never fails the step it follows: the step's work is done and
+durable; a live file that could not be written is only a missed note.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+from handoffd import handoff as hf
+from handoffd.config import Role
+from handoffd.continuity import live, work
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Edit = Callable[[dict[str, list[str]]], None]
+
+WAITING = "waiting for "
+
+
+def after_step(role: Role, sent_to: str = "", now: float | None = None) -> None:
+    """Rewrite `role`'s live file from its queue; `sent_to` names the recipients of a
+    handoff it just queued.  Errors are swallowed (see the module docstring)."""
+    try:
+        refresh(role, sent_to, now)
+    except (OSError, ValueError):
+        pass
+
+
+def refresh(
+    role: Role, sent_to: str = "", now: float | None = None, edit: Edit | None = None
+) -> str:
+    """Rewrite `role`'s live file from its queue and return the text.  Under a lock on the
+    file's folder: two helpers of one role finishing at once write one after the other,
+    each from the queue as it stands then, so a stale view never lands last."""
+    directory = os.path.dirname(live.path(role.worktree))
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return _rewrite(role, sent_to, now, edit)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _rewrite(role: Role, sent_to: str, now: float | None, edit: Edit | None) -> str:
+    previous = live.read(role.worktree)
+    if edit is not None and previous is not None:
+        # the agent's note: its sections change, handoffd's lines stay as they were
+        edit(previous.sections)
+        return live.write(role.worktree, live.restate(previous), previous)
+    if edit is not None:
+        previous = live.Parsed("", "", "", {})
+        edit(previous.sections)
+    carried = ""
+    if previous and previous.phase.startswith(WAITING):
+        carried = previous.phase[len(WAITING) :]  # still waiting until something arrives
+    summary = work.describe(work.look(role, sent_to or carried))
+    state = live.State(
+        hf.iso_now(now),
+        live.branch(role.worktree),
+        summary.phase,
+        summary.next_step,
+        summary.in_flight,
+        summary.open_questions,
+    )
+    return live.write(role.worktree, state, previous)

@@ -1,0 +1,255 @@
+"""The live file `<worktree>/.swarmforge/HANDOFF.md`: where a role's work stands, at most 30 lines.
+
+handoffd rewrites it after every state change of the role (docs/protocol.md §10): the
+first two lines, `Next Step`, `In-Flight` and `Open Questions` are its own; `Ruled Out`,
+`Decisions` and `Verify` belong to the agent and are carried over verbatim.  Rendering
+is pure (`render`); `write` replaces the file atomically.  Helpers import this module
+after every step, so it uses only `os` and what they have already loaded.
+"""
+
+from __future__ import annotations
+
+import os
+
+from handoffd import durable
+
+FILE = os.path.join(".swarmforge", "HANDOFF.md")
+TITLE = "# HANDOFF — "
+ORDER = ("Next Step", "In-Flight", "Ruled Out", "Decisions", "Verify", "Open Questions")
+AGENT_SECTIONS = ("Ruled Out", "Decisions", "Verify")
+DROP_ORDER = ("Decisions", "Ruled Out", "Verify")  # Verify only if the others are spent
+MAX_LINES = 30
+MAX_IN_FLIGHT = 5
+MAX_QUESTIONS = 3
+MAX_TEXT = 200
+
+
+class State:
+    """handoffd's part of the file: the header fields and its own sections."""
+
+    __slots__ = ("branch", "in_flight", "more", "next_step", "open_questions", "phase", "time")
+
+    def __init__(
+        self,
+        time: str,
+        branch: str,
+        phase: str,
+        next_step: str,
+        in_flight: list[str] | None = None,
+        open_questions: list[str] | None = None,
+        more: int = 0,
+    ) -> None:
+        self.more = more  # cards in flight beyond those listed (a file read back knows no more)
+        self.time = time
+        self.branch = branch
+        self.phase = phase
+        self.next_step = next_step
+        self.in_flight = in_flight or []
+        self.open_questions = open_questions or []
+
+
+class Parsed:
+    """A live file read back: its header fields and every section's lines."""
+
+    __slots__ = ("branch", "phase", "sections", "time")
+
+    def __init__(self, time: str, branch: str, phase: str, sections: dict[str, list[str]]) -> None:
+        self.time = time
+        self.branch = branch
+        self.phase = phase
+        self.sections = sections
+
+
+# --- pure ---------------------------------------------------------------------------------
+
+
+def one_line(text: str) -> str:
+    """Text fit for a single line of the file: no line breaks, at most 200 characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_TEXT else flat[: MAX_TEXT - 1] + "…"
+
+
+def render(state: State, agent: dict[str, list[str]]) -> str:
+    """The whole file: handoffd's sections from `state`, the agent's kept from `agent`,
+    fitted into 30 lines by the drop rule."""
+    sections = {
+        "Next Step": [one_line(state.next_step)],
+        "In-Flight": _in_flight(state.in_flight, state.more),
+        "Open Questions": [f"- {one_line(q)}" for q in state.open_questions[:MAX_QUESTIONS]],
+    }
+    for name in AGENT_SECTIONS:
+        sections[name] = _trimmed(agent.get(name, []))
+    head = [f"{TITLE}{state.time}", f"branch: {state.branch} | phase: {one_line(state.phase)}"]
+    return "".join(f"{line}\n" for line in _lines(head, fit(head, sections)))
+
+
+def _in_flight(cards: list[str], more: int) -> list[str]:
+    lines = [f"- {one_line(card)}" for card in cards[:MAX_IN_FLIGHT]]
+    hidden = max(len(cards) - MAX_IN_FLIGHT, 0) + more
+    if hidden:
+        lines.append(f"- … {hidden} more")
+    return lines
+
+
+def restate(parsed: Parsed) -> State:
+    """handoffd's part of a file read back, to rewrite it unchanged around the agent's."""
+    sections = parsed.sections
+    flight = [line.removeprefix("- ") for line in sections.get("In-Flight", [])]
+    last = flight[-1] if flight else ""
+    more = 0
+    if last.startswith("… ") and last.endswith(" more") and last[2:-5].isdigit():
+        more = int(flight.pop()[2:-5])
+    questions = [line.removeprefix("- ") for line in sections.get("Open Questions", [])]
+    step = " ".join(sections.get("Next Step", []))
+    return State(parsed.time, parsed.branch, parsed.phase, step, flight, questions, more)
+
+
+def _lines(head: list[str], sections: dict[str, list[str]]) -> list[str]:
+    lines = list(head)
+    for name in ORDER:
+        if sections.get(name):
+            lines += ["", f"## {name}", *sections[name]]
+    return lines
+
+
+def fit(head: list[str], sections: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Drop the agent's oldest bullets (from the top of Decisions, then Ruled Out) until the
+    file fits in 30 lines; a section that lost some ends with `- (<k> older items dropped)`."""
+    sections = dict(sections)
+    for name in DROP_ORDER:
+        while len(_lines(head, sections)) > MAX_LINES and _items(sections.get(name, []))[0]:
+            sections[name] = _drop_first(sections[name])
+    return sections
+
+
+def _items(lines: list[str]) -> tuple[list[list[str]], int]:
+    """A section's items (a bullet and its continuation lines; leading prose is an item too)
+    and how many were dropped before, from its `- (<k> older items dropped)` line."""
+    items: list[list[str]] = []
+    dropped = 0
+    for line in lines:
+        count = _dropped_count(line)
+        if count is not None:
+            dropped += count
+        elif not items or line.startswith(("- ", "* ")):
+            items.append([line])
+        else:
+            items[-1].append(line)
+    return items, dropped
+
+
+def _dropped_count(line: str) -> int | None:
+    if line.startswith("- (") and line.endswith(" older items dropped)"):
+        number = line[3 : -len(" older items dropped)")]
+        if number.isdigit():
+            return int(number)
+    return None
+
+
+def _drop_first(lines: list[str]) -> list[str]:
+    items, dropped = _items(lines)
+    kept = [line for item in items[1:] for line in item]
+    return [*_trimmed(kept), f"- ({dropped + 1} older items dropped)"]
+
+
+def _trimmed(lines: list[str]) -> list[str]:
+    """Lines without leading or trailing blank ones."""
+    start, end = 0, len(lines)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return lines[start:end]
+
+
+def add_bullet(lines: list[str], bullet: str) -> list[str]:
+    """A section with `bullet` added as its newest item (before a drop marker, if any)."""
+    lines = _trimmed(lines)
+    if lines and _dropped_count(lines[-1]) is not None:
+        return [*lines[:-1], bullet, lines[-1]]
+    return [*lines, bullet]
+
+
+def parse(text: str) -> Parsed | None:
+    """A live file's header fields and sections; None if it is not one."""
+    lines = text.split("\n")
+    if len(lines) < 2 or not lines[0].startswith(TITLE) or not lines[1].startswith("branch: "):
+        return None
+    branch, _, phase = lines[1][len("branch: ") :].partition(" | phase: ")
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines[2:]:
+        if line.startswith("## "):
+            current = sections.setdefault(line[3:].strip(), [])
+        elif current is not None:
+            current.append(line)
+    trimmed = {name: _trimmed(body) for name, body in sections.items()}
+    return Parsed(lines[0][len(TITLE) :].strip(), branch, phase, trimmed)
+
+
+# --- I/O ----------------------------------------------------------------------------------
+
+
+def path(worktree: str) -> str:
+    return os.path.join(worktree, FILE)
+
+
+def read(worktree: str) -> Parsed | None:
+    """The role's live file as it stands; None if there is none (or it is not one)."""
+    try:
+        with open(path(worktree), encoding="utf-8", errors="replace") as file:
+            return parse(file.read())
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def write(worktree: str, state: State, previous: Parsed | None = None) -> str:
+    """Rewrite the live file from `state`, keeping the agent's sections of `previous` (by
+    default the file as it stands); returns the text.  Atomic (temp file, fsync, rename):
+    a reader or a crash sees the old file or the new, never a mix."""
+    previous = previous or read(worktree)
+    agent = previous.sections if previous else {}
+    text = render(state, agent)
+    os.makedirs(os.path.dirname(path(worktree)), exist_ok=True)
+    sweep(os.path.dirname(path(worktree)))
+    durable.replace(path(worktree), text.encode("utf-8"))
+    return text
+
+
+def sweep(directory: str) -> None:
+    """Remove the temp files of rewrites whose writer died (SIGKILL leaves them behind);
+    a live writer's temp name carries its pid, so it is never taken from under it."""
+    prefix = f".{os.path.basename(FILE)}."
+    for temp in durable.temp_files(directory):
+        name = os.path.basename(temp)
+        pid = name[len(prefix) :].split(".")[0] if name.startswith(prefix) else ""
+        if pid.isdigit() and not _alive(int(pid)):
+            durable.unlink_quietly(temp)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def branch(worktree: str) -> str:
+    """The worktree's branch, read from git's own files (`.git` → gitdir → `HEAD`) rather
+    than by running git, which would cost a helper more than its whole start-up."""
+    dot_git = os.path.join(worktree, ".git")
+    try:
+        if os.path.isfile(dot_git):
+            with open(dot_git, encoding="utf-8") as file:
+                gitdir = file.read().strip().removeprefix("gitdir: ")
+            dot_git = os.path.join(worktree, gitdir)  # a relative gitdir is relative to here
+        with open(os.path.join(dot_git, "HEAD"), encoding="utf-8") as file:
+            head = file.read().strip()
+    except OSError:
+        return "(no git)"
+    if head.startswith("ref: "):
+        return head[len("ref: ") :].removeprefix("refs/heads/")
+    return f"(detached {head[:10]})"

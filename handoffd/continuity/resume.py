@@ -1,0 +1,235 @@
+"""`handoffd resume`: "where were we", in at most five lines (docs/protocol.md §10).
+
+It climbs a ladder of sources and stops at the first that yields state: the live file
+(when it is of this branch and no older than the queue's newest event), the queue, git,
+and otherwise an honest cold start.  The answer builders are pure; `climb` does the
+reading, and the git rung writes the live file so the next agent never digs again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime
+
+from handoffd import git, scan
+from handoffd import handoff as hf
+from handoffd.config import Box, Role
+from handoffd.continuity import live, work
+
+COLD_START = "COLD_START: No prior session history found for this worktree."
+SOURCES = {"live_file": "live file", "queue": "queue", "git": "git"}
+# handoffd's own areas of a worktree: runtime state, and the other roles' worktrees
+OWN_PATHS = (":(exclude).swarmforge", ":(exclude).worktrees")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What `resume` says: where it came from, the open question, the state, the next step."""
+
+    source: str
+    role: str
+    branch: str
+    state: str | None = None
+    next_step: str | None = None
+    open_question: str | None = None
+
+    def lines(self) -> list[str]:
+        """At most five lines: the open question always second when there is one."""
+        if self.source == "cold_start":
+            return [COLD_START]
+        lines = [f"RESUMING: {self.role} on {self.branch} (from {SOURCES[self.source]})"]
+        if self.open_question:
+            lines.append(f"OPEN_QUESTION: {live.one_line(self.open_question)}")
+        lines.append(f"STATE: {live.one_line(self.state or '')}")
+        lines.append(f"NEXT_STEP: {live.one_line(self.next_step or '')}")
+        return lines
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "role": self.role,
+            "branch": self.branch,
+            "open_question": self.open_question,
+            "state": self.state,
+            "next_step": self.next_step,
+            "lines": self.lines(),
+        }
+
+
+@dataclass(frozen=True)
+class GitFacts:
+    """What git and the history folders say about a worktree."""
+
+    branch: str
+    main_branch: str
+    ahead: list[str]  # "<sha> <subject>" of commits the main checkout's branch lacks
+    changed: int  # uncommitted paths outside handoffd's own areas
+    last_handoff: str  # the last handoff received or sent, in words; "" if none
+
+    @property
+    def any(self) -> bool:
+        return bool(self.ahead or self.changed or self.last_handoff)
+
+
+# --- pure: one answer per rung ----------------------------------------------------------
+
+
+def from_live(parsed: live.Parsed, role: str, branch: str) -> Answer:
+    """Rung 1: the live file says it all."""
+    sections = parsed.sections
+    question = _first_bullet(sections.get("Open Questions", []))
+    flight = [line.removeprefix("- ") for line in sections.get("In-Flight", [])]
+    state = "; ".join([parsed.phase, *flight[:2]])
+    decided, ruled_out = (len(_bullets(sections.get(n, []))) for n in ("Decisions", "Ruled Out"))
+    if decided or ruled_out:
+        state += f" ({decided} decisions, {ruled_out} ruled out in {live.FILE})"
+    step = " ".join(sections.get("Next Step", [])) or "Read the live file."
+    return Answer("live_file", role, branch, state, step, question)
+
+
+def from_queue(now: work.Work, role: str, branch: str, report: str) -> Answer:
+    """Rung 2: the work in process or waiting, its latest report and blocked reason."""
+    summary = work.describe(now)
+    parts = [summary.phase, *summary.in_flight[:2]]
+    if report:
+        parts.append(f"latest report {report}")
+    if now.waiting and now.in_process:
+        parts.append(f"{now.waiting} more waiting")
+    question = summary.open_questions[0] if summary.open_questions else None
+    return Answer("queue", role, branch, "; ".join(parts), summary.next_step, question)
+
+
+def from_git(facts: GitFacts, role: str) -> Answer:
+    """Rung 3: the branch's own commits, uncommitted changes, the last handoff."""
+    parts = []
+    if facts.ahead:
+        parts.append(
+            f"{len(facts.ahead)} commit(s) ahead of {facts.main_branch} (latest {facts.ahead[0]})"
+        )
+    if facts.changed:
+        parts.append(f"{facts.changed} uncommitted path(s)")
+    if facts.last_handoff:
+        parts.append(f"last handoff: {facts.last_handoff}")
+    return Answer("git", role, facts.branch, "; ".join(parts), git_next_step(facts))
+
+
+def git_next_step(facts: GitFacts) -> str:
+    if facts.changed:
+        return f"Review the {facts.changed} uncommitted path(s) (git status), then commit them."
+    if facts.ahead:
+        return (
+            f"Check that the {len(facts.ahead)} commit(s) on {facts.branch} were handed on "
+            "(swarm_handoff.sh) or finish them."
+        )
+    return "Nothing in process or waiting: run ready_for_next.sh when woken."
+
+
+def _bullets(lines: list[str]) -> list[str]:
+    return [line for line in lines if line.startswith("- ") and not _is_marker(line)]
+
+
+def _is_marker(line: str) -> bool:
+    return line.startswith("- (") and line.endswith(" older items dropped)")
+
+
+def _first_bullet(lines: list[str]) -> str | None:
+    bullets = _bullets(lines)
+    return bullets[0].removeprefix("- ") if bullets else None
+
+
+def fresh(parsed: live.Parsed, branch: str, newest_event: float) -> bool:
+    """Rung 1's test: the live file is of this branch and no older than the queue's newest
+    event."""
+    return parsed.branch == branch and _epoch(parsed.time) >= newest_event
+
+
+def _epoch(stamp: str) -> float:
+    """A §2 timestamp in seconds; one that cannot be read is as old as can be."""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return float("-inf")
+
+
+# --- I/O: the ladder ----------------------------------------------------------------------
+
+
+def climb(role: Role, root: str, now: float | None = None) -> Answer:
+    """Climb the ladder for `role`; stop at the first rung that yields state."""
+    branch = live.branch(role.worktree)
+    parsed = live.read(role.worktree)
+    if parsed is not None and fresh(parsed, branch, newest_event(role)):
+        return from_live(parsed, role.name, branch)
+    queue = work.look(role)
+    if queue.in_process or queue.waiting:
+        ident = queue.in_process[0].card.rpartition("@")[0] if queue.in_process else ""
+        return from_queue(queue, role.name, branch, latest_report(role, ident))
+    facts = git_facts(role, root, branch)
+    if not facts.any:
+        return Answer("cold_start", role.name, branch)
+    answer = from_git(facts, role.name)
+    _write_reconstruction(role, answer, now)
+    return answer
+
+
+def newest_event(role: Role) -> float:
+    """The newest mtime of the role's inbox folders and `sent/`: its queue's last event."""
+    times = []
+    for box in (Box.NEW, Box.IN_PROCESS, Box.COMPLETED, Box.SENT):
+        try:
+            times.append(os.stat(role.path(box)).st_mtime)
+        except OSError:
+            continue
+    return max(times, default=float("-inf"))
+
+
+def _write_reconstruction(role: Role, answer: Answer, now: float | None) -> None:
+    """The git rung's one write: the live file, so the next call starts from rung 1."""
+    phase = f"idle (reconstructed from git: {answer.state})"
+    state = live.State(hf.iso_now(now), answer.branch, phase, answer.next_step or "")
+    live.write(role.worktree, state)
+
+
+def git_facts(role: Role, root: str, branch: str) -> GitFacts:
+    main_branch = live.branch(root)
+    ahead: list[str] = []
+    if main_branch != branch and not main_branch.startswith("("):
+        log = git.run(role.worktree, "log", "--format=%h %s", f"{main_branch}..HEAD")
+        ahead = log.stdout.splitlines() if log.returncode == 0 else []
+    status = git.run(role.worktree, "status", "--porcelain", "--", ".", *OWN_PATHS)
+    changed = len(status.stdout.splitlines()) if status.returncode == 0 else 0
+    return GitFacts(branch, main_branch, ahead, changed, last_handoff(role))
+
+
+def last_handoff(role: Role) -> str:
+    """The newest handoff the role completed or sent, in words; "" if it has none."""
+    history = scan.listing(role, scan.State.HISTORY)
+    dated = [(e.parts.timestamp, e.parts.seq, e.name, e) for e in history if e.parts]
+    if not dated:
+        return ""
+    entry = max(dated)[3]
+    headers = entry.headers
+    if entry.state == scan.State.COMPLETED:
+        who, stamp = f"received {work.label(headers)} from {headers.get('from')}", "completed_at"
+    else:
+        who, stamp = f"sent {work.label(headers)} to {headers.get('to')}", "created_at"
+    return f"{who} ({work.short_time(headers.get(stamp, ''))})"
+
+
+def latest_report(role: Role, ident: str) -> str:
+    """The newest report on `ident` in words (`RUNNING 2026-06-15 14:05Z: <first line>`)."""
+    from handoffd.board import reports  # front matter and YAML: only this rung pays
+
+    paths = reports.files(role.handoffs, ident) if ident else []
+    if not paths:
+        return ""
+    report = reports.read(paths[-1])
+    first = next((line.strip() for line in report.text.split("\n") if line.strip()), "")
+    when = work.short_time(report.reported_at) or _name_time(os.path.basename(paths[-1]))
+    return f"{report.status} {when}" + (f": {first}" if first else "")
+
+
+def _name_time(name: str) -> str:
+    """A report file name's time (`20260615T142000.000000Z_…`) as `2026-06-15 14:20Z`."""
+    return f"{name[:4]}-{name[4:6]}-{name[6:8]} {name[9:11]}:{name[11:13]}Z"

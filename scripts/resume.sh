@@ -1,0 +1,1 @@
+../handoffd/shims/resume.sh

@@ -1,0 +1,171 @@
+"""`handoffd digest` (docs/protocol.md §11) on real projects: real helpers, real git,
+reports stored as §8 lays them out.  Every row is traced back to the file it cites."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import pytest
+
+from handoffd.continuity import threads
+from handoffd.continuity.digest import NOT_IN_HANDOFF
+from tests.conftest import Project, git
+from tests.digest_support import build_thread, commit_in, hf_epoch, report, run
+
+RECEIPT = re.compile(r"   \[(?:(commit|report) )?([^\]]+)\]$")
+
+
+@pytest.fixture
+def thread(project: Project) -> dict[str, str]:
+    return build_thread(project)
+
+
+def digest(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
+    return run("digest", project, *args)
+
+
+# --- what a digest says -------------------------------------------------------------------
+
+
+def test_a_thread_across_three_roles_and_both_receive_modes(project, thread):
+    result = digest(project, "--task", "parser")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("# Task parser · coder, cleaner, QA · ")
+    assert lines[1].startswith("**Outcome** in process at QA since ")
+    # coder named one commit and cleaner one: no range between headers of one worktree
+    assert "## Handoffs (2)" in lines and "## Commits (2)" in lines and "## Reports (2)" in lines
+    handoffs = lines[lines.index("## Handoffs (2)") + 1 : lines.index("## Handoffs (2)") + 3]
+    assert f"cleaner → QA git_handoff {thread['second']} — in process at QA" in handoffs[0]
+    assert f"coder → cleaner git_handoff {thread['first']} — completed by cleaner" in handoffs[1]
+    assert lines[-2] == f"receipt: {thread['a']}, {thread['b']}"
+    assert re.fullmatch(r"generated \S+Z · queue read \S+Z", lines[-1])
+    assert lines[-3] == "---" and NOT_IN_HANDOFF in lines
+
+
+def test_said_it_would_and_said_it_decided_are_quoted_with_their_report(project, thread):
+    out = digest(project, "--task", "parser").stdout
+    assert "## Said it would, no evidence it did (1)" in out
+    assert '- "I\'ll re-run the suite once the fixture lands."   [report .worktrees/QA/' in out
+    assert '- "I decided to keep tabs."' not in out  # under 25 characters
+    assert "## Said it decided" not in out
+
+
+def test_a_promise_followed_by_a_commit_is_not_listed(project, thread):
+    commit_in(project, "QA", "fixture.txt", "the fixture", time.time() + 120)
+    out = digest(project, "--task", "parser").stdout
+    assert "Said it would" not in out
+
+
+def test_a_promise_followed_by_a_handoff_from_that_role_is_not_listed(project, thread):
+    # after cleaner's last commit, before it sent b to QA
+    when = hf_epoch(thread["b"]) - 50
+    report(project, "cleaner", thread["a"], "DONE", "Next I will hand this to QA for a run.", when)
+    out = digest(project, "--task", "parser").stdout
+    assert '"Next I will hand this to QA' not in out  # cleaner sent b after this report
+    report(project, "cleaner", thread["a"], "DONE", "I will hand the parser to QA again.", 9e9)
+    assert '"I will hand the parser to QA again."' in digest(project, "--task", "parser").stdout
+
+
+def test_an_id_digests_its_whole_task_thread(project, thread):
+    by_id = digest(project, thread["a"]).stdout.splitlines()
+    by_task = digest(project, "--task", "parser").stdout.splitlines()
+    assert by_id[:-1] == by_task[:-1]
+
+
+def test_every_row_traces_back_to_its_source(project, thread):
+    report(project, "QA", thread["b"], "RUNNING", "We chose the slow path for safety today.", 1)
+    lines = digest(project, "--task", "parser").stdout.splitlines()
+    files = threads.all_files(_roles(project))
+    traced = 0
+    for line in lines:
+        if not line.startswith("- ") or line.startswith("- … "):
+            continue
+        match = RECEIPT.search(line)
+        assert match, f"a row without a receipt: {line}"
+        kind, source = match.groups()
+        if kind == "commit":
+            _trace_commit(project, line, source)
+        elif kind == "report":
+            _trace_report(project, line, source)
+        else:
+            assert any(threads.handoff_id(f.name) == source for f in files), line
+            assert "parser" in {f.task for f in files if threads.handoff_id(f.name) == source}
+        traced += 1
+    assert traced >= 12
+    ids = lines[-2].removeprefix("receipt: ").split(", ")
+    assert all(any(threads.handoff_id(f.name) == i for f in files) for i in ids)
+
+
+def _roles(project: Project):
+    from handoffd import config
+
+    return config.load_roles(str(project.root))
+
+
+def _trace_commit(project: Project, line: str, sha: str) -> None:
+    shown = [git(w, "show", "-s", "--format=%s", sha) for w in [project.worktrees["cleaner"]]]
+    changed = git(project.worktrees["cleaner"], "show", "--format=", "--name-only", sha).split()
+    if line.startswith(f"- {sha} "):
+        assert line.startswith(f"- {sha} {shown[0]} ({len(changed)} file"), line
+    else:
+        assert line.split(" — ")[0].removeprefix("- ") in changed, line
+
+
+def _trace_report(project: Project, line: str, relative: str) -> None:
+    text = (project.root / relative).read_text(encoding="utf-8")
+    quoted = re.match(r'- "(.*)"   \[', line)
+    if quoted:
+        assert quoted.group(1) in " ".join(text.split("\n")), line
+    else:
+        first = line.split(": ", 1)[1].rsplit("   [", 1)[0]
+        status = relative.rsplit("_", 1)[1].removesuffix(".md")
+        assert first in text and f" {status} " in line, line
+
+
+# --- refusals, JSON and the budget --------------------------------------------------------
+
+
+def test_unknown_handoff_and_task_exit_1(project, thread):
+    result = digest(project, "20990101T000000Z_000001_from_coder")
+    assert (result.returncode, result.stderr) == (
+        1,
+        "UNKNOWN_HANDOFF: 20990101T000000Z_000001_from_coder\n",
+    )
+    result = digest(project, "--task", "nope")
+    assert (result.returncode, result.stderr) == (1, "UNKNOWN_TASK: nope\n")
+
+
+def test_a_budget_under_8_is_refused_with_exit_2(project, thread):
+    result = digest(project, "--task", "parser", "--max-lines", "7")
+    assert result.returncode == 2 and result.stderr.startswith("BUDGET_TOO_SMALL")
+    assert result.stdout == ""
+
+
+def test_a_small_budget_cuts_names_what_it_left_out_and_keeps_the_receipt(project, thread):
+    for lines_allowed in range(8, 30):
+        lines = digest(project, "--task", "parser", "--max-lines", str(lines_allowed)).stdout
+        lines = lines.splitlines()
+        assert len(lines) <= lines_allowed
+        assert lines[-2].startswith("receipt: ") and lines[-3] == "---"
+    lines = digest(project, "--task", "parser", "--max-lines", "12").stdout.splitlines()
+    assert lines[-4].startswith("Not shown for lack of room: ")
+    assert "Commits (2)" in lines[-4]
+
+
+def test_json_has_markdown_receipt_and_gaps(project, thread):
+    out = json.loads(digest(project, "--task", "parser", "--json").stdout)
+    assert set(out) == {"markdown", "receipt", "gaps"}
+    assert out["receipt"]["ids"] == [thread["a"], thread["b"]]
+    assert out["receipt"]["generated_at"].endswith("Z")
+    assert out["markdown"].startswith("# Task parser · ")
+    assert out["markdown"].splitlines()[-2] == f"receipt: {thread['a']}, {thread['b']}"
+    assert out["gaps"] == []
+
+
+def test_id_and_task_together_is_a_usage_error(project, thread):
+    assert digest(project, thread["a"], "--task", "parser").returncode == 2
+    assert digest(project).returncode == 2

@@ -1,0 +1,133 @@
+"""What a digest does not know is a gap (docs/protocol.md §11), never padding: each gap
+from a project that lacks exactly that fact, and the history index behind `--task`."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import Project, roles_tsv
+from tests.digest_support import report, run, send
+
+NAME = "50_20260101T000000Z_000009_from_{sender}_to_cleaner.handoff"
+
+
+def digest_json(project: Project, *args: str) -> dict:
+    result = run("digest", project, *args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def put_git_handoff(project: Project, sender: str, task: str, commit: str, box: str) -> str:
+    """A delivered git_handoff in cleaner's folder `box`; its id."""
+    name = NAME.format(sender=sender)
+    ident = name.split("_", 1)[1].rsplit("_to_", 1)[0]
+    project.put(
+        "cleaner",
+        name,
+        box=box,
+        id=ident,
+        **{"from": sender, "to": "cleaner", "type": "git_handoff", "task": task},
+        commit=commit,
+        created_at="2026-01-01T00:00:00Z",
+        recipient="cleaner",
+        enqueued_at="2026-01-01T00:00:01Z",
+    )
+    return ident
+
+
+def test_a_note_alone_has_no_commit_header_and_no_reports_and_no_padding(project):
+    ident = send(project, "coder", "QA", "a note")
+    out = digest_json(project, ident)
+    assert out["gaps"] == ["no_commit_header", "no_reports"]
+    lines = out["markdown"].splitlines()
+    assert lines[0].startswith(f"# Handoff {ident} · coder, QA · ")
+    assert lines[1].startswith("**Outcome** waiting in QA's inbox since ")
+    assert [line for line in lines if line.startswith("## ")] == [
+        "## Handoffs (1)",
+        "## Not in this handoff",
+    ]
+    assert len(lines) == 9
+
+
+def test_a_commit_git_does_not_have(project):
+    put_git_handoff(project, "coder", "ghost", "deadbeef00", "inbox/new")
+    out = digest_json(project, "--task", "ghost")
+    assert "commit_not_found" in out["gaps"]
+    assert "## Commits" not in out["markdown"]
+    assert "deadbeef00 — waiting in cleaner's inbox" in out["markdown"]
+
+
+def test_a_sender_whose_worktree_is_not_a_repository_is_git_unavailable(project, tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    extra = roles_tsv([("docs", "docs", str(plain), "docs", "Docs", "shell", "task")])
+    roles = (project.root / ".swarmforge" / "roles.tsv").read_text() + extra
+    project.write_roles(roles)
+    put_git_handoff(project, "docs", "docs-task", "0123456789", "inbox/new")
+    assert "git_unavailable" in digest_json(project, "--task", "docs-task")["gaps"]
+
+
+def test_a_sender_not_in_roles_tsv_is_worktree_unknown(project):
+    put_git_handoff(project, "ghost", "orphan", "0123456789", "inbox/completed")
+    out = digest_json(project, "--task", "orphan")
+    assert "worktree_unknown" in out["gaps"]
+    assert "completed by cleaner" in out["markdown"]
+
+
+def test_fifty_reports_on_one_handoff_may_be_history_truncated(project):
+    ident = put_git_handoff(project, "coder", "busy", project.commit(), "inbox/in_process")
+    for second in range(50):
+        report(project, "cleaner", ident, "RUNNING", f"Step {second}.", 1e9 + second)
+    out = digest_json(project, "--task", "busy")
+    assert "history_truncated" in out["gaps"] and "no_reports" not in out["gaps"]
+    assert "## Reports (50)" in out["markdown"]
+
+
+def test_a_delivered_original_whose_copy_is_gone(project):
+    ident = send(project, "coder", "QA", "gone", project.commit())
+    for copy in project.box("QA", "inbox/new").iterdir():
+        copy.unlink()
+    out = digest_json(project, ident)
+    assert "copy_not_found" in out["gaps"]
+    assert "— no copy found at QA   [" in out["markdown"]
+
+
+def test_an_unreadable_history_file_is_a_gap_not_a_crash(project):
+    name = NAME.format(sender="coder")
+    broken = project.box("cleaner", "inbox/completed") / name
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a header block")
+    out = digest_json(project, name.split("_", 1)[1].rsplit("_to_", 1)[0])
+    assert "unreadable_file" in out["gaps"]
+
+
+# --- the history index --------------------------------------------------------------------
+
+
+def test_history_headers_are_indexed_once_and_a_torn_line_is_ignored(project):
+    ident = put_git_handoff(project, "coder", "kept", project.commit(), "inbox/completed")
+    first = digest_json(project, "--task", "kept")
+    index = project.handoffs("cleaner") / ".digest-index"
+    lines = index.read_text().splitlines()
+    assert lines == [f"inbox/completed/{NAME.format(sender='coder')}\tkept\t2026-01-01T00:00:01Z"]
+    with index.open("a") as torn:
+        torn.write("inbox/completed/x.handoff\tha")  # a crash mid-append: no newline
+    again = digest_json(project, "--task", "kept")
+    assert again["receipt"]["ids"] == first["receipt"]["ids"] == [ident]
+    assert again["markdown"].splitlines()[:-1] == first["markdown"].splitlines()[:-1]
+
+
+def test_a_batch_dir_in_history_is_listed_once_then_known_from_the_index(project):
+    project.put(
+        "cleaner",
+        "50_20260101T000000Z_000001_from_coder_to_cleaner.handoff",
+        box="inbox/completed/batch_20260101T000001Z_000001",
+        id="20260101T000000Z_000001_from_coder",
+        task="batched",
+        completed_at="2026-01-01T00:00:02Z",
+    )
+    assert "completed by cleaner" in digest_json(project, "--task", "batched")["markdown"]
+    text = (project.handoffs("cleaner") / ".digest-index").read_text()
+    assert "inbox/completed/batch_20260101T000001Z_000001/\t\t\n" in text
+    (project.handoffs("cleaner") / ".digest-index").write_text(text + "")  # unchanged
+    assert "completed by cleaner" in digest_json(project, "--task", "batched")["markdown"]

@@ -1,0 +1,284 @@
+"""The live file HANDOFF.md (docs/protocol.md §10): rendering, the 30-line budget and its drop
+rule, the agent's sections kept verbatim, the branch read from git's files, the rewrite after
+each helper step, and that a killed rewrite never leaves a torn file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from handoffd.continuity import live, work
+from tests.conftest import Project, git
+
+NOW = "2026-06-15T14:05:31.482113Z"
+
+
+def state(**changes: object) -> live.State:
+    fields: dict[str, object] = {
+        "time": NOW,
+        "branch": "main",
+        "phase": "idle",
+        "next_step": "Run ready_for_next.sh when woken.",
+    }
+    fields.update(changes)
+    return live.State(**fields)  # type: ignore[arg-type]
+
+
+def test_an_idle_role_renders_the_header_and_the_next_step_only() -> None:
+    assert live.render(state(), {}) == (
+        f"# HANDOFF — {NOW}\n"
+        "branch: main | phase: idle\n"
+        "\n## Next Step\nRun ready_for_next.sh when woken.\n"
+    )
+
+
+def test_sections_come_in_the_contract_order_and_empty_ones_are_omitted() -> None:
+    text = live.render(
+        state(in_flight=["c1@coder, t1"], open_questions=["t1: waiting on QA"]),
+        {"Verify": ["`make test`"], "Decisions": ["- keep it flat"], "Ruled Out": []},
+    )
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == ["## Next Step", "## In-Flight", "## Decisions", "## Verify",
+                        "## Open Questions"]  # fmt: skip
+
+
+def test_in_flight_lists_five_cards_then_how_many_more() -> None:
+    text = live.render(state(in_flight=[f"card{i}@coder, t{i}" for i in range(8)]), {})
+    flight = live.parse(text)
+    assert flight is not None
+    assert flight.sections["In-Flight"] == [
+        *(f"- card{i}@coder, t{i}" for i in range(5)),
+        "- … 3 more",
+    ]
+
+
+def test_the_drop_rule_takes_decisions_from_the_top_first_then_ruled_out() -> None:
+    agent = {
+        "Decisions": [f"- decision {i}" for i in range(12)],
+        "Ruled Out": [f"- path {i}: failed" for i in range(12)],
+        "Verify": ["`pytest -q`"],
+    }
+    text = live.render(state(), agent)
+    parsed = live.parse(text)
+    assert parsed is not None
+    assert len(text.splitlines()) == 30
+    decisions = parsed.sections["Decisions"]
+    assert decisions[-1].endswith(" older items dropped)")
+    dropped = int(decisions[-1].split("(")[1].split()[0])
+    assert decisions[:-1] == [f"- decision {i}" for i in range(dropped, 12)]
+    assert parsed.sections["Ruled Out"] == agent["Ruled Out"]  # untouched while Decisions gives
+    assert parsed.sections["Verify"] == ["`pytest -q`"]
+
+
+def test_a_dropped_count_accumulates_across_rewrites() -> None:
+    agent = {"Decisions": ["- (4 older items dropped)", *(f"- d{i}" for i in range(30))]}
+    parsed = live.parse(live.render(state(), agent))
+    assert parsed is not None
+    marker = parsed.sections["Decisions"][-1]
+    kept = len(parsed.sections["Decisions"]) - 1
+    assert marker == f"- ({4 + 30 - kept} older items dropped)"
+
+
+def test_a_bullet_keeps_its_continuation_lines_and_goes_whole() -> None:
+    agent = {"Ruled Out": ["- approach A: failed", "  because of B", "- approach C: slow"]}
+    parsed = live.parse(live.render(state(), agent))
+    assert parsed is not None and parsed.sections["Ruled Out"] == agent["Ruled Out"]
+    items, _ = live._items([*agent["Ruled Out"]] * 20)
+    assert items[0] == ["- approach A: failed", "  because of B"]
+
+
+def test_long_text_is_one_line_of_at_most_200_characters() -> None:
+    text = live.render(state(next_step="x" * 500 + "\nsecond line"), {})
+    parsed = live.parse(text)
+    assert parsed is not None
+    assert len(parsed.sections["Next Step"]) == 1
+    assert len(parsed.sections["Next Step"][0]) == 200
+
+
+BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines splits on
+chars = st.characters(blacklist_categories=("Cs",), blacklist_characters=BREAKS)
+lines = st.text(chars, max_size=40)
+bullets = st.lists(lines.map(lambda t: "- " + t.strip() if t.strip() else "- x"), max_size=12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    changes=st.lists(
+        st.tuples(
+            st.integers(0, 9),  # cards in flight
+            st.lists(lines, max_size=5),  # open questions
+            st.sampled_from(["decision", "ruled-out", "verify", "none"]),
+            lines,
+        ),
+        min_size=100,
+        max_size=100,
+    ),
+    agent=st.fixed_dictionaries({"Decisions": bullets, "Ruled Out": bullets}),
+)
+def test_through_100_state_changes_the_file_fits_and_keeps_the_agents_sections(
+    changes: list[tuple[int, list[str], str, str]], agent: dict[str, list[str]]
+) -> None:
+    """Each step: handoffd's state changes and the agent may add a note; after each rewrite
+    the file is at most 30 lines, and what the agent wrote is still there unless the drop
+    rule took it, oldest first, counted in the marker."""
+    text = live.render(state(), agent)
+    written = {name: list(body) for name, body in agent.items()}
+    for cards, questions, note, words in changes:
+        previous = live.parse(text)
+        assert previous is not None
+        sections = previous.sections
+        bullet = "- " + (" ".join(words.split()) or "note")
+        if note in ("decision", "ruled-out"):
+            name = "Decisions" if note == "decision" else "Ruled Out"
+            sections[name] = live.add_bullet(sections.get(name, []), bullet)
+            written.setdefault(name, []).append(bullet)
+        elif note == "verify":
+            sections["Verify"] = [f"`{bullet}`"]
+            written["Verify"] = [f"`{bullet}`"]
+        flight = [f"card{i}@coder, task {i}" for i in range(cards)]
+        text = live.render(state(in_flight=flight, open_questions=questions), sections)
+        assert len(text.splitlines()) <= live.MAX_LINES
+        parsed = live.parse(text)
+        assert parsed is not None
+        for name, body in written.items():
+            kept, dropped = live._items(parsed.sections.get(name, []))
+            flat = [line for item in kept for line in item]
+            assert flat == [line for line in body if line.strip()][dropped:], name
+
+
+def test_note_adds_a_bullet_after_the_drop_marker_is_taken_into_account() -> None:
+    assert live.add_bullet(["- a", "- (2 older items dropped)"], "- b") == [
+        "- a", "- b", "- (2 older items dropped)",
+    ]  # fmt: skip
+
+
+# --- the branch, from git's files -------------------------------------------------------
+
+
+def test_the_branch_is_read_from_git_files_in_a_checkout_and_a_worktree(
+    project: Project,
+) -> None:
+    assert live.branch(str(project.worktrees["coder"])) == "main"
+    assert live.branch(str(project.worktrees["cleaner"])) == "cleaner"
+    git(project.worktrees["QA"], "checkout", "-q", "--detach")
+    sha = git(project.worktrees["QA"], "rev-parse", "--short=10", "HEAD")
+    assert live.branch(str(project.worktrees["QA"])) == f"(detached {sha})"
+
+
+def test_a_directory_outside_git_has_no_branch(tmp_path: Path) -> None:
+    assert live.branch(str(tmp_path)) == "(no git)"
+
+
+# --- rewritten by every helper step ------------------------------------------------------
+
+
+def live_file(project: Project, role: str) -> live.Parsed:
+    parsed = live.read(str(project.worktrees[role]))
+    assert parsed is not None, f"no live file for {role}"
+    return parsed
+
+
+def test_taking_finishing_and_sending_each_rewrite_the_live_file(project: Project) -> None:
+    project.put("QA", "50_20260615T140531Z_000001_from_coder_to_QA.handoff", task="slice-3",
+                id="20260615T140531Z_000001_from_coder")  # fmt: skip
+    taken = project.run("ready_for_next", role="QA")
+    assert taken.code == 0, taken.err
+    after_take = live_file(project, "QA")
+    assert after_take.branch == "QA"
+    assert after_take.phase == "working on slice-3"
+    assert after_take.sections["In-Flight"][0].startswith(
+        "- 20260615T140531Z_000001_from_coder@QA, slice-3, taken "
+    )
+    assert after_take.sections["Next Step"] == ["Finish slice-3, then run done_with_current.sh."]
+
+    done = project.run("done_with_current", role="QA")
+    assert done.code == 0, done.err
+    assert live_file(project, "QA").phase == "idle"
+
+    draft = project.draft(project.note_draft(to="coder", message="slice-3 is done"))
+    assert project.run("swarm_handoff", str(draft), role="QA").code == 0
+    assert live_file(project, "QA").phase == "waiting for coder"
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+    assert live_file(project, "QA").phase == "waiting for coder"  # nothing arrived yet
+
+
+def test_a_blocked_card_becomes_the_open_question(project: Project) -> None:
+    project.put("coder", "50_20260615T140531Z_000001_from_QA_to_coder.handoff", task="t",
+                blocked_reason="which schema version?")  # fmt: skip
+    assert project.run("ready_for_next", role="coder").code == 0
+    parsed = live_file(project, "coder")
+    assert parsed.phase == "blocked"
+    assert parsed.sections["Open Questions"] == ["- t: which schema version?"]
+
+
+def test_the_agents_sections_survive_a_helper_rewrite_verbatim(project: Project) -> None:
+    worktree = project.worktrees["cleaner"]
+    (worktree / ".swarmforge").mkdir(exist_ok=True)
+    agent_text = (
+        "\n## Ruled Out\n- sed over the tree: touches vendored files\n"
+        "\n## Decisions\n- keep **bold** and `code` as written  \n"
+        "\n## Verify\n`pytest -q tests/test_parser.py`\n"
+    )
+    (worktree / live.FILE).write_text(f"# HANDOFF — {NOW}\nbranch: x | phase: idle\n{agent_text}")
+    assert project.run("ready_for_next", role="cleaner").out == "NO_TASK\n"
+    text = (worktree / live.FILE).read_text()
+    assert agent_text in text
+    assert text.startswith("# HANDOFF — 20") and "branch: cleaner | phase: idle\n" in text
+
+
+def test_a_live_file_that_cannot_be_written_never_fails_the_helper(project: Project) -> None:
+    (project.worktrees["QA"] / live.FILE).mkdir(parents=True)  # a directory in its place
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+
+
+def test_work_describes_a_batch_and_what_waits_behind_it() -> None:
+    cards = [work.Card(f"c{i}@cleaner", f"t{i}", NOW, None) for i in range(3)]
+    summary = work.describe(work.Work(cards, 2, "batch", batch=True))
+    assert summary.phase == "working on a batch of 3"
+    assert summary.next_step == (
+        "Finish a batch of 3, then run done_with_current.sh (2 more waiting)."
+    )
+    assert summary.in_flight[0] == "c0@cleaner, t0, taken 2026-06-15 14:05Z"
+
+
+# --- atomic rewrites ----------------------------------------------------------------------
+
+WRITER = """
+import sys
+from handoffd.continuity import live
+worktree, big = sys.argv[1], int(sys.argv[2])
+states = [live.State("2026-01-01T00:00:00Z", "main", p, "step " + p * big) for p in "ab"]
+n = 0
+while True:
+    live.write(worktree, states[n % 2])
+    n += 1
+    if n == int(sys.argv[3]):
+        print("ready", flush=True)
+"""
+
+
+def test_sigkill_during_rewrites_leaves_the_old_or_the_new_file_never_a_torn_one(
+    tmp_path: Path,
+) -> None:
+    worktree = str(tmp_path)
+    expected = {live.render(live.State("2026-01-01T00:00:00Z", "main", p, "step " + p * 150), {})
+                for p in "ab"}  # fmt: skip
+    for writes in range(1, 21):  # killed after a different number of rewrites each time
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, worktree, "150", str(writes)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        assert (tmp_path / live.FILE).read_text() in expected
+    live.sweep(str(tmp_path / ".swarmforge"))  # a killed writer's temp file is swept
+    assert os.listdir(tmp_path / ".swarmforge") == ["HANDOFF.md"]

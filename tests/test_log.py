@@ -1,0 +1,227 @@
+"""The daemon's log (docs/protocol.md §6): whole JSON lines, a failed write never fatal and
+counted, reopened on SIGHUP.  The full disk is a real tmpfs filled to the last byte."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from handoffd import log as logging
+from handoffd.log import LogFile
+from tests.conftest import Project, make_project, wait_for
+from tests.daemon_support import (
+    events,
+    handoff_bytes,
+    handoff_name,
+    inbox,
+    log_path,
+    queue,
+    read_log,
+    spawn,
+    terminate,
+    wait_event,
+)
+from tests.fault_support import fill, tmpfs
+
+LINE = json.dumps({"event": "deferred", "file": "x" * 150, "reason": "ENOSPC"})
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 64 KiB tmpfs (skipped, with the reason, where mounting is not allowed)."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    with tmpfs(mount, "64k") as cannot:
+        if cannot:
+            pytest.skip(cannot)
+        yield mount
+
+
+def parsed(path: Path) -> list[dict[str, Any]]:
+    """Every line of the file as JSON (fails on a torn line); the file ends with a newline."""
+    data = path.read_bytes()
+    assert data == b"" or data.endswith(b"\n"), f"unterminated last line: {data[-80:]!r}"
+    return [json.loads(line) for line in data.decode().splitlines()]
+
+
+# --- the file, in-process ---------------------------------------------------------------
+
+
+def test_lines_that_do_not_fit_are_counted_never_torn_and_reported_once_space_returns(
+    small_fs: Path,
+) -> None:
+    """The disk fills part-way through a line: the fragment is taken back off, every line
+    in the file parses, and once space returns one `log_dropped` line gives the count."""
+    log = LogFile(str(small_fs / "handoffd.log"))
+    assert log.write(LINE)
+    filler = fill(small_fs)
+    written = [log.write(LINE) for _ in range(40)]  # the log's last page fills, then no more
+    lost = written.count(False)
+    assert lost and written.index(False) + lost == 40, "once full, every write fails"
+    slack, size = 4096 - (len(LINE) + 1), len(LINE) + 1  # room left in the page, one line
+    assert written.count(True) == slack // size and slack % size, "one write was cut short"
+    before = parsed(small_fs / "handoffd.log")
+    assert len(before) == 1 + written.count(True)
+
+    os.unlink(filler)
+    assert log.write(json.dumps({"event": "delivered"}))
+    after = parsed(small_fs / "handoffd.log")
+    assert after[: len(before)] == before
+    assert [(e["event"], e.get("dropped")) for e in after[len(before) :]] == [
+        ("log_dropped", lost),
+        ("delivered", None),
+    ]
+    assert log.write(LINE) and parsed(small_fs / "handoffd.log")[-1]["event"] == "deferred"
+    log.close()
+
+
+def test_a_log_reopened_where_its_folder_is_gone_drops_lines_then_resumes_when_it_is_back(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "daemon"
+    folder.mkdir()
+    log = LogFile(str(folder / "handoffd.log"))
+    shutil.rmtree(folder)
+    log.reopen()
+    assert not log.write(LINE) and not log.write(LINE)  # no file to write to: no exception
+    folder.mkdir()
+    assert log.write(LINE)
+    assert [e["event"] for e in parsed(folder / "handoffd.log")] == ["log_dropped", "deferred"]
+    assert parsed(folder / "handoffd.log")[0]["dropped"] == 2
+    log.close()
+
+
+def test_reopen_writes_to_a_new_file_after_the_old_one_was_renamed_away(tmp_path: Path) -> None:
+    path = tmp_path / "handoffd.log"
+    logger = logging.configure(str(path), console=False)
+    logger.info("before")
+    path.rename(tmp_path / "handoffd.log.1")
+    logger.info("still the old file")
+    logging.reopen()
+    logger.info("after")
+    assert [e["event"] for e in parsed(tmp_path / "handoffd.log.1")] == [
+        "before",
+        "still the old file",
+    ]
+    assert [e["event"] for e in parsed(path)] == ["after"]
+
+
+def test_an_unwritable_stderr_never_raises_into_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console copy goes to a stderr that fails (a pipe nobody reads): the line still
+    lands in the file and the call returns."""
+    read, write = os.pipe()
+    os.close(read)
+    stream = os.fdopen(write, "w")
+    monkeypatch.setattr(sys, "stderr", stream)
+    logger = logging.configure(str(tmp_path / "handoffd.log"), console=True)
+    logger.warning("deferred", file="x")
+    monkeypatch.undo()
+    with contextlib.suppress(OSError):
+        stream.close()
+    assert [e["event"] for e in parsed(tmp_path / "handoffd.log")] == ["deferred"]
+
+
+# --- the daemon on a full disk ------------------------------------------------------------
+
+
+def test_a_daemon_on_a_full_disk_stays_up_and_delivers_once_space_is_freed(
+    tmp_path: Path,
+) -> None:
+    """The whole project on a 2 MiB tmpfs, filled to the last byte while 40 handoffs wait:
+    every delivery and log line fails.  The daemon stays up; once the filler is removed it
+    delivers all 40 without a restart, says how many log lines it lost, and every line of
+    its log parses."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    with tmpfs(mount, "2m") as cannot:
+        if cannot:
+            pytest.skip(cannot)
+        project = make_project(mount)
+        process = spawn(project)
+        try:
+            full_disk_then_freed(project, process)
+        finally:
+            terminate(process)
+
+
+def full_disk_then_freed(project: Project, process: subprocess.Popen[str]) -> None:
+    wait_event(project, "started", where=lambda e: e["pid"] == process.pid)
+    drafts = [queue_hidden(project, n) for n in range(40)]  # written while there is space
+    new = project.box("QA", "inbox/new")
+    new.mkdir(parents=True, exist_ok=True)
+    filler = fill(project.root)
+    for n in (1, 2):  # the second try proves the first pass, and its logging, are done
+        os.utime(new, ns=(0, 0))  # a staged copy (created, then removed) shows as a change
+        for draft in drafts if n == 1 else ():
+            draft.rename(draft.parent.parent / draft.name[1:-4])
+        wait_for(lambda: os.stat(new).st_mtime_ns != 0, what=f"delivery attempt {n}")
+    assert process.poll() is None, process.communicate()
+    assert inbox(project, "QA") == []
+
+    os.unlink(filler)
+    wait_for(lambda: len(inbox(project, "QA")) == 40, timeout=20, what="40 deliveries")
+    assert process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=15) == 0
+    entries = parsed(log_path(project))
+    assert entries == read_log(project)
+    [dropped] = events(project, "log_dropped")
+    assert dropped["dropped"] >= 1
+    assert len(events(project, "delivered")) == 40 and entries[-1]["event"] == "stopped"
+
+
+def queue_hidden(project: Project, n: int) -> Path:
+    """A handoff for QA, complete but hidden in coder's outbox/tmp/, ready to rename in."""
+    name = handoff_name("coder", ["QA"])
+    drafts = project.box("coder", "outbox/tmp")
+    drafts.mkdir(parents=True, exist_ok=True)
+    hidden = drafts / f".{name}.tmp"
+    hidden.write_bytes(handoff_bytes(name, "coder", "QA", message=f"note {n}"))
+    return hidden
+
+
+# --- SIGHUP ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def daemon_process(project: Project) -> Iterator[subprocess.Popen[str]]:
+    process = spawn(project)
+    wait_event(project, "started", where=lambda e: e["pid"] == process.pid)
+    yield process
+    terminate(process)
+
+
+def test_sighup_reopens_the_log_and_rereads_roles_tsv_and_the_daemon_lives_on(
+    project: Project, daemon_process: subprocess.Popen[str]
+) -> None:
+    """As an external rotator does it: rename the log away, then HUP.  The daemon stays up,
+    writes its next lines to a new file at the old path, reads roles.tsv again though it
+    did not change, and keeps delivering."""
+    rotated = log_path(project).with_name("handoffd.log.1")
+    log_path(project).rename(rotated)
+
+    daemon_process.send_signal(signal.SIGHUP)
+    wait_event(project, "reloaded", where=lambda e: e["pid"] == daemon_process.pid)
+    name = queue(project, "coder", ["QA"]).name
+    wait_event(project, "delivered", where=lambda e: e["file"] == name)
+
+    assert daemon_process.poll() is None
+    after = [e["event"] for e in parsed(log_path(project))]
+    assert after[:2] == ["reloaded", "config_loaded"] and "delivered" in after
+    before = [e["event"] for e in parsed(rotated)]
+    assert "started" in before and "reloaded" not in before and "delivered" not in before
+    daemon_process.send_signal(signal.SIGTERM)
+    assert daemon_process.wait(timeout=15) == 0
+    assert parsed(log_path(project))[-1]["event"] == "stopped"
