@@ -132,11 +132,16 @@ class Board:
         template = self.env.get_template("live.html")
         return template.render(board=board, columns=views.columns(board), **self.chrome(board, now))
 
-    async def open_cards(self, request: Request) -> Response:
+    def open_html(self) -> str:
+        """The whole open page: one scan, one projection, one render."""
         board, now = self.project(include_green=False)
         live = self.live(board, now)
-        return self.render("open.html", live=Markup(live), etag=_etag(live),
-                           title=views.counts_title(board.counts()))  # fmt: skip
+        template = self.env.get_template("open.html")
+        return template.render(root=self.root, live=Markup(live), etag=_etag(live),
+                               title=views.counts_title(board.counts()))  # fmt: skip
+
+    async def open_cards(self, request: Request) -> Response:
+        return HTMLResponse(self.open_html(), headers={"Cache-Control": "no-store"})
 
     async def fragment(self, request: Request) -> Response:
         """The live part alone, or 304 when it has not changed since the page's copy."""

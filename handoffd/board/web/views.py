@@ -88,6 +88,15 @@ def why(card: Card) -> str:
     """The line that says why a card has its colour; empty where `since` says it all."""
     if card.colour == colour.ORANGE and not card.claim:
         return ""
+    return detail(card)
+
+
+def detail(card: Card) -> str:
+    """The board's detail, a card it names (`via <card>: …`, `inherits from <card>: …`)
+    called by its title."""
+    for other in card.closure:
+        if other.card in card.detail:
+            return card.detail.replace(other.card, f"“{title(other)}” @{other.role}", 1)
     return card.detail
 
 
@@ -154,6 +163,11 @@ def first_line(text: str, limit: int = 160) -> str:
     """A report's first non-blank line, cut to `limit` characters."""
     line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def excerpt(text: str) -> str:
+    """A report's first line as a line of prose: a Markdown heading's `#`s dropped."""
+    return text.lstrip("#").strip() if text.startswith("#") else text
 
 
 def card_url(name: str) -> str:
