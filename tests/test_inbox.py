@@ -336,3 +336,61 @@ def test_finish_batch_with_a_broken_file_stamps_and_moves_nothing(box: Box) -> N
     assert error.code == 2
     assert error.paths == [str(batch / "50_b.handoff")]
     assert snapshot(box.handoffs) == before
+
+
+# --- either mode: naming work, release, headers (docs/protocol.md §8) --------------------
+
+NAME = "50_20260615T140531Z_000042_from_architect_to_coder_QA.handoff"
+
+
+def test_id_of_reads_the_id_a_file_name_carries() -> None:
+    assert inbox.id_of(NAME) == "20260615T140531Z_000042_from_architect"
+
+
+@pytest.mark.parametrize(
+    "ident", ["20260615T140531Z_000042_from_architect", NAME, NAME.removesuffix(".handoff")]
+)
+def test_a_file_is_named_by_its_id_its_name_or_its_stem(ident: str) -> None:
+    assert inbox.names_match(NAME, ident)
+
+
+def test_a_prefix_of_an_id_names_nothing() -> None:
+    assert not inbox.names_match(NAME, "20260615T140531Z_000042_from_arch")
+
+
+def test_current_work_is_either_shape_and_refuses_two() -> None:
+    assert inbox.current_work(Listing(["/f"], [])) == "/f"
+    assert inbox.current_work(Listing([], ["/b"])) == "/b"
+    assert inbox.current_work(Listing([], [])) is None
+    error = refusal(lambda: inbox.current_work(Listing(["/f"], ["/b"])))
+    assert (error.code, error.paths) == (2, ["/f", "/b"])
+
+
+def test_release_refuses_when_a_file_of_that_name_already_waits(box: Box) -> None:
+    box.put(box.new, "50_a.handoff")
+    box.inbox.take_task()
+    box.put(box.new, "50_a.handoff")  # e.g. put back by hand
+    before = snapshot(box.handoffs)
+    error = refusal(box.inbox.release)
+    assert (error.code, error.message.split(":")[0]) == (2, "RELEASE_CONFLICT")
+    assert snapshot(box.handoffs) == before
+
+
+def test_release_of_a_broken_file_moves_nothing(box: Box) -> None:
+    box.in_process.mkdir(parents=True)
+    (box.in_process / "50_a.handoff").write_bytes(b"no header block")
+    error = refusal(box.inbox.release)
+    assert error.message.startswith("INVALID_HANDOFF: ")
+    assert box.names(box.in_process) == ["50_a.handoff"]
+
+
+def test_set_header_reads_every_file_before_writing_any(box: Box) -> None:
+    box.put(box.new, "50_a.handoff")
+    box.put(box.new, "50_b.handoff")
+    box.inbox.take_batch()
+    [batch] = box.names(box.in_process)
+    broken = box.in_process / batch / "50_b.handoff"
+    broken.write_bytes(b"broken")
+    error = refusal(lambda: box.inbox.set_header(None, "blocked_reason", "r"))
+    assert error.code == 2
+    assert header(box.in_process / batch / "50_a.handoff", "blocked_reason") is None

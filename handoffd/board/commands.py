@@ -1,7 +1,8 @@
 """The commands that change a role's claims: `heartbeat release block unblock report`.
 
 Thin click adapters (docs/protocol.md §8): each resolves the caller from the shared
-options, calls the operation in `handoffd.helpers` (the same one the MCP tools call)
+options, calls the operation in `handoffd.helpers` or `handoffd.board.reporting` (the same one
+the MCP tools call)
 and renders its `Outcome` with the contract's exit code.
 """
 
@@ -12,6 +13,7 @@ import sys
 import click
 
 from handoffd import helpers
+from handoffd.board import reporting
 from handoffd.cli import emit, role_options
 from handoffd.helpers import Caller
 from handoffd.outcome import Outcome
@@ -56,7 +58,7 @@ def unblock(ident: str | None, me: Caller) -> None:
 @click.option(
     "--status",
     required=True,
-    type=click.Choice(helpers.REPORT_STATUSES, case_sensitive=False),
+    type=click.Choice(reporting.STATUSES),
     help="RUNNING renews the claim (taking work if none is in process); BLOCKED sets the "
     "reason; DONE finishes the work as done_with_current does.",
 )
@@ -67,7 +69,7 @@ def report(
     ident: str | None, status: str, source: str | None, reason: str | None, me: Caller
 ) -> None:
     """Store a report on the work in process (or on ID) and act on its status."""
-    emit(helpers.report(me, ident, status.upper(), _text(source), reason))
+    emit(reporting.report(me, ident, status, _text(source), reason))
 
 
 def _text(source: str | None) -> str:

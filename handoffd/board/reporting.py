@@ -1,0 +1,132 @@
+"""The `report` operation (docs/protocol.md §8): store what an agent says about its work,
+then act on the report's status, all under the role's inbox lock.
+
+Like the helpers' operations it returns an `Outcome`; the click command and the MCP
+tool render it.  Kept out of `handoffd.helpers` because it needs the front matter
+library, which the helpers' start-up budget cannot pay for.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from handoffd import handoff as hf
+from handoffd.board import reports
+from handoffd.helpers import Caller, after_step, and_then, finish, locked, reason_problem, take
+from handoffd.inbox import (
+    BLOCKED,
+    Inbox,
+    Refusal,
+    current_batch,
+    current_task,
+    current_work,
+    id_of,
+)
+from handoffd.outcome import Outcome
+
+MAX_REPORT = 64 * 1024
+STATUSES = reports.STATUSES
+
+
+def report(
+    caller: Caller,
+    ident: str | None,
+    status: str,
+    text: str,
+    reason: str | None = None,
+    now: float | None = None,
+) -> Outcome:
+    """`handoffd report`: store the report on the work in process, then act on its status:
+    RUNNING takes work first when there is none, BLOCKED sets the reason, DONE finishes.
+    A refused report stores nothing."""
+    refused, blocked = _report_checks(status, text, reason)
+    if refused:
+        return after_step(caller, refused, alive=False, changed=False)
+
+    def step(caller: Caller, inbox: Inbox) -> Outcome:
+        taken = ""
+        if status == "RUNNING" and current_work(inbox.listing()) is None:
+            taken = take(caller, inbox).stdout
+        try:
+            return act(caller, inbox, taken)
+        except Refusal as refusal:  # what was taken is shown, even if the report is refused
+            return Outcome(refusal.code, "" if taken == "NO_TASK\n" else taken, refusal.render())
+
+    def act(caller: Caller, inbox: Inbox, taken: str) -> Outcome:
+        files = _reported_files(inbox, ident)
+        if status == "DONE":
+            _check_finishable(caller, inbox)
+        stored = _store(caller, files, status, text, time.time() if now is None else now)
+        done = "".join(f"REPORTED: {path}\n" for path in stored)
+        if status == "BLOCKED":
+            done += "".join(f"BLOCKED: {p}\n" for p in inbox.set_header(ident, BLOCKED, blocked))
+        if status == "DONE":
+            return and_then(done, caller, inbox, finish)
+        return Outcome(0, taken + done)
+
+    return locked(caller, step, alive=status != "BLOCKED")
+
+
+def _report_checks(status: str, text: str, reason: str | None) -> tuple[Outcome | None, str]:
+    """A refusal of the report before anything is touched, and the blocked reason."""
+    if status not in STATUSES:
+        return Outcome(2, "", f"INVALID_STATUS: {status} (RUNNING, BLOCKED or DONE)\n"), ""
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size > MAX_REPORT:
+        return Outcome(2, "", f"REPORT_TOO_LARGE: {size} bytes; at most {MAX_REPORT}\n"), ""
+    if status != "BLOCKED":
+        return None, ""
+    blocked = reason if reason is not None else blockers_line(text)
+    if blocked is None:
+        message = "NO_BLOCKED_REASON: give --reason TEXT or a report line starting 'Blockers:'\n"
+        return Outcome(2, "", message), ""
+    problem = reason_problem(blocked)
+    return (Outcome(2, "", problem) if problem else None), blocked.strip()
+
+
+def blockers_line(text: str) -> str | None:
+    """The report's first line starting `Blockers:`, without that word (None if none)."""
+    for line in text.split("\n"):
+        if line.startswith("Blockers:"):
+            return line[len("Blockers:") :].strip()
+    return None
+
+
+def _reported_files(inbox: Inbox, ident: str | None) -> list[str]:
+    """The files the report is about: the one `ident` names, else all the work in process."""
+    if ident is None:
+        return inbox.current().files
+    found = inbox.in_process_named(ident)
+    if found is None:
+        raise Refusal(2, f"NOT_IN_PROCESS: {ident}")
+    return [found[1]]
+
+
+def _check_finishable(caller: Caller, inbox: Inbox) -> None:
+    """Refuse DONE, before storing, when done_with_current would refuse to finish."""
+    if caller.role.mode not in ("task", "batch"):
+        raise Refusal(2, f"INVALID_RECEIVE_MODE: {caller.role.mode}")
+    decide = current_task if caller.role.mode == "task" else current_batch
+    if decide(inbox.listing(), finishing=True) is None:
+        raise Refusal(1, "NO_CURRENT_TASK" if caller.role.mode == "task" else "NO_CURRENT_BATCH")
+
+
+def _store(caller: Caller, files: list[str], status: str, text: str, now: float) -> list[str]:
+    role, stored = caller.role, []
+    for path in files:
+        who = (role.name, caller.agent, caller.conversation)
+        stored.append(reports.store(role.handoffs, report_id(path), status, *who, text, now))
+    return stored
+
+
+def report_id(path: str) -> str:
+    """The id a report on the file at `path` is filed under: its `id` header, unless that
+    could name a folder outside `reports/`, then the id its file name carries."""
+    try:
+        ident = hf.read(path).get("id") or ""
+    except hf.HandoffError:
+        ident = ""
+    if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
+        return id_of(os.path.basename(path))
+    return ident
