@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -91,7 +91,9 @@ def environment() -> Environment:
 
 
 class Board:
-    """The pages of one project: each handler scans and projects once, then renders."""
+    """The pages of one project: each handler scans and projects once, then renders.
+    Handlers are plain functions: Starlette runs them in its thread pool, so a slow
+    archive page never holds up the event loop (nor another tab's live refresh)."""
 
     def __init__(self, root: str, window_s: float, clock: Callable[[], float]) -> None:
         self.root = root
@@ -140,10 +142,10 @@ class Board:
         return template.render(root=self.root, live=Markup(live), etag=_etag(live),
                                title=views.counts_title(board.counts()))  # fmt: skip
 
-    async def open_cards(self, request: Request) -> Response:
+    def open_cards(self, request: Request) -> Response:
         return HTMLResponse(self.open_html(), headers={"Cache-Control": "no-store"})
 
-    async def fragment(self, request: Request) -> Response:
+    def fragment(self, request: Request) -> Response:
         """The live part alone, or 304 when it has not changed since the page's copy."""
         board, now = self.project(include_green=False)
         live = self.live(board, now)
@@ -155,7 +157,7 @@ class Board:
 
     # --- the archive, one card, the API --------------------------------------------------
 
-    async def archive(self, request: Request) -> Response:
+    def archive(self, request: Request) -> Response:
         number = views.page_number(request.query_params.get("page"))
         board, now = self.project(include_green=True)
         green = views.newest_first(board.cards)
@@ -166,7 +168,7 @@ class Board:
                            total=len(green), title="Archive — handoffd",
                            **self.chrome(board, now))  # fmt: skip
 
-    async def card(self, request: Request) -> Response:
+    def card(self, request: Request) -> Response:
         name = request.path_params["card"]
         if not views.valid_name(name):
             raise HTTPException(404, "No such card.")
@@ -177,13 +179,13 @@ class Board:
         if card is None:
             raise HTTPException(404, "No such card.")
         headers, body = read_file(card.path)
-        history = [reports.read(path) for path in reversed(snapshot.reports(card.role, card.id))]
+        history = read_reports(reversed(snapshot.reports(card.role, card.id)))
         needed_by = [other for other in board.cards if card.id in other.depends_on]
         return self.render("card.html", card=card, file_headers=headers, body=body,
                            history=history, needed_by=needed_by, title=f"{name} — handoffd",
                            **self.chrome(board, now))  # fmt: skip
 
-    async def api_cards(self, request: Request) -> Response:
+    def api_cards(self, request: Request) -> Response:
         """What `status --json --all` prints."""
         board, _ = self.project(include_green=True)
         return JSONResponse([card.to_json() for card in board.cards],
@@ -193,6 +195,17 @@ class Board:
         assert isinstance(exc, HTTPException)
         return self.render("error.html", exc.status_code, code=exc.status_code,
                            message=exc.detail, title=f"{exc.status_code} — handoffd")  # fmt: skip
+
+
+def read_reports(paths: Iterable[str]) -> list[reports.Report]:
+    """The reports at `paths`; one pruned away since the scan listed it is left out."""
+    found = []
+    for path in paths:
+        try:
+            found.append(reports.read(path))
+        except OSError:
+            continue
+    return found
 
 
 def read_file(path: str) -> tuple[list[tuple[str, str]], str]:
