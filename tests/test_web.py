@@ -200,6 +200,28 @@ def test_the_open_page_holds_no_green_card_and_the_header_counts(project: Projec
     assert "red <b>2</b>" in text and "yellow <b>1</b>" in text and "orange <b>2</b>" in text
 
 
+def test_a_card_named_in_a_detail_is_called_by_its_title(project: Project) -> None:
+    names = colourful(project)
+    text = client(project).get("/").text
+    assert "inherits from “task-1” @QA: needs the staging password" in text
+    detail = client(project).get(views.card_url(names["inherited"])).text
+    assert 'class="why">inherits from “task-1” @QA: needs the staging password<' in detail
+
+
+def test_a_dependency_the_queue_does_not_hold_shows_without_a_colour(project: Project) -> None:
+    put(project, 1, "QA", depends_on=ident(42))
+    text = client(project).get("/").text
+    assert f'data-dep-missing="{ident(42)}"' in text
+    assert "data-dep=" not in text
+
+
+def test_each_state_words_its_age(project: Project) -> None:
+    put(project, 1, "QA")
+    put(project, 2, "QA", box="inbox/in_process", dequeued_at=PAST)
+    text = client(project, (cards.epoch(PAST) or 0.0) + 7380).get("/").text
+    assert "waiting 2 h 03 min" in text and "taken 2 h 03 min ago" in text
+
+
 # --- the archive -----------------------------------------------------------------------
 
 
