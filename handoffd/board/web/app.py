@@ -5,6 +5,13 @@ a Jinja2 template with autoescape on: nothing read from a file reaches the page
 unescaped, and a report's Markdown is rendered with raw HTML disabled.  The app is
 read-only: a middleware answers 405 to any method but GET and HEAD before routing, and
 sets the security headers (a Content-Security-Policy allowing our own script file only).
+
+Live updates are a fragment poll, not a push: the open page's script asks for
+`/fragment` every second with the ETag of what it shows, and the server answers 304
+while the rendered fragment is unchanged.  A push fed by file events would miss what
+changes with time alone (a claim expiring, an outbox file turning stalled, ages), hold
+a connection open per tab, and need a watcher thread per server; the poll needs none of
+that, recovers by itself after a restart, and costs one scan and render a second.
 """
 
 from __future__ import annotations
