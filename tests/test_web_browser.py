@@ -37,13 +37,18 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    """A fresh page that records every dialog (a payload's `alert` would open one)."""
+    """A fresh page that records every dialog (a payload's `alert` would open one); at
+    the end, no page it showed may have had anything refused by the CSP (our own script
+    and stylesheet must live within it)."""
     context = browser.new_context(viewport={"width": 1366, "height": 768})
     tab = context.new_page()
     tab.dialogs = []
     tab.on("dialog", lambda dialog: (tab.dialogs.append(dialog.message), dialog.dismiss()))
+    console: list[str] = []
+    tab.on("console", lambda message: console.append(message.text))
     yield tab
     context.close()
+    assert not [text for text in console if "Content Security Policy" in text]
 
 
 def status_json(project: Project, *args: str) -> list[dict[str, Any]]:
