@@ -52,7 +52,11 @@ def url(sock: socket.socket) -> str:
 @root_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0: any."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to listen on (0: any free port).",
 )
 @click.option(
     "--window",
