@@ -148,10 +148,14 @@ def configure(log_path: str | None, console: bool | None = None) -> FilteringBou
     unless stderr is /dev/null, as for a daemon started in the background)."""
     if console is None:
         console = not _is_devnull(sys.stderr)
-    while _sinks:
-        _sinks.pop().close()
+    dropped = 0
+    while _sinks:  # configured again (the log was removed): the count of lost lines carries
+        old = _sinks.pop()
+        old.close()
+        dropped += old.dropped
     file = LogFile(log_path) if log_path else None
     if file is not None:
+        file.dropped = dropped
         _sinks.append(file)
     processors: list[Any] = [
         structlog.processors.add_log_level,

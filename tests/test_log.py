@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
 
 from handoffd import log as logging
 from handoffd.log import LogFile
@@ -162,11 +164,17 @@ def full_disk_then_freed(project: Project, process: subprocess.Popen[str]) -> No
     new = project.box("QA", "inbox/new")
     new.mkdir(parents=True, exist_ok=True)
     filler = fill(project.root)
-    for n in (1, 2):  # the second try proves the first pass, and its logging, are done
-        os.utime(new, ns=(0, 0))  # a staged copy (created, then removed) shows as a change
-        for draft in drafts if n == 1 else ():
-            draft.rename(draft.parent.parent / draft.name[1:-4])
-        wait_for(lambda: os.stat(new).st_mtime_ns != 0, what=f"delivery attempt {n}")
+    # Stopped while all 40 arrive, the daemon's first pass takes them all, and logs 40
+    # `deferred` lines: more than the room left in the log's last page.
+    process.send_signal(signal.SIGSTOP)
+    wait_for(lambda: process_state(process.pid) == "T", what="the daemon to stop")
+    for draft in drafts:
+        draft.rename(draft.parent.parent / draft.name[1:-4])
+    with staged_copies(new) as staged:
+        process.send_signal(signal.SIGCONT)
+        # Each try stages a copy in new/ (and removes it): a 41st means the retry began,
+        # so the first pass, with its 40 log lines, is over.
+        wait_for(lambda: staged.count > 40, what="the first pass to end and a retry to start")
     assert process.poll() is None, process.communicate()
     assert inbox(project, "QA") == []
 
@@ -180,6 +188,34 @@ def full_disk_then_freed(project: Project, process: subprocess.Popen[str]) -> No
     [dropped] = events(project, "log_dropped")
     assert dropped["dropped"] >= 1
     assert len(events(project, "delivered")) == 40 and entries[-1]["event"] == "stopped"
+
+
+class StagedCopies(FileSystemEventHandler):
+    """Counts the hidden temp files created in a folder: the daemon's staged copies."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_created(self, event: FileSystemEvent) -> None:
+        if os.fsdecode(event.src_path).endswith(".tmp"):
+            self.count += 1
+
+
+@contextlib.contextmanager
+def staged_copies(folder: Path) -> Iterator[StagedCopies]:
+    handler, observer = StagedCopies(), Observer()
+    observer.schedule(handler, str(folder))
+    observer.start()
+    try:
+        yield handler
+    finally:
+        observer.stop()
+        observer.join()
+
+
+def process_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as file:
+        return file.read().rsplit(")", 1)[1].split()[0]
 
 
 def queue_hidden(project: Project, n: int) -> Path:
@@ -219,9 +255,30 @@ def test_sighup_reopens_the_log_and_rereads_roles_tsv_and_the_daemon_lives_on(
 
     assert daemon_process.poll() is None
     after = [e["event"] for e in parsed(log_path(project))]
-    assert after[:2] == ["reloaded", "config_loaded"] and "delivered" in after
+    reloaded = after.index("reloaded")  # (a rescan may have put a log back before the HUP)
+    assert after[reloaded + 1] == "config_loaded" and "delivered" in after[reloaded:]
     before = [e["event"] for e in parsed(rotated)]
     assert "started" in before and "reloaded" not in before and "delivered" not in before
     daemon_process.send_signal(signal.SIGTERM)
     assert daemon_process.wait(timeout=15) == 0
     assert parsed(log_path(project))[-1]["event"] == "stopped"
+
+
+def test_configuring_the_log_again_keeps_the_count_of_lines_lost_before(tmp_path: Path) -> None:
+    """The daemon configures its log anew when the file was removed; lines the old file
+    lost are still reported in the new one."""
+    folder = tmp_path / "daemon"
+    folder.mkdir()
+    logger = logging.configure(str(folder / "handoffd.log"), console=False)
+    shutil.rmtree(folder)
+    logging.reopen()  # no folder: the next lines are lost
+    logger.warning("deferred")
+    logger.warning("deferred")
+    folder.mkdir()
+    logger = logging.configure(str(folder / "handoffd.log"), console=False)
+    logger.info("log_reopened")
+    entries = parsed(folder / "handoffd.log")
+    assert [(e["event"], e.get("dropped")) for e in entries] == [
+        ("log_dropped", 2),
+        ("log_reopened", None),
+    ]

@@ -36,11 +36,12 @@ def refresh(
     role: Role, sent_to: str = "", now: float | None = None, edit: Edit | None = None
 ) -> str:
     """Rewrite `role`'s live file from its queue and return the text.  Under a lock on the
-    file's folder: two helpers of one role finishing at once write one after the other,
-    each from the queue as it stands then, so a stale view never lands last."""
-    directory = os.path.dirname(live.path(role.worktree))
-    os.makedirs(directory, exist_ok=True)
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    role's handoff directory: two helpers of one role finishing at once write one after the
+    other, each from the queue as it stands then, so a stale view never lands last.  (Not
+    the live file's own folder: the main checkout's `.swarmforge/` is the project's, which
+    the daemon keeps locked for as long as it runs.)"""
+    os.makedirs(role.handoffs, exist_ok=True)
+    fd = os.open(role.handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         return _rewrite(role, sent_to, now, edit)
