@@ -1,4 +1,4 @@
-"""The blocks the helpers print (PROTOCOL.md §4): pure functions from items to text."""
+"""The blocks the helpers print (docs/protocol.md §4): pure functions from items to text."""
 
 from __future__ import annotations
 

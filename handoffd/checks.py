@@ -1,4 +1,4 @@
-"""What the daemon checks before it writes anything (PROTOCOL.md §5.1).
+"""What the daemon checks before it writes anything (docs/protocol.md §5.1).
 
 An outbox entry is read without following links or blocking on special files, and
 never beyond the size limit; then `inspect` (pure) decides: deliverable, or refused

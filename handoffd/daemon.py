@@ -33,6 +33,7 @@ IN_FLIGHT = 1.0  # seconds a stopping daemon lets a wake-up being typed finish
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
 SETTLE = 0.3  # seconds a changed roles.tsv must stand still before it is read
 HANDOFF_DIRS = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
+SETTLE_LIMIT = 15.0  # seconds `run --once` waits for files still being written in place
 
 
 class Roles:
@@ -173,11 +174,20 @@ class Daemon:
                 timeout = min(timeout, watchdog) if watchdog else timeout
             self.poke.wait(timeout)
 
-    def drain(self) -> None:
-        """`run --once`: pass until nothing deliverable is left."""
+    def drain(self, settle_limit: float = SETTLE_LIMIT) -> None:
+        """`run --once`: pass until nothing deliverable is left, waiting up to `settle_limit`
+        seconds for files still being written in place (taken once whole, never skipped)."""
+        deadline = time.monotonic() + settle_limit
         self.guarded_step(time.monotonic())
-        while self.courier.backlog and not self.stopping:
+        while not self.stopping:
+            if not self.courier.backlog:
+                due = self.courier.next_settled()
+                if due is None or due > deadline:
+                    break
+                self.poke.wait(max(0.0, due - time.monotonic()))
             self.guarded_step(time.monotonic())
+        for path in self.courier.settling:
+            self.log.warning("left_unsettled", file=path, waited=settle_limit)
 
     def guarded_step(self, now: float) -> bool:
         """A pass whose unexpected failure is logged, never fatal: the next pass retries."""

@@ -22,15 +22,20 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
+import time
 
-from handoffd import checks, config, durable, journal
+from handoffd import checks, config, durable, journal, settle
 from handoffd import handoff as hf
 from handoffd.config import SWARMFORGE, Box, Role
 from handoffd.journal import Entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
     from structlog.typing import FilteringBoundLogger
 
@@ -67,6 +72,8 @@ class Courier:
         # Reads roles.tsv now, before a recipient is called unknown (it may be brand new).
         self.reload_roles = reload_roles
         self.refused_senders: set[str] = set()  # senders of originals failed in this pass
+        self.settling: dict[str, float] = {}  # files still being written: when to look again
+        self.clock = time.time  # the wall clock file times are compared with
 
     # --- passes ---------------------------------------------------------------------
 
@@ -134,9 +141,14 @@ class Courier:
         retry = self.retries.get(original)
         return retry is None or retry.due <= now
 
+    def next_settled(self) -> float | None:
+        """When a file still being written is next worth a look, if any."""
+        return min(self.settling.values(), default=None)
+
     def next_retry(self) -> float | None:
-        """When the earliest deferred original is due, if any."""
-        return min((retry.due for retry in self.retries.values()), default=None)
+        """When the earliest deferred or still-settling original is due, if any."""
+        due = [retry.due for retry in self.retries.values()] + list(self.settling.values())
+        return min(due, default=None)
 
     # --- steps --------------------------------------------------------------------------
 
@@ -162,9 +174,29 @@ class Courier:
         # A deferred original that left its outbox (taken back, or archived by recovery)
         # must not keep its timer: a due time in the past makes the loop wait 0 s forever.
         self.retries = {path: r for path, r in self.retries.items() if path in present}
-        chosen = _take_in_turn(queues, BATCH_LIMIT)
-        self.backlog = sum(map(len, queues)) > BATCH_LIMIT
+        self.settling, wall = {}, self.clock()
+        chosen: list[tuple[str, Role, str]] = []
+        self.backlog = False
+        for item in _in_turn(queues):  # settled files only, so a flood's checks stay bounded
+            if len(chosen) == BATCH_LIMIT:
+                self.backlog = True
+                break
+            if self._settled(item[2], now, wall):
+                chosen.append(item)
         return [(role, path) for _, role, path in sorted(chosen, key=lambda item: item[0])]
+
+    def _settled(self, path: str, now: float, wall: float) -> bool:
+        """Whether `path` is whole (see settle.py); if not, when to look again."""
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        delay = settle.wait(info, wall, writing=False)
+        if not delay and stat.S_ISREG(info.st_mode) and settle.being_written(path):
+            delay = settle.RECHECK
+        if delay:
+            self.settling[path] = now + delay
+        return not delay
 
     def _stage(self, sender: Role, path: str, roles: dict[str, Role], now: float) -> Entry | None:
         """Check an original and stage its copies; None if it failed, was deferred or is gone."""
@@ -416,13 +448,7 @@ def _reason(error: OSError) -> str:
     return f"{errno.errorcode.get(error.errno or 0, 'error')}: {error.strerror or error}"
 
 
-def _take_in_turn(
-    queues: list[list[tuple[str, Role, str]]], limit: int
-) -> list[tuple[str, Role, str]]:
-    """Up to `limit` items, one from each queue in turn (round robin), each queue in order."""
-    chosen: list[tuple[str, Role, str]] = []
-    depth = 0
-    while len(chosen) < limit and any(len(q) > depth for q in queues):
-        chosen += [q[depth] for q in queues if len(q) > depth][: limit - len(chosen)]
-        depth += 1
-    return chosen
+def _in_turn(queues: list[list[T]]) -> Iterator[T]:
+    """One item from each queue in turn (round robin), each queue in its own order."""
+    for depth in range(max(map(len, queues), default=0)):
+        yield from (queue[depth] for queue in queues if len(queue) > depth)

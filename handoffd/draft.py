@@ -1,7 +1,7 @@
 """Checking a draft handoff (headers only) before `swarm_handoff` queues it.
 
 Agents repair their drafts from these messages, so their texts are part of the
-protocol (PROTOCOL.md §3).  Everything here is pure: git is reached through the
+protocol (docs/protocol.md §3).  Everything here is pure: git is reached through the
 `resolve_commit` function the caller passes in.
 """
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import itertools
 import os
 
+NAME_MAX = 255  # bytes in one file name on Linux's usual filesystems
+TEMP_STEM = 64  # bytes of the final name a temp name keeps (it only has to be recognisable)
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _counter = itertools.count()
 
@@ -34,6 +36,10 @@ def create(path: str, data: bytes, mode: int = 0o644) -> None:
         try:
             write_all(fd, data)
             os.fsync(fd)
+            # Asking for the times makes a multigrain-timestamp kernel give the rename or
+            # link that publishes this file a finer, later ctime than its mtime: the daemon
+            # reads that as "renamed into place, whole" (settle.py) and takes it at once.
+            os.fstat(fd)
         finally:
             os.close(fd)  # a failed close still frees the fd (Linux): never close twice
     except BaseException:
@@ -51,8 +57,9 @@ def fsync_dir(path: str) -> None:
 
 
 def temp_name(directory: str, name: str) -> str:
-    """A hidden, per-process unique temp path beside `name` in `directory`."""
-    return os.path.join(directory, f".{name}.{os.getpid()}.{next(_counter)}.tmp")
+    """A hidden, per-process unique temp path beside `name` in `directory`.  It keeps only
+    the start of `name`, so a name close to the filesystem's limit still gets a temp file."""
+    return os.path.join(directory, f".{_cut(name, TEMP_STEM)}.{os.getpid()}.{next(_counter)}.tmp")
 
 
 def temp_files(directory: str) -> list[str]:
@@ -88,13 +95,22 @@ def free_name(directory: str, name: str, companions: tuple[str, ...] = ()) -> st
     """`name`, or the first `<stem>.<n><suffix>` not yet present in `directory`, nor with
     any of the `companions` suffixes appended (a failed file's `.error`, say).
 
-    Archives never overwrite: a second file of the same name gets a distinct one.
+    Archives never overwrite: a second file of the same name gets a distinct one.  The
+    stem is cut where the name, with its number and companions, would not fit NAME_MAX:
+    a name the filesystem refuses would be retried forever.
     """
     stem, dot, suffix = name.rpartition(".")
     stem, suffix = (stem, dot + suffix) if stem else (name, "")
-    candidates = itertools.chain([name], (f"{stem}.{n}{suffix}" for n in itertools.count(2)))
+    room = NAME_MAX - max(len(extra.encode()) for extra in ("", *companions))
+    tails = itertools.chain([suffix], (f".{n}{suffix}" for n in itertools.count(2)))
+    candidates = (_cut(stem, room - len(tail.encode())) + tail for tail in tails)
     for candidate in candidates:
         taken = (os.path.join(directory, candidate + extra) for extra in ("", *companions))
         if not any(os.path.lexists(path) for path in taken):
             return candidate
     raise AssertionError("unreachable")
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` bytes of UTF-8, never inside a character."""
+    return text.encode()[: max(limit, 1)].decode(errors="ignore")

@@ -1,14 +1,16 @@
 """One daemon per project: its lock, pid file, start, stop and readiness notices.
 
-The kernel lock (`flock` on the project's `.swarmforge/` folder itself) is the truth
-about whether a daemon runs; the pid file is a courtesy for people.  `stop` signals
-only the process the kernel says holds this project's lock, so a stale pid file never
-gets a stranger signalled, and a killed daemon never leaves a lock behind.
+The kernel lock (`flock` on the project's root folder itself) is the truth about
+whether a daemon runs; the pid file is a courtesy for people.  `stop` signals only the
+process the kernel says holds this project's lock, so a stale pid file never gets a
+stranger signalled, and a killed daemon never leaves a lock behind.
 
-The lock is on the folder, not on a file in `daemon/`: someone clearing `daemon/` (to
-get rid of a large log, say) would unlink a lock file from under the running daemon,
-and the next `start` would lock a new file and run a second daemon beside the first.
-Taking it writes nothing, so a daemon starts on a full disk.
+The lock is on a folder, not on a file in `daemon/`: someone clearing `daemon/` (to get
+rid of a large log, say) would unlink a lock file from under the running daemon, and the
+next `start` would lock a new file and run a second daemon beside the first.  It is the
+root, not `.swarmforge/`: the helpers lock each worktree's `.swarmforge/` while they
+rewrite its live file, and the first role's worktree is often the root.  Taking the lock
+writes nothing, so a daemon starts on a full disk.
 """
 
 from __future__ import annotations
@@ -52,8 +54,6 @@ class Lock:
     def acquire(self) -> None:
         """Take the lock or raise `AlreadyRunning` with the holder's pid; then write the pid
         file if we can (a full disk must not keep the daemon from starting)."""
-        if not os.path.isdir(self.path):
-            os.makedirs(self.path, exist_ok=True)
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -66,8 +66,8 @@ class Lock:
         self.pid_error = ensure_pid(self.root, os.getpid())
 
     def lost(self) -> bool:
-        """Whether the locked folder is no longer the project's (removed or replaced): a
-        new daemon could then lock the new one, so this one must stop."""
+        """Whether the locked folder is no longer the project's root (removed or replaced):
+        a new daemon could then lock the new one, so this one must stop."""
         try:
             info = os.stat(self.path)
         except FileNotFoundError:
@@ -84,8 +84,8 @@ class Lock:
 
 
 def lock_path(root: str) -> str:
-    """What the daemon locks: the `.swarmforge/` folder, which `daemon/` lives in."""
-    return os.path.join(root, SWARMFORGE)
+    """What the daemon locks: the project's root folder (see the module docstring)."""
+    return os.path.abspath(root)
 
 
 def holder(root: str) -> int | None:
@@ -242,3 +242,65 @@ def _wait_released(root: str, pid: int, timeout: float) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+# --- what a reader sees: the daemon's state and its recent wake-ups --------------------
+
+LOG_TAIL = 256 * 1024  # bytes of the log read for wake-up counts
+
+
+class DaemonState:
+    """The daemon as its pid file and lock show it: running or not, and since when."""
+
+    __slots__ = ("pid", "running", "started_at")
+
+    def __init__(self, pid: int | None, running: bool, started_at: float | None) -> None:
+        self.pid = pid
+        self.running = running
+        self.started_at = started_at
+
+
+def daemon_state(root: str) -> DaemonState:
+    """Running only if some process holds the daemon lock: a pid file left behind by a
+    killed daemon is stale, never "running".  Started when it wrote its pid file."""
+    path = daemon_path(root, "handoffd.pid")
+    try:
+        with open(path, encoding="ascii") as file:
+            pid: int | None = int(file.read().strip())
+        started_at: float | None = os.stat(path).st_mtime
+    except (OSError, ValueError):
+        pid, started_at = None, None
+    locker = holder(root)
+    if locker is None:
+        return DaemonState(pid, False, None)
+    return DaemonState(locker, True, started_at if pid == locker else None)
+
+
+def wake_times(root: str, tail: int = LOG_TAIL) -> dict[str, list[float]]:
+    """Wake-up times per role from the last `tail` bytes of the log: a bounded read, so
+    the counts cover the recent past only."""
+    try:
+        with open(daemon_path(root, "handoffd.log"), "rb") as log:
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(0, size - tail))
+            lines = log.read().split(b"\n")[0 if size <= tail else 1 :]  # skip a cut line
+    except OSError:
+        return {}
+    found: dict[str, list[float]] = {}
+    for line in lines:
+        if b'"wake"' in line:  # a cheap filter before parsing JSON
+            _add_wake(line, found)
+    return found
+
+
+def _add_wake(line: bytes, found: dict[str, list[float]]) -> None:
+    import json
+    from datetime import datetime
+
+    try:
+        event = json.loads(line)
+        when = datetime.fromisoformat(event["timestamp"]).timestamp()
+    except (ValueError, KeyError, TypeError):
+        return
+    if event.get("event") == "wake" and isinstance(event.get("role"), str):
+        found.setdefault(event["role"], []).append(when)

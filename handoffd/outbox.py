@@ -44,7 +44,7 @@ def _read_number(path: str) -> int:
 
 
 def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, hf.Handoff]:
-    """The queued file's name and content (PROTOCOL.md §2): pure, so tests need no clock."""
+    """The queued file's name and content (docs/protocol.md §2): pure, so tests need no clock."""
     stamp = hf.id_stamp(now)
     ident = f"{stamp}_{sequence:06d}_from_{sender}"
     head = draft.headers
@@ -80,7 +80,8 @@ def queue(sender: Role, draft: Draft, now: float) -> str:
     os.makedirs(outbox, exist_ok=True)
     while True:
         name, content = compose(draft, sender.name, next_sequence(sender.handoffs), now)
-        if _publish(os.path.join(drafts, f".{name}.tmp"), content.render(), outbox, name):
+        # A short temp name: the queued name alone may come close to the filesystem's limit.
+        if _publish(durable.temp_name(drafts, name), content.render(), outbox, name):
             durable.fsync_dir(outbox)
             return os.path.join(outbox, name)
 

@@ -126,7 +126,7 @@ def _check_unique(window: Window, earlier: list[Window], where: str) -> None:
 
 
 def roles_tsv(windows: list[Window], root: str) -> str:
-    """roles.tsv: the 7 columns of PROTOCOL.md §1, then the agent's extra arguments
+    """roles.tsv: the 7 columns of docs/protocol.md §1, then the agent's extra arguments
     (other tools ignore further columns)."""
     rows = [
         "\t".join((

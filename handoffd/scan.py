@@ -10,7 +10,8 @@ What it reads:
   batch folders included), each file's header block only — never the body;
 - history (`inbox/completed/`, `sent/`) as names only; a history file's headers are
   read when someone asks (`Entry.headers`), for `--all` and dependency look-ups;
-- each role's heartbeat, its report folders (`H/reports/<id>/`) and the daemon's pid.
+- each role's heartbeat, its report folders (`H/reports/<id>/`), and from `daemon/`
+  whether the daemon runs and the wake-ups in its log's tail.
 
 The queue moves while we read it.  Each move is a rename, so a file is always in one
 folder, but two listings are not one instant: a file renamed between them is seen
@@ -25,13 +26,17 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 
-from handoffd import config
+from handoffd import config, heartbeat
 from handoffd.config import Box, Role
+from handoffd.heartbeat import Heartbeat
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
+if TYPE_CHECKING:
+    from handoffd.lifecycle import DaemonState
 
 SUFFIX = ".handoff"
 HEADER_LIMIT = 64 * 1024  # the daemon refuses larger files; never read more of one
 CHUNK = 4096
-LOG_TAIL = 256 * 1024  # bytes of the daemon's log read for wake-up counts
 RESCANS = 5  # listings of one role before a file that keeps vanishing is left out
 
 
@@ -70,6 +75,9 @@ FOLDER = {
 # file's life (originals: outbox → failed or sent; copies: new → in_process → completed).
 _LATER = {State.OUTBOX: 0, State.FAILED: 1, State.SENT: 2, State.NEW: 0, State.IN_PROCESS: 1,
           State.COMPLETED: 2}  # fmt: skip
+
+
+_RANK = {state: n for n, state in enumerate(State.ALL)}
 
 
 # --- names ----------------------------------------------------------------------------
@@ -220,8 +228,11 @@ class Entry:
     @property
     def id(self) -> str:
         """The `id` header, else the id its name spells, else the name itself."""
+        ident = self.headers.get("id")
+        if ident:
+            return ident
         parts = self.parts
-        return self.headers.get("id") or (parts.id if parts else self.name)
+        return parts.id if parts else self.name
 
     @property
     def card(self) -> str:
@@ -234,17 +245,6 @@ class Entry:
 
     def __repr__(self) -> str:
         return f"Entry({self.role}, {self.state}, {self.name})"
-
-
-class Daemon:
-    """The daemon as its pid file and lock show it: running or not, and since when."""
-
-    __slots__ = ("pid", "running", "started_at")
-
-    def __init__(self, pid: int | None, running: bool, started_at: float | None) -> None:
-        self.pid = pid
-        self.running = running
-        self.started_at = started_at
 
 
 class Snapshot:
@@ -262,12 +262,13 @@ class Snapshot:
         self.roles = roles
         self.taken_at = taken_at
         self.open: list[Entry] = []  # outbox, failed, new, in_process; headers read
-        self.heartbeats: dict[str, object | None] = {}  # role -> heartbeat.Heartbeat | None
+        self.heartbeats: dict[str, Heartbeat | None] = {}
         self.report_ids: dict[str, set[str]] = {}  # role -> ids with a reports folder
-        self.daemon = Daemon(None, False, None)
+        self.daemon: DaemonState | None = None  # set by `scan`; None: not looked at
         self.wakes: dict[str, list[float]] = {}  # role -> wake-up times in the log's tail
         self._once = once
         self._history: list[Entry] | None = None
+        self._completed_names: dict[str, str] | None = None  # role -> its names, joined
         self._reports: dict[tuple[str, str], list[str]] = {}
 
     @property
@@ -280,6 +281,24 @@ class Snapshot:
             if self._once:
                 self._drop_moved_on()
         return self._history
+
+    def completed(self, ident: str) -> list[Entry]:
+        """The completed copies of handoff `ident` (a dependency look-up).  The first call
+        lists every `completed/` once, names only; each look-up then searches those names
+        for the id, without opening a file or building an entry for a name not asked for."""
+        if self._completed_names is None:
+            self._completed_names = {
+                name: _joined_names(role.path(Box.COMPLETED)) for name, role in self.roles.items()
+            }
+        found = []
+        for role, joined in self._completed_names.items():
+            for relative in _lines_with(joined, f"_{ident}_to_"):
+                folder = self.roles[role].path(Box.COMPLETED)
+                batch, _, name = relative.rpartition("/")
+                if is_item(name) and name_id(name) == ident:
+                    path, where = os.path.join(folder, relative), batch and folder + "/" + batch
+                    found.append(Entry(role, State.COMPLETED, path, where or None))
+        return found
 
     def _drop_moved_on(self) -> None:
         """An open file found in history too was completed or sent while we read: it is
@@ -314,14 +333,17 @@ def scan(
     `once`: a name found in two folders of one role is a file caught mid-rename, kept once.
     An audit of a queue at rest passes False, to see a real duplicate as two entries.
     """
+    from handoffd import lifecycle  # not at the top: helpers import this module, and
+    # lifecycle's subprocess would cost each of them its imports of re and enum
+
     roles = config.load_roles(root) if roles is None else roles
     snapshot = Snapshot(root, roles, time.time() if now is None else now, once)
     for role in roles.values():
         snapshot.open += scan_role(role, State.OPEN, once=once)
-        snapshot.heartbeats[role.name] = _heartbeat(role)
+        snapshot.heartbeats[role.name] = heartbeat.read(role.handoffs)
         snapshot.report_ids[role.name] = set(_names(os.path.join(role.handoffs, "reports")))
-    snapshot.daemon = _daemon(root)
-    snapshot.wakes = wakes(root)
+    snapshot.daemon = lifecycle.daemon_state(root)
+    snapshot.wakes = lifecycle.wake_times(root)
     return snapshot
 
 
@@ -333,7 +355,8 @@ def scan_role(
     states = tuple(states)
     seen: dict[str, tuple[dict[str, str], float | None]] = {}  # path -> what was read there
     for _ in range(RESCANS):
-        entries = _dedupe(_list(role, states)) if once else list(_list(role, states))
+        listed = _list(role, states)
+        entries = _dedupe(listed) if once else sorted(listed, key=_in_order)
         if not headers:
             return entries
         if _load_open(entries, seen):
@@ -370,6 +393,42 @@ def _files(directory: str, descend: bool) -> Iterator[tuple[str, str, str | None
                     yield inner.path, inner.name, entry.path
 
 
+def _joined_names(folder: str) -> str:
+    """The names in `folder` and, as `batch_…/name`, in its batch folders: one per line,
+    with a line break at each end, so one `str.find` searches them all."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return "\n"
+    for batch in [n for n in names if n.startswith("batch_")]:
+        names += [f"{batch}/{inner}" for inner in _listdir(os.path.join(folder, batch))]
+    return "\n" + "\n".join(names) + "\n"
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _lines_with(joined: str, needle: str) -> Iterator[str]:
+    """Each line of `joined` that contains `needle`."""
+    at = joined.find(needle)
+    while at >= 0:
+        start = joined.rfind("\n", 0, at) + 1
+        end = joined.find("\n", at)
+        yield joined[start:end]
+        at = joined.find(needle, end)
+
+
+def name_id(name: str) -> str:
+    """The id a queue name spells, `<pri>_<id>_to_…`, by slicing (no parsing): a role name
+    holds no `_`, so the first `_to_` after the priority ends it."""
+    end = name.find("_to_", 3)
+    return name[3:end] if end > 0 else name
+
+
 def _scandir(directory: str) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(directory) as entries:
@@ -385,7 +444,12 @@ def _dedupe(entries: Iterable[Entry]) -> list[Entry]:
         key = (entry.state in State.ORIGINALS, entry.name)
         if key not in kept or _LATER[entry.state] >= _LATER[kept[key].state]:
             kept[key] = entry
-    return list(kept.values())  # listing order; views sort as they show
+    return sorted(kept.values(), key=_in_order)
+
+
+def _in_order(entry: Entry) -> tuple[int, str]:
+    """States in life order; within one, queue order (paths: a batch's files together)."""
+    return _RANK[entry.state], entry.path
 
 
 def _load_open(entries: list[Entry], seen: dict[str, tuple[dict[str, str], float | None]]) -> bool:
@@ -424,60 +488,3 @@ def _names(directory: str, suffix: str = "") -> list[str]:
     """Visible names in `directory` ending in `suffix`, sorted; none if it is missing."""
     names = (e.name for e in _scandir(directory) if not e.name.startswith("."))
     return sorted(n for n in names if n.endswith(suffix))
-
-
-def _heartbeat(role: Role) -> object | None:
-    try:
-        from handoffd import heartbeat
-    except ImportError:  # the write side (heartbeat files) is not merged yet
-        return None
-    return heartbeat.read(role.handoffs)
-
-
-def _daemon(root: str) -> Daemon:
-    """Running only if the process holding the daemon lock is the one the pid file names:
-    a pid file left behind by a killed daemon is stale, never "running"."""
-    from handoffd import lifecycle
-
-    path = lifecycle.daemon_path(root, "handoffd.pid")
-    try:
-        with open(path, encoding="ascii") as file:
-            pid: int | None = int(file.read().strip())
-        started_at: float | None = os.stat(path).st_mtime
-    except (OSError, ValueError):
-        pid, started_at = None, None
-    holder = lifecycle.holder(root)
-    running = holder is not None and (pid is None or holder == pid)
-    return Daemon(holder if running else pid, running, started_at if running else None)
-
-
-def wakes(root: str, tail: int = LOG_TAIL) -> dict[str, list[float]]:
-    """Wake-up times per role, from the last `tail` bytes of the daemon's log (a bounded
-    read, so counts cover the recent past only: a card waiting longer may have had more)."""
-    from handoffd import lifecycle
-
-    try:
-        with open(lifecycle.daemon_path(root, "handoffd.log"), "rb") as log:
-            size = log.seek(0, os.SEEK_END)
-            log.seek(max(0, size - tail))
-            lines = log.read().split(b"\n")[0 if size <= tail else 1 :]
-    except OSError:
-        return {}
-    found: dict[str, list[float]] = {}
-    for line in lines:
-        if b'"wake"' in line:  # cheap filter before parsing JSON
-            _add_wake(line, found)
-    return found
-
-
-def _add_wake(line: bytes, found: dict[str, list[float]]) -> None:
-    import json
-    from datetime import datetime
-
-    try:
-        event = json.loads(line)
-        when = datetime.fromisoformat(event["timestamp"]).timestamp()
-    except (ValueError, KeyError, TypeError):
-        return
-    if event.get("event") == "wake" and isinstance(event.get("role"), str):
-        found.setdefault(event["role"], []).append(when)

@@ -1,6 +1,6 @@
 """Shared fixtures: a real git project with real worktrees, and a way to run the helpers in it.
 
-The project has three roles (PROTOCOL.md §1):
+The project has three roles (docs/protocol.md §1):
 
     coder     the main checkout            task mode
     cleaner   .worktrees/cleaner           batch mode
@@ -161,7 +161,7 @@ class Project:
 
     def deliver(self, queued: Path | str, recipient: str, enqueued_at: str | None = None) -> Path:
         """Stand-in for the daemon: copy a queued file into the recipient's inbox/new/ with
-        `recipient` and `enqueued_at` set (PROTOCOL.md §2, delivered copy)."""
+        `recipient` and `enqueued_at` set (docs/protocol.md §2, delivered copy)."""
         queued = Path(queued)
         handoff = hf.parse(queued.read_bytes(), str(queued))
         handoff.set("recipient", recipient)

@@ -1,7 +1,7 @@
 """Support for the crash, fault and property tests: queueing in bulk, the invariant,
 injected I/O errors, tmpfs mounts, strace, and a worker that plays the recipients.
 
-The invariant (PROTOCOL.md §5.2, §5.3) is checked twice over: by `handoffd.audit`, and
+The invariant (docs/protocol.md §5.2, §5.3) is checked twice over: by `handoffd.audit`, and
 by direct checks here that do not share its code (a recursive scan for hidden temp
 files, batch dirs included, and a count of every copy by id and recipient).
 
@@ -116,7 +116,10 @@ class Scene:
         architect = self.roles["architect"]
         os.makedirs(architect.path(Box.DRAFTS))
         Path(architect.handoffs, "sequence").write_text("000001\n")
-        Path(architect.path(Box.OUTBOX, self.original[0])).write_bytes(self.original[1])
+        temp = Path(architect.path(Box.DRAFTS, "." + self.original[0]))
+        temp.write_bytes(self.original[1])
+        os.stat(temp)  # as durable.create does: the rename then reads as whole (settle.py)
+        os.rename(temp, architect.path(Box.OUTBOX, self.original[0]))
 
     def take_everything(self) -> None:
         """Each recipient takes what it sees, as the helpers would between the crash and

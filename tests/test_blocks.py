@@ -1,4 +1,4 @@
-"""The TASK and BATCH blocks the helpers print (PROTOCOL.md §4), as pure functions."""
+"""The TASK and BATCH blocks the helpers print (docs/protocol.md §4), as pure functions."""
 
 from __future__ import annotations
 

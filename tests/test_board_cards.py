@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from handoffd.board import cards
 from handoffd.config import Role
-from handoffd.scan import Daemon, Entry, Snapshot, State
+from handoffd.lifecycle import DaemonState
+from handoffd.scan import Entry, Snapshot, State
 
 NOW = 1_800_000_000.0
 ROLES = {name: Role(name, name, f"/nowhere/{name}", agent="claude") for name in ("A", "B", "C")}
@@ -38,7 +39,7 @@ def snapshot(*entries: Entry, beats: dict[str, Beat] | None = None) -> Snapshot:
     snap = Snapshot("/nowhere", ROLES, NOW)
     snap.open = list(entries)
     snap.heartbeats = dict(beats or {})
-    snap.daemon = Daemon(4242, True, NOW - 7380)
+    snap.daemon = DaemonState(4242, True, NOW - 7380)
     return snap
 
 

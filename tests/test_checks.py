@@ -1,4 +1,4 @@
-"""The checks an outbox entry passes before anything is written (PROTOCOL.md §5.1):
+"""The checks an outbox entry passes before anything is written (docs/protocol.md §5.1):
 `read_entry` on real special files, `inspect` as a pure function."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""roles.tsv, the project root and the calling role (PROTOCOL.md §1)."""
+"""roles.tsv, the project root and the calling role (docs/protocol.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Crash safety of the daemon (PROTOCOL.md §5.2): SIGKILL at random moments under load,
+"""Crash safety of the daemon (docs/protocol.md §5.2): SIGKILL at random moments under load,
 and SIGKILL at every I/O step of one delivery, each followed by a restart.
 
 Both end with the invariant: each original in exactly one of outbox/, sent/, failed/;

@@ -1,4 +1,4 @@
-"""The daemon (PROTOCOL.md §5-6): its passes stepped with a fake clock, and the real
+"""The daemon (docs/protocol.md §5-6): its passes stepped with a fake clock, and the real
 `handoffd run` process with its events, signals, stop file, log and readiness notices."""
 
 from __future__ import annotations
@@ -260,6 +260,48 @@ def test_a_role_added_to_roles_tsv_is_delivered_without_a_restart(
 
     wait_delivered(project, "QA", outgoing.name)
     wait_delivered(project, "extra", incoming.name)
+    assert stop_daemon(process)[0] == 0
+
+
+def test_a_role_appended_in_place_and_sent_to_at_once_gets_its_first_mail(
+    project: Project, procs: list[subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    """`echo >> roles.tsv`, then a handoff to the new role before the daemon re-read the
+    file: it reads it again rather than refuse the recipient as unknown."""
+    process = run_daemon(project, procs)
+    newbie = tmp_path / "newbie"
+    newbie.mkdir()
+    with open(project.root / ".swarmforge" / "roles.tsv", "a", encoding="utf-8") as file:
+        file.write(f"newbie\tnewbie\t{newbie}\tnewbie\n")
+    project.worktrees["newbie"] = newbie
+    incoming = queue(project, "coder", ["newbie"])
+
+    wait_delivered(project, "newbie", incoming.name)
+    assert not events(project, "failed")
+    assert stop_daemon(process)[0] == 0
+
+
+def test_a_sender_whose_sent_is_a_plain_file_stops_no_one_elses_mail(
+    project: Project, procs: list[subprocess.Popen[str]]
+) -> None:
+    """coder's sent/ replaced by a plain file: its handoff reaches QA once and waits in
+    its outbox, while cleaner and QA keep exchanging mail through a running daemon."""
+    sent = project.box("coder", "sent")
+    shutil.rmtree(sent, ignore_errors=True)
+    sent.parent.mkdir(parents=True, exist_ok=True)
+    sent.write_text("in the way\n")
+    stuck = queue(project, "coder", ["QA"])
+    process = run_daemon(project, procs)
+    wait_event(project, "publish_stuck", where=lambda e: e["file"] == stuck.name)
+
+    for _ in range(5):
+        there = queue(project, "cleaner", ["QA"])
+        back = queue(project, "QA", ["cleaner"])
+        wait_delivered(project, "QA", there.name)
+        wait_delivered(project, "cleaner", back.name)
+
+    assert inbox(project, "QA").count(stuck.name) == 1 and stuck.exists()
+    assert [e["file"] for e in events(project, "delivered")].count(stuck.name) == 1
     assert stop_daemon(process)[0] == 0
 
 

@@ -1,4 +1,4 @@
-"""A delivery pass (PROTOCOL.md §5.1-5.4): what a recipient's copy looks like, where the
+"""A delivery pass (docs/protocol.md §5.1-5.4): what a recipient's copy looks like, where the
 original goes, and how every hostile outbox entry is refused without harming good mail.
 
 The daemon runs in-process, stepped once per pass, its wake-ups recorded.
@@ -24,6 +24,7 @@ from tests.daemon_support import (
     inbox,
     open_daemon,
     queue,
+    stood_still,
 )
 
 ROLES = ("coder", "cleaner", "QA")
@@ -228,6 +229,7 @@ def test_hostile_entry_is_refused_into_failed_with_a_reason_while_good_mail_is_d
     good_before = queue(project, "coder", ["QA"], name=handoff_name("coder", ["QA"], "10"))
     bad = project.box("coder", "outbox") / handoff_name("coder", ["QA"], "50")
     HOSTILE[kind](bad)
+    stood_still(bad)
     good_after = queue(project, "coder", ["cleaner"], name=handoff_name("coder", ["cleaner"], "90"))
     daemon = open_daemon(project)
 
@@ -502,3 +504,80 @@ def test_refused_senders_names_the_senders_failed_in_the_last_pass_only(project:
     assert daemon.courier.refused_senders == {"QA"}
     daemon.step(2.0)
     assert daemon.courier.refused_senders == set()
+
+
+# --- names close to the filesystem's limit (issue 8) -----------------------------------
+
+
+def long_name(sender: str, to: str, size: int = 255) -> str:
+    """A queue name of exactly `size` bytes (the recipients come from the `to` header)."""
+    head = handoff_name(sender, [to])[: -len(".handoff")]
+    return head + "x" * (size - len(head) - len(".handoff")) + ".handoff"
+
+
+def test_a_name_of_255_bytes_is_delivered_and_archived_whole(project: Project) -> None:
+    """Temp names derived from it must not pass the limit (they did: deferred forever)."""
+    name = long_name("coder", "QA")
+    queue(project, "coder", ["QA"], name=name, data=handoff_bytes(name, "coder", "QA"))
+    daemon = open_daemon(project)
+
+    daemon.step(0.0)
+
+    assert inbox(project, "QA") == [name]
+    assert (project.box("coder", "sent") / name).exists()
+    assert not events(project, "deferred")
+
+
+def test_a_refused_255_byte_name_gets_a_shortened_name_beside_its_error(project: Project) -> None:
+    name = long_name("coder", "ghost")
+    queue(project, "coder", ["ghost"], name=name, data=handoff_bytes(name, "coder", "ghost"))
+    daemon = open_daemon(project)
+
+    daemon.step(0.0)
+
+    [kept] = [n for n in os.listdir(project.box("coder", "failed")) if n.endswith(".handoff")]
+    assert kept.endswith(".handoff") and len((kept + ".error").encode()) <= 255
+    assert "ghost" in (project.box("coder", "failed") / (kept + ".error")).read_text()
+    assert not (project.box("coder", "outbox") / name).exists()
+
+
+def test_a_255_byte_name_already_in_sent_is_archived_under_a_shortened_distinct_name(
+    project: Project,
+) -> None:
+    name = long_name("coder", "QA")
+    sent = project.box("coder", "sent")
+    sent.mkdir(parents=True, exist_ok=True)
+    (sent / name).write_bytes(b"an older namesake\n")
+    queue(project, "coder", ["QA"], name=name, data=handoff_bytes(name, "coder", "QA"))
+    daemon = open_daemon(project)
+
+    daemon.step(0.0)
+
+    assert (sent / name).read_bytes() == b"an older namesake\n"
+    assert len(os.listdir(sent)) == 2 and not (project.box("coder", "outbox") / name).exists()
+    assert not events(project, "publish_stuck")
+
+
+@pytest.mark.parametrize("code", ["ENAMETOOLONG", "EINVAL"])
+def test_an_error_retrying_cannot_cure_fails_the_handoff_instead_of_deferring_it(
+    project: Project, monkeypatch: pytest.MonkeyPatch, code: str
+) -> None:
+    import errno
+
+    path = queue(project, "coder", ["QA"])
+    new = str(project.box("QA", "inbox/new"))
+    real_open = os.open
+
+    def refusing_open(target: str, *args: object, **kwargs: object) -> int:
+        if os.path.dirname(os.fsdecode(target)) == new:
+            raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)), target)
+        return real_open(target, *args, **kwargs)  # type: ignore[arg-type]
+
+    daemon = open_daemon(project)
+    monkeypatch.setattr(os, "open", refusing_open)
+    daemon.step(0.0)
+    monkeypatch.undo()
+
+    assert (project.box("coder", "failed") / path.name).exists()
+    assert code in (project.box("coder", "failed") / (path.name + ".error")).read_text()
+    assert not events(project, "deferred") and daemon.courier.next_retry() is None

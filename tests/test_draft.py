@@ -1,4 +1,4 @@
-"""Checking drafts (PROTOCOL.md §3), as pure functions: git is a fake resolver here.
+"""Checking drafts (docs/protocol.md §3), as pure functions: git is a fake resolver here.
 
 The end-to-end table of every message through the real `swarm_handoff` command and
 real git lives in test_helpers.py; this file pins how errors are collected and ordered.

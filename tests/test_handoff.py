@@ -1,4 +1,4 @@
-"""The .handoff file format (PROTOCOL.md §2): headers kept in order, the body kept byte for byte."""
+"""The .handoff file format (docs/protocol.md §2): headers kept in order, the body byte for byte."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The inbox state machine (PROTOCOL.md §4), in process, on real files.
+"""The inbox state machine (docs/protocol.md §4), in process, on real files.
 
 The end-to-end table through the installed commands is in test_helpers.py; this file
 pins the transitions themselves, the crash shapes and batch naming.

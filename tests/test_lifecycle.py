@@ -1,9 +1,10 @@
-"""One daemon per project (PROTOCOL.md §5): `handoffd start`, `stop`, `stop_handoff_daemon`,
+"""One daemon per project (docs/protocol.md §5): `handoffd start`, `stop`, `stop_handoff_daemon`,
 the lock that refuses a second daemon, and a stale pid file that never gets a stranger
 signalled.  Real processes and real signals throughout."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -240,7 +241,10 @@ def test_removing_the_daemon_folder_under_a_running_daemon_never_lets_a_second_o
     project = stopper
     pid = start(project)
     daemon_dir = project.root / ".swarmforge" / "daemon"
-    shutil.rmtree(daemon_dir)
+    # Gone at one instant, as `rm -rf` ends: removing it in place could race the daemon
+    # putting its pid file back, and fail with "directory not empty".
+    os.rename(daemon_dir, project.root / "removed")
+    shutil.rmtree(project.root / "removed")
 
     again = handoffd("start", str(project.root))
     assert again.returncode == 0 and "already" in again.stdout + again.stderr
@@ -258,9 +262,9 @@ def test_removing_the_daemon_folder_under_a_running_daemon_never_lets_a_second_o
     assert_no_daemon(project, pid)
 
 
-def test_a_daemon_whose_swarmforge_folder_is_replaced_stops(stopper: Project) -> None:
-    """Its lock is on a folder that is no longer the project's: a new daemon could lock
-    the new one, so the old one leaves rather than deliver beside it."""
+def test_replacing_the_whole_swarmforge_folder_still_leaves_one_daemon(stopper: Project) -> None:
+    """The lock is on the project root, which no clearing of `.swarmforge/` removes: a
+    second `start` still finds the first daemon, which puts its pid file back."""
     project = stopper
     pid = start(project)
     folder = project.root / ".swarmforge"
@@ -268,5 +272,25 @@ def test_a_daemon_whose_swarmforge_folder_is_replaced_stops(stopper: Project) ->
     os.makedirs(folder)
     os.rename(project.root / ".swarmforge-old" / "roles.tsv", folder / "roles.tsv")
 
-    wait_for(lambda: not alive(pid), timeout=10, what="the old daemon to stop")
-    assert lifecycle.holder(str(project.root)) is None
+    again = handoffd("start", str(project.root))
+
+    assert again.returncode == 0 and "already" in again.stdout + again.stderr
+    assert lifecycle.holder(str(project.root)) == pid
+    wait_for(lambda: running_pid(project) == pid, timeout=10, what="the pid file put back")
+
+
+def test_a_helper_locking_a_worktrees_swarmforge_folder_is_not_taken_for_the_daemon(
+    project: Project,
+) -> None:
+    """Helpers lock `<worktree>/.swarmforge/` (the live file); the first role's worktree is
+    the root, so that folder must not be the daemon's lock."""
+    fd = os.open(project.root / ".swarmforge", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert lifecycle.holder(str(project.root)) is None
+        lock = lifecycle.Lock(str(project.root))
+        lock.acquire()  # not blocked by the helper's lock
+        assert lifecycle.holder(str(project.root)) == os.getpid()
+        lock.release()
+    finally:
+        os.close(fd)

@@ -1,5 +1,5 @@
 """Queueing: the queued file's exact content, and the sequence number under a lock that a
-killed process cannot leave held (PROTOCOL.md §2, §3)."""
+killed process cannot leave held (docs/protocol.md §2, §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`handoffd init`: the swarm configuration, and the project layout it produces (PROTOCOL.md §1)."""
+"""`handoffd init`: the swarm configuration and the layout it makes (docs/protocol.md §1)."""
 
 from __future__ import annotations
 

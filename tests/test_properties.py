@@ -1,4 +1,4 @@
-"""Properties over generated inputs (PROTOCOL.md §3, §4).
+"""Properties over generated inputs (docs/protocol.md §3, §4).
 
 (a) Any draft is either queued exactly once (exit 0, one new file in outbox/, the draft
     deleted) or refused (exit 2, nothing queued, the draft kept as it was).

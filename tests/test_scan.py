@@ -178,3 +178,33 @@ def test_listing_reads_no_file(project: Project) -> None:
     project.put("QA", NAME)
     [entry] = scan.listing(roles(project)["QA"], (State.NEW, State.IN_PROCESS))
     assert entry.state == State.NEW and entry._headers is None
+
+
+def test_a_completed_handoff_is_found_by_id_batches_included_without_listing_history(
+    project: Project,
+) -> None:
+    single = project.put("QA", NAME, box="inbox/completed")
+    batched = project.put("cleaner", NAME, box="inbox/completed/batch_20260101T000000Z_000001")
+    project.put("QA", NAME.replace("000042", "000043"), box="inbox/completed")
+    found = scan.scan(str(project.root))
+    hits = found.completed("20260615T140531Z_000042_from_architect")
+    assert sorted((e.role, e.path, e.batch) for e in hits) == [
+        ("QA", str(single), None),
+        ("cleaner", str(batched), str(batched.parent)),
+    ]
+    assert found.completed("20260615T140531Z_000004_from_architect") == []
+    assert found._history is None  # the look-up listed names, not the history entries
+
+
+def test_history_is_listed_on_first_use_and_a_file_seen_open_and_done_is_kept_done(
+    project: Project,
+) -> None:
+    """A copy completed between the open listing and the history listing counts once."""
+    path = project.put("QA", NAME, box="inbox/in_process")
+    found = scan.scan(str(project.root))
+    assert [e.state for e in found.open] == [State.IN_PROCESS]
+    done = project.box("QA", "inbox/completed")
+    done.mkdir(parents=True)
+    os.rename(path, done / NAME)
+    assert [(e.state, e.name) for e in found.history] == [(State.COMPLETED, NAME)]
+    assert found.open == []

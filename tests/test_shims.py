@@ -1,4 +1,4 @@
-"""The `*.sh` shims agents call (PROTOCOL.md §7): each runs the installed command of the
+"""The `*.sh` shims agents call (docs/protocol.md §7): each runs the installed command of the
 same name with the same arguments.  They ship in the package (handoffd/shims/, which `up`
 puts on the agents' PATH) and scripts/ links to them."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -216,3 +217,35 @@ def test_the_daemon_line_names_a_running_daemon_and_ignores_a_stale_pid_file(
     pid_file = daemon_project.root / ".swarmforge" / "daemon" / "handoffd.pid"
     pid_file.write_text(f"{os.getpid()}\n")  # stale: names a live process, holds no lock
     assert handoffd("status", root).stdout.startswith("daemon: NOT RUNNING ·")
+
+
+def test_orange_detail_counts_the_wake_ups_in_the_daemons_log_since_the_card_arrived(
+    project: Project,
+) -> None:
+    put(project, 1)  # enqueued 2026-01-01T00:00:00Z
+    log = project.root / ".swarmforge" / "daemon" / "handoffd.log"
+    log.parent.mkdir()
+    events = [("2025-12-31T23:59:00Z", "wake", "QA"), ("2026-01-01T00:02:00Z", "wake", "QA"),
+              ("2026-01-01T00:04:00Z", "renotify", "QA"), ("2026-01-01T00:04:00Z", "wake", "QA"),
+              ("2026-01-01T00:05:00Z", "wake", "cleaner")]  # fmt: skip
+    lines = [json.dumps({"timestamp": t, "event": e, "role": r}) for t, e, r in events]
+    log.write_text("\n".join([*lines, '{"cut short']) + "\n")
+    [card] = cards(project)
+    assert card["detail"].endswith(", 2 wake-ups")
+
+
+def test_watch_redraws_until_interrupted_and_then_exits_0(project: Project) -> None:
+    put(project, 1)
+    process = subprocess.Popen(
+        [HANDOFFD, "status", "--watch", str(project.root)],
+        stdout=subprocess.PIPE, text=True, env=command_env(),
+    )  # fmt: skip
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    assert first.startswith("daemon: NOT RUNNING · red 0 · yellow 0 · orange 1")
+    put(project, 2, blocked_reason="stop")  # the next redraw shows it, with no restart
+    while not (line := process.stdout.readline()).startswith("daemon:") and line:
+        pass
+    assert line.startswith("daemon: NOT RUNNING · red 1 · yellow 0 · orange 1"), line
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=10) == 0

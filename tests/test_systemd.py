@@ -23,7 +23,8 @@ from tests.conftest import Project
 from tests.swarm_support import HANDOFFD, command_env
 
 UNIT = Path(__file__).resolve().parent.parent / "systemd" / "handoffd@.service"
-INSTALLED = "%h/.local/bin/handoffd"
+INSTALLED = "@HANDOFFD@"  # the install recipe puts the absolute path of handoffd here
+CHECKOUT = "@CHECKOUT@"
 
 
 def sections(text: str) -> dict[str, dict[str, list[str]]]:
@@ -74,12 +75,57 @@ def test_the_instance_is_the_project_path_run_by_the_installed_handoffd(
     assert unit["Install"]["WantedBy"] == ["default.target"]
 
 
-def test_the_unit_says_how_to_enable_it_and_how_to_point_it_at_another_handoffd() -> None:
-    text = UNIT.read_text(encoding="utf-8")
-    assert "systemd-escape --path" in text
-    assert "systemctl --user edit handoffd@.service" in text
-    # The override first clears the template's ExecStart, then sets its own.
-    assert re.search(r"#\s*ExecStart=\n#\s*ExecStart=/\S+/handoffd run %f\n", text)
+def test_a_mistyped_project_path_fails_loudly_and_the_unit_names_its_documentation(
+    unit: dict[str, dict[str, list[str]]],
+) -> None:
+    assert unit["Unit"]["AssertPathIsDirectory"] == ["%f/.swarmforge"]
+    assert "ConditionPathIsDirectory" not in unit["Unit"]
+    assert unit["Unit"]["Documentation"] == [
+        f"file://{CHECKOUT}/docs/protocol.md file://{CHECKOUT}/README.md"
+    ]
+
+
+def recipe_in_the_unit() -> str:
+    """The install recipe of the unit's comment, as shell text."""
+    lines = UNIT.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if "handoffd_bin=" in line)
+    commands = []
+    for line in lines[start:]:
+        if not line.startswith("#   "):
+            break
+        commands.append(line[4:])
+    return "\n".join(commands)
+
+
+def test_the_unit_and_the_readme_give_the_same_install_recipe() -> None:
+    readme = (UNIT.parent.parent / "README.md").read_text(encoding="utf-8")
+    install = recipe_in_the_unit().split("systemctl --user daemon-reload")[0]
+    assert install in readme
+
+
+def run_recipe(home: Path, path: str) -> subprocess.CompletedProcess[str]:
+    install = recipe_in_the_unit().split("systemctl --user daemon-reload")[0]
+    env = {**command_env(), "HOME": str(home), "PATH": path}
+    return subprocess.run(["bash", "-c", install], cwd=UNIT.parent.parent, env=env,
+                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+
+
+def test_the_recipe_installs_a_unit_that_runs_this_handoffd(tmp_path: Path) -> None:
+    result = run_recipe(tmp_path, os.path.dirname(HANDOFFD) + os.pathsep + "/usr/bin:/bin")
+    assert result.returncode == 0, result.stderr
+    installed = sections((tmp_path / ".config/systemd/user/handoffd@.service").read_text())
+    assert installed["Service"]["ExecStart"] == [f"{HANDOFFD} run %f"]
+    checkout = UNIT.parent.parent
+    assert installed["Unit"]["Documentation"] == [
+        f"file://{checkout}/docs/protocol.md file://{checkout}/README.md"
+    ]
+
+
+def test_the_recipe_stops_with_a_message_when_handoffd_is_not_on_path(tmp_path: Path) -> None:
+    result = run_recipe(tmp_path, "/usr/bin:/bin")
+    assert result.returncode != 0
+    assert "handoffd is not on PATH: activate the venv or pipx install ." in result.stderr
+    assert not (tmp_path / ".config/systemd/user/handoffd@.service").exists()
 
 
 # --- systemd-analyze verify ---------------------------------------------------------------
@@ -117,7 +163,7 @@ def instance(directory: Path, text: str, name: str = "handoffd@tmp-x.service") -
     """The template as an instance, run by this environment's handoffd (verify checks that
     ExecStart's program exists and is executable)."""
     path = directory / name
-    path.write_text(text.replace(INSTALLED, HANDOFFD))
+    path.write_text(text.replace(INSTALLED, HANDOFFD).replace(CHECKOUT, str(UNIT.parent.parent)))
     return path
 
 

@@ -1,4 +1,4 @@
-"""Wake-ups (PROTOCOL.md §5.5): one line per recipient per pass, typed into exactly its
+"""Wake-ups (docs/protocol.md §5.5): one line per recipient per pass, typed into exactly its
 tmux session on a real tmux server, lossy and never in the way of delivery; and the
 pure re-notify schedule."""
 

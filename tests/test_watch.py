@@ -1,4 +1,4 @@
-"""Filesystem events (PROTOCOL.md §5.6): which changes wake the loop, and watches on real
+"""Filesystem events (docs/protocol.md §5.6): which changes wake the loop, and watches on real
 directories that are re-armed when a directory is replaced."""
 
 from __future__ import annotations

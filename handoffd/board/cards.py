@@ -117,19 +117,25 @@ class Card:
 
     @property
     def sender(self) -> str:
+        """The `from` header, else the sender its name spells."""
+        if "from" in self.headers:
+            return self.headers["from"]
         parts = self.entry.parts
-        return self.headers.get("from") or (parts.sender if parts else "")
+        return parts.sender if parts else ""
 
     @property
     def recipients(self) -> list[str]:
+        if "to" in self.headers:
+            return _ids(self.headers["to"])
         parts = self.entry.parts
-        to = self.headers.get("to")
-        return _ids(to) if to else (parts.recipients if parts else [])
+        return parts.recipients if parts else []
 
     @property
     def priority(self) -> str:
+        if "priority" in self.headers:
+            return self.headers["priority"]
         parts = self.entry.parts
-        return self.headers.get("priority") or (parts.priority if parts else "50")
+        return parts.priority if parts else "50"
 
     def to_json(self) -> dict[str, Any]:
         """The card as `status --json` prints it (docs/protocol.md §8)."""
@@ -182,20 +188,18 @@ def project(
     include_green: bool = False,
 ) -> Board:
     """The board of `snapshot` at time `now` (green cards too if `include_green`)."""
-    cards = _open_cards(snapshot, now, stall_s)
-    if include_green:
-        cards += [_green(entry, now) for entry in snapshot.entries((State.COMPLETED,))]
-    by_id = _index(cards)
-    _resolve(snapshot, by_id, now)
-    cycles = find_cycles({i: cs[0].depends_on for i, cs in by_id.items()})
-    shown = [card for cards_of_id in by_id.values() for card in cards_of_id]
-    for card in shown:
+    # history first: a copy completed while we read is then kept green, not also open
+    greens = list(snapshot.entries((State.COMPLETED,))) if include_green else []
+    cards = _open_cards(snapshot, now, stall_s) + [_green(entry, now) for entry in greens]
+    for card in cards:  # only these can hold a claim: a done dependency is green anyway
         _dress(card, snapshot, now, window_s)
-    for card in shown:
+    by_id = _index(cards)
+    _resolve(snapshot, by_id, now)  # adds the green cards of dependencies already done
+    for card in cards:
         card.closure = closure(card, by_id)
         card.colour, card.detail = colour.paint(card, card.closure)
-    wanted = {c.card for c in cards}
-    return Board(snapshot, [c for c in shown if c.card in wanted], cycles)
+    cycles = find_cycles({ident: same[0].depends_on for ident, same in by_id.items()})
+    return Board(snapshot, cards, cycles)
 
 
 # --- building cards -------------------------------------------------------------------
@@ -208,7 +212,7 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
     originals = [
         e for e in snapshot.open if e.state in (State.OUTBOX, State.FAILED) and e.id not in held
     ]
-    running = snapshot.daemon.running
+    running = bool(snapshot.daemon and snapshot.daemon.running)
     cards = []
     for entry in (*copies, *originals):
         age = _age(entry, now)
@@ -238,33 +242,17 @@ def _index(cards: Iterable[Card]) -> dict[str, list[Card]]:
 
 def _resolve(snapshot: Snapshot, by_id: dict[str, list[Card]], now: float) -> None:
     """Add the green cards of dependencies no longer open, looked up in history, and theirs
-    in turn; history is listed only if some dependency is not open."""
+    in turn; history is listed (once) only if some dependency is not open."""
     missing = [d for cards in list(by_id.values()) for d in cards[0].depends_on if d not in by_id]
-    if not missing:
-        return
-    history = _history_index(snapshot)
     while missing:
         ident = missing.pop()
-        if ident in by_id or ident not in history:
-            continue  # known already, or unknown (a hand-edited id): nothing to colour by
-        by_id[ident] = [_green(entry, now) for entry in history[ident]]
+        if ident in by_id:
+            continue
+        found = snapshot.completed(ident)
+        if not found:
+            continue  # unknown (a hand-edited id): nothing to colour by
+        by_id[ident] = [_green(entry, now) for entry in found]
         missing += [d for d in by_id[ident][0].depends_on if d not in by_id]
-
-
-def _history_index(snapshot: Snapshot) -> dict[str, list[Entry]]:
-    """Completed copies by id, from their names alone (no file opened)."""
-    index: dict[str, list[Entry]] = {}
-    for entry in snapshot.history:
-        if entry.state == State.COMPLETED:
-            index.setdefault(_name_id(entry.name), []).append(entry)
-    return index
-
-
-def _name_id(name: str) -> str:
-    """The id a queue name spells (`<pri>_<id>_to_…`): a role name has no `_`, so the first
-    `_to_` after the sender ends it."""
-    end = name.find("_to_", 3)
-    return name[3:end] if end > 0 else name
 
 
 def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
@@ -278,7 +266,7 @@ def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
 
 
 def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:
-    beat: Any = snapshot.heartbeats.get(role)
+    beat = snapshot.heartbeats.get(role)
     if beat is None:
         row = snapshot.roles.get(role)
         return Claim(role, row.agent if row else None, None, None, now, window_s)
@@ -290,12 +278,10 @@ def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | N
     paths = snapshot.reports(role, ident)
     if not paths:
         return None
+    from handoffd.board import reports  # front matter and YAML: only when a card has one
+
     try:
-        from handoffd.board import reports
-    except ImportError:  # the write side (reports) is not merged yet
-        return None
-    try:
-        report: Any = reports.read(paths[-1])
+        report = reports.read(paths[-1])
     except (OSError, ValueError):
         return None
     first = next((line.strip() for line in report.text.splitlines() if line.strip()), "")

@@ -13,7 +13,7 @@ import time
 
 import click
 
-from handoffd import config, scan
+from handoffd import config, lifecycle, scan
 from handoffd.board import cards, colour
 from handoffd.cli import _project, root_option
 
@@ -43,9 +43,9 @@ def board(
     return result
 
 
-def daemon_line(daemon: scan.Daemon, now: float) -> str:
+def daemon_line(daemon: lifecycle.DaemonState | None, now: float) -> str:
     """`daemon: running (pid N, up 2h 03m)` or `daemon: NOT RUNNING`."""
-    if not daemon.running:
+    if daemon is None or not daemon.running:
         return "daemon: NOT RUNNING"
     up = "" if daemon.started_at is None else f", up {colour.ago(now - daemon.started_at)}"
     return f"daemon: running (pid {daemon.pid}{up})"
@@ -129,17 +129,17 @@ def status(
 ) -> None:
     """The board: every open card in its colour, red first (docs/protocol.md §8)."""
     project = _project(root_opt or root)
-    while True:
-        text = _once(project, role, show_all, as_json, window * 60)
-        if not watch:
-            click.echo(text)
-            return
-        clear = "\033[H\033[2J" if sys.stdout.isatty() else ""
-        click.echo(clear + text, nl=True)
-        try:
+    if not watch:
+        click.echo(_once(project, role, show_all, as_json, window * 60))
+        return
+    clear = "\033[H\033[2J" if sys.stdout.isatty() else ""
+    try:
+        while True:
+            click.echo(clear + _once(project, role, show_all, as_json, window * 60))
+            sys.stdout.flush()
             time.sleep(WATCH_EVERY)
-        except KeyboardInterrupt:
-            return
+    except KeyboardInterrupt:  # Ctrl-C is how a watch ends: no traceback, exit 0
+        return
 
 
 def _once(project: str, role: str | None, show_all: bool, as_json: bool, window_s: float) -> str:

@@ -129,7 +129,7 @@ class Board:
         daemon = board.snapshot.daemon
         return {
             "daemon": status.daemon_line(daemon, now).removeprefix("daemon: "),
-            "daemon_running": daemon.running,
+            "daemon_running": daemon is not None and daemon.running,
             "counts": board.counts(),
             "now": now,
         }

@@ -1,0 +1,101 @@
+"""The board follows the commands: each step of a card's life through the real helpers and
+`handoffd` commands, read back through `handoffd status --json` (docs/protocol.md §8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from tests.conftest import Project
+
+A = "20260101T000000Z_000001_from_coder"
+B = "20260101T000000Z_000002_from_coder"
+
+
+def put(project: Project, ident: str, role: str = "QA", **headers: str) -> None:
+    project.put(role, f"50_{ident}_to_{role}.handoff", id=ident, to=role, recipient=role,
+                enqueued_at="2026-01-01T00:00:00Z", **headers)  # fmt: skip
+
+
+def ok(project: Project, command: str, *args: str, role: str = "QA") -> str:
+    result = project.run(command, *args, role=role)
+    assert result.code == 0, result.err
+    return result.out
+
+
+def board(project: Project, *args: str) -> dict[str, dict[str, Any]]:
+    out = ok(project, "handoffd", "status", "--json", "--root", str(project.root), *args)
+    return {card["card"]: card for card in json.loads(out)}
+
+
+def age_heartbeat(project: Project, role: str, minutes: float) -> None:
+    """Make `role`'s heartbeat `minutes` old by its mtime: no sleeping."""
+    then = time.time() - minutes * 60
+    os.utime(project.handoffs(role) / "heartbeat", (then, then))
+
+
+def test_block_take_age_release_and_unblock_each_recolour_the_card(project: Project) -> None:
+    put(project, A)
+    assert board(project)[f"{A}@QA"]["color"] == "orange"
+
+    ok(project, "handoffd", "block", A, "--reason", "needs the staging password")
+    card = board(project)[f"{A}@QA"]
+    assert (card["color"], card["detail"]) == ("red", "needs the staging password")
+    assert card["blocked_reason"] == "needs the staging password"
+
+    ok(project, "ready_for_next")  # taking it claims it; the declared block still wins
+    card = board(project)[f"{A}@QA"]
+    assert (card["state"], card["color"], card["claim"]["live"]) == ("in_process", "red", True)
+
+    ok(project, "handoffd", "unblock")
+    card = board(project)[f"{A}@QA"]
+    assert (card["color"], card["claim"]["role"], card["claim"]["agent"]) == (
+        "yellow", "QA", "claude",
+    )  # fmt: skip
+    assert card["detail"].startswith("claude@QA, heartbeat ")
+
+    age_heartbeat(project, "QA", 61)  # past the 60-minute window: the claim expires
+    card = board(project)[f"{A}@QA"]
+    assert (card["color"], card["claim"]["live"]) == ("orange", False)
+    assert board(project, "--window", "90")[f"{A}@QA"]["color"] == "yellow"
+
+    ok(project, "handoffd", "release")
+    card = board(project, "--window", "90")[f"{A}@QA"]
+    assert (card["state"], card["color"], card["claim"]) == ("new", "orange", None)
+
+
+def test_a_claim_on_a_dependency_makes_the_dependent_yellow_then_done_leaves_it_orange(
+    project: Project,
+) -> None:
+    put(project, A)
+    put(project, B, role="cleaner", depends_on=A)
+    ok(project, "ready_for_next")
+    dependent = board(project)[f"{B}@cleaner"]
+    assert (dependent["color"], dependent["depends_on"]) == ("yellow", [A])
+    assert dependent["detail"].startswith(f"via {A}@QA: claude@QA")
+    ok(project, "done_with_current")
+    found = board(project)
+    assert f"{A}@QA" not in found and found[f"{B}@cleaner"]["color"] == "orange"
+    assert board(project, "--all")[f"{A}@QA"]["color"] == "green"
+
+
+def test_reports_show_as_the_latest_report_and_blocked_turns_red(project: Project) -> None:
+    put(project, A)
+    text = "\n\nParser slice 3: tokenizer done, starting the AST.\nMore detail.\n"
+    report_file = project.root / "report.md"
+    report_file.write_text(text)
+    ok(project, "handoffd", "report", "--status", "RUNNING", "--file", str(report_file))
+    card = board(project)[f"{A}@QA"]
+    assert card["color"] == "yellow"
+    report = card["latest_report"]
+    assert (report["status"], report["role"], report["excerpt"]) == (
+        "RUNNING", "QA", "Parser slice 3: tokenizer done, starting the AST.",
+    )  # fmt: skip
+    assert report["reported_at"].endswith("Z")
+    ok(project, "handoffd", "report", "--status", "BLOCKED", "--reason", "quota exhausted")
+    card = board(project)[f"{A}@QA"]
+    assert (card["color"], card["detail"], card["latest_report"]["status"]) == (
+        "red", "quota exhausted", "BLOCKED",
+    )  # fmt: skip
