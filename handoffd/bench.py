@@ -552,6 +552,7 @@ def _progress(text: str) -> None:
 @click.option("--json-only", is_flag=True, help="Print only the JSON (one line), no table.")
 @click.option("--keep", is_flag=True, help="Keep the temp dir.")  # fmt: skip
 @click.option("--board", is_flag=True, help="Only the board: status --json against its floor.")
+@click.option("--digest", is_flag=True, help="Only the digest scenario (docs/protocol.md §11).")
 @click.option("--web", is_flag=True, help="Only the web board: its page against status --json.")
 def main(
     quick: bool,
@@ -560,6 +561,7 @@ def main(
     json_only: bool,
     keep: bool,
     board: bool,
+    digest: bool,
     web: bool,
     **given: Any,
 ) -> None:
@@ -567,6 +569,11 @@ def main(
     A full run exits 1 when a figure misses its target; --quick gives no verdict."""
     from handoffd import benchreport
 
+    if digest:  # a scenario of its own, like the board's
+        from handoffd.continuity import digest_bench
+
+        digest_bench.main(quick, directory, keep)
+        return
     if board or web:  # scenarios of their own: they share no project or figure with the others
         from handoffd.board import benchmark
         from handoffd.board.web import bench as web_bench

@@ -238,11 +238,7 @@ class Daemon:
         if not os.path.exists(log_file):
             from handoffd import log as logging
 
-            try:
-                logging.configure(log_file)
-            except OSError as failure:
-                self.log.warning("log_not_reopened", error=str(failure))
-                return
+            logging.reopen()  # never raises: a line that cannot be written is counted
             self.log.info("log_reopened", file=log_file)
 
     def _reload(self) -> None:

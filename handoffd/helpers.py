@@ -256,6 +256,8 @@ def _queue(caller: Caller, draft_path: str) -> tuple[Outcome, str]:
         lambda c: git.resolve_commit(sender.worktree, c),
         lambda ident: outbox.handoff_exists(caller.roles, ident),
     )
+    if not isinstance(result, list) and (too_long := outbox.name_problem(result, sender.name)):
+        result = [too_long]
     if isinstance(result, list):
         errors = "".join(f"- {message}\n" for message in result)
         usage = USAGE + ("\n" + _packet_usage() if "type: packet" in text else "")

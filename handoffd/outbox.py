@@ -73,6 +73,23 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
     return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")
 
 
+NAME_MAX = 255  # bytes in one file name on every filesystem handoffd runs on
+
+
+def name_problem(draft: Draft, sender: str) -> str | None:
+    """Why the queued file's name could not be created (too long), or None.  Checked with
+    the draft's other errors: a name over the limit would fail in the outbox, and a
+    shortened one would lose recipients, which the name carries (docs/protocol.md §2)."""
+    name, _ = compose(draft, sender, 0, 0.0)
+    size = len(name.encode("utf-8"))
+    if size <= NAME_MAX:
+        return None
+    return (
+        f"The queued file name would be {size} bytes, over the filesystem's limit of "
+        f"{NAME_MAX}; send to fewer recipients at once (each recipient's name is in it)."
+    )
+
+
 def queue(sender: Role, draft: Draft, now: float) -> str:
     """Write the handoff into the sender's outbox, complete or not at all; its path."""
     drafts, outbox = sender.path(Box.DRAFTS), sender.path(Box.OUTBOX)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
 
 from handoffd import config, heartbeat
 from handoffd.config import Box, Role
@@ -33,6 +32,10 @@ from handoffd.heartbeat import Heartbeat
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
 if TYPE_CHECKING:
     from handoffd.lifecycle import DaemonState
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers reach this module (the live file)
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator  # importing collections costs ~1.5 ms
 
 SUFFIX = ".handoff"
 HEADER_LIMIT = 64 * 1024  # the daemon refuses larger files; never read more of one

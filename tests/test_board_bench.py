@@ -14,12 +14,14 @@ FIGURES = ("floor_ms", "status_empty_history_ms", "status_ms",
 
 def test_the_board_scenario_prints_its_table_and_a_json_line(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "handoffd", "bench", "--board", "--quick", "--dir", str(tmp_path)],
+        [sys.executable, "-m", "handoffd", "bench", "--board", "--quick", "--dir", str(tmp_path),
+         "--json", str(tmp_path / "figures.json")],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    *table, last = result.stdout.rstrip("\n").split("\n")
-    figures = json.loads(last)["board"]
+    table = result.stdout.rstrip("\n").split("\n")
+    figures = json.loads((tmp_path / "figures.json").read_text())["board"]
+    (tmp_path / "figures.json").unlink()
     assert all(figures[key] > 0 for key in FIGURES)
     assert (figures["open_cards"], figures["history"]) == (60, 500)
     text = "\n".join(table)

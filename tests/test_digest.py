@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from handoffd.continuity import threads
+from handoffd import scan
 from handoffd.continuity.digest import NOT_IN_HANDOFF
 from tests.conftest import Project, git
 from tests.digest_support import build_thread, commit_in, hf_epoch, report, run
@@ -79,7 +79,7 @@ def test_an_id_digests_its_whole_task_thread(project, thread):
 def test_every_row_traces_back_to_its_source(project, thread):
     report(project, "QA", thread["b"], "RUNNING", "We chose the slow path for safety today.", 1)
     lines = digest(project, "--task", "parser").stdout.splitlines()
-    files = threads.all_files(_roles(project))
+    entries = list(scan.scan(str(project.root)).entries())  # the queue, read independently
     traced = 0
     for line in lines:
         if not line.startswith("- ") or line.startswith("- … "):
@@ -92,18 +92,12 @@ def test_every_row_traces_back_to_its_source(project, thread):
         elif kind == "report":
             _trace_report(project, line, source)
         else:
-            assert any(threads.handoff_id(f.name) == source for f in files), line
-            assert "parser" in {f.task for f in files if threads.handoff_id(f.name) == source}
+            tasks = {e.headers.get("task") for e in entries if e.id == source}
+            assert tasks == {"parser"}, line
         traced += 1
     assert traced >= 12
     ids = lines[-2].removeprefix("receipt: ").split(", ")
-    assert all(any(threads.handoff_id(f.name) == i for f in files) for i in ids)
-
-
-def _roles(project: Project):
-    from handoffd import config
-
-    return config.load_roles(str(project.root))
+    assert all(any(e.id == i for e in entries) for i in ids)
 
 
 def _trace_commit(project: Project, line: str, sha: str) -> None:
@@ -169,3 +163,19 @@ def test_json_has_markdown_receipt_and_gaps(project, thread):
 def test_id_and_task_together_is_a_usage_error(project, thread):
     assert digest(project, thread["a"], "--task", "parser").returncode == 2
     assert digest(project).returncode == 2
+
+
+def test_a_report_filed_with_handoffd_report_is_quoted(project, thread):
+    text = project.draft("I will rerun the suite on the new fixture today.\n", name="r.md")
+    filed = project.run("handoffd", "report", "--status", "RUNNING", "--file", str(text), role="QA")
+    assert filed.code == 0, filed.err
+    out = digest(project, "--task", "parser").stdout
+    assert "## Reports (3)" in out
+    assert '- "I will rerun the suite on the new fixture today."   [report .worktrees/QA/' in out
+
+
+def test_a_handoff_named_by_card_or_file_name_is_found(project, thread):
+    by_id = digest(project, thread["a"]).stdout.splitlines()[:-1]
+    name = next(p.name for p in project.box("coder", "sent").iterdir())
+    assert digest(project, f"{thread['a']}@cleaner").stdout.splitlines()[:-1] == by_id
+    assert digest(project, name).stdout.splitlines()[:-1] == by_id

@@ -101,33 +101,10 @@ def test_an_unreadable_history_file_is_a_gap_not_a_crash(project):
     assert "unreadable_file" in out["gaps"]
 
 
-# --- the history index --------------------------------------------------------------------
-
-
-def test_history_headers_are_indexed_once_and_a_torn_line_is_ignored(project):
-    ident = put_git_handoff(project, "coder", "kept", project.commit(), "inbox/completed")
-    first = digest_json(project, "--task", "kept")
-    index = project.handoffs("cleaner") / ".digest-index"
-    lines = index.read_text().splitlines()
-    assert lines == [f"inbox/completed/{NAME.format(sender='coder')}\tkept\t2026-01-01T00:00:01Z"]
-    with index.open("a") as torn:
-        torn.write("inbox/completed/x.handoff\tha")  # a crash mid-append: no newline
-    again = digest_json(project, "--task", "kept")
-    assert again["receipt"]["ids"] == first["receipt"]["ids"] == [ident]
-    assert again["markdown"].splitlines()[:-1] == first["markdown"].splitlines()[:-1]
-
-
-def test_a_batch_dir_in_history_is_listed_once_then_known_from_the_index(project):
-    project.put(
-        "cleaner",
-        "50_20260101T000000Z_000001_from_coder_to_cleaner.handoff",
-        box="inbox/completed/batch_20260101T000001Z_000001",
-        id="20260101T000000Z_000001_from_coder",
-        task="batched",
-        completed_at="2026-01-01T00:00:02Z",
-    )
-    assert "completed by cleaner" in digest_json(project, "--task", "batched")["markdown"]
-    text = (project.handoffs("cleaner") / ".digest-index").read_text()
-    assert "inbox/completed/batch_20260101T000001Z_000001/\t\t\n" in text
-    (project.handoffs("cleaner") / ".digest-index").write_text(text + "")  # unchanged
-    assert "completed by cleaner" in digest_json(project, "--task", "batched")["markdown"]
+def test_a_refused_handoff_shows_the_reason_from_its_error_file(project):
+    name = NAME.format(sender="coder").replace("_to_cleaner", "_to_nobody")
+    ident = name.split("_", 1)[1].rsplit("_to_", 1)[0]
+    path = project.put("coder", name, box="failed", id=ident, to="nobody", task="refused")
+    (path.parent / (name + ".error")).write_text("Unknown recipient role 'nobody'.\n")
+    out = digest_json(project, "--task", "refused")
+    assert "**Outcome** failed: Unknown recipient role 'nobody'." in out["markdown"]

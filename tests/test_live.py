@@ -4,12 +4,14 @@ each helper step, and that a killed rewrite never leaves a torn file."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -230,6 +232,62 @@ def test_the_agents_sections_survive_a_helper_rewrite_verbatim(project: Project)
     text = (worktree / live.FILE).read_text()
     assert agent_text in text
     assert text.startswith("# HANDOFF — 20") and "branch: cleaner | phase: idle\n" in text
+
+
+def test_a_header_the_agent_broke_still_keeps_its_sections(project: Project) -> None:
+    worktree = project.worktrees["QA"]
+    (worktree / ".swarmforge").mkdir(exist_ok=True)
+    (worktree / live.FILE).write_text("my notes\n## Decisions\n- use tabs\n")
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+    parsed = live_file(project, "QA")
+    assert parsed.branch == "QA" and parsed.sections["Decisions"] == ["- use tabs"]
+
+
+def test_a_call_that_changes_nothing_leaves_a_fresh_file_alone(project: Project) -> None:
+    """`NO_TASK` twice: the second call has nothing new to say and skips the write (and its
+    fsync); once the queue has an event newer than the file, the next call rewrites it."""
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+    path = project.worktrees["QA"] / live.FILE
+    first = path.read_bytes()
+    os.utime(path, (1, 1))  # a mark a rewrite would replace
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+    assert path.read_bytes() == first and path.stat().st_mtime == 1
+    new = project.box("QA", "inbox/new")
+    new.mkdir(parents=True, exist_ok=True)
+    os.utime(new, (2e9, 2e9))  # an event after the file's header time
+    assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+    assert path.stat().st_mtime != 1
+    assert live.epoch(live_file(project, "QA").time) > live.epoch(live.parse(first.decode()).time)
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["2026-06-15T14:05:31.482113Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59.5Z",
+     "2100-03-01T00:00:00Z", "1969-12-31T23:59:59Z"],
+)  # fmt: skip
+def test_epoch_agrees_with_datetime(stamp: str) -> None:
+    from datetime import datetime
+
+    assert live.epoch(stamp) == datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_an_unreadable_time_is_as_old_as_can_be() -> None:
+    assert live.epoch("") == live.epoch("yesterday") == float("-inf")
+
+
+def test_a_running_daemons_lock_never_holds_up_the_rewrite(project: Project) -> None:
+    """The daemon holds an flock on the project's `.swarmforge/` for its whole life, and the
+    main checkout's live file lives in that folder: the rewrite must not wait for it."""
+    from handoffd import lifecycle
+
+    fd = os.open(lifecycle.lock_path(str(project.root)), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # what a running daemon holds
+        result = project.run("ready_for_next", role="coder")  # run_command has a timeout
+        assert result.out == "NO_TASK\n"
+        assert live_file(project, "coder").phase == "idle"
+    finally:
+        os.close(fd)
 
 
 def test_a_live_file_that_cannot_be_written_never_fails_the_helper(project: Project) -> None:

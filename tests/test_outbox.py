@@ -174,3 +174,36 @@ def try_lock(directory: Path) -> bool:
     probe += "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
     result = subprocess.run([sys.executable, "-c", probe, str(directory)], capture_output=True)
     return result.returncode == 0
+
+
+def test_a_name_over_the_filesystems_limit_is_named_as_a_draft_error() -> None:
+    """A queued name that could not be created is refused up front, never queued or stuck."""
+    fits = Draft(note_draft().headers, ["QA"], None)
+    many = [f"reviewer-{n:02d}-with-a-long-role-name" for n in range(8)]
+    too_long = Draft(note_draft().headers, many, None)
+    assert outbox.name_problem(fits, "coder") is None
+    problem = outbox.name_problem(too_long, "coder")
+    assert problem is not None
+    assert "over the filesystem's limit of 255" in problem and "fewer recipients" in problem
+
+
+def test_swarm_handoff_refuses_a_draft_whose_queued_name_would_be_too_long(
+    project: Project,
+) -> None:
+    """Issue: ten recipients made a 245+ byte name the daemon deferred forever; now the draft
+    is refused (exit 2, kept) with the other draft errors' format, and nothing is queued."""
+    many = [f"reviewer-{n:02d}-with-a-long-role-name" for n in range(8)]
+    rows = []
+    for name in many:
+        worktree = project.root / ".worktrees" / name
+        worktree.mkdir(parents=True)
+        rows.append("\t".join((name, name, str(worktree), name, name, "shell", "task")))
+    roles = project.root / ".swarmforge" / "roles.tsv"
+    roles.write_text(roles.read_text() + "\n".join(rows) + "\n")
+    draft = project.draft(f"type: note\nto: {','.join(many)}\npriority: 50\nmessage: hi\n")
+    result = project.run("swarm_handoff", str(draft), role="coder")
+    assert result.code == 2, result.err
+    assert result.err.startswith(f"HANDOFF INVALID: {draft}\n\nErrors:\n- The queued file name")
+    assert draft.exists()
+    outbox_dir = project.box("coder", "outbox")
+    assert not outbox_dir.exists() or not [p for p in outbox_dir.iterdir() if p.is_file()]

@@ -49,8 +49,7 @@ def test_rung_one_a_fresh_live_file_wins_over_the_queue_and_git(project: Project
     result = resume_as(project, "QA")
     assert result.out.splitlines() == [
         "RESUMING: QA on QA (from live file)",
-        "STATE: working on slice-3; c@QA, slice-3 (1 decisions, 0 ruled out in "
-        ".swarmforge/HANDOFF.md)",
+        "STATE: working on slice-3; c@QA, slice-3 (HANDOFF.md: 1 decided, 0 ruled out)",
         "NEXT_STEP: Finish slice-3.",
     ]
 
@@ -64,11 +63,11 @@ def test_a_live_file_of_another_branch_is_passed_over(project: Project) -> None:
 def test_a_live_file_older_than_the_queues_newest_event_is_passed_over(project: Project) -> None:
     write_live(project, "QA", "QA", "2026-06-15T14:00:00.000000Z")
     path = project.put("QA", TAKEN, task="slice-4", id=IDENT)
-    assert resume._epoch("2026-06-15T14:00:00.000000Z") < os.stat(path.parent).st_mtime
+    assert live.epoch("2026-06-15T14:00:00.000000Z") < os.stat(path.parent).st_mtime
     result = resume_as(project, "QA")
     assert result.out.startswith("RESUMING: QA on QA (from queue)\n")
     # and once the inbox folder is older than the header, the live file is fresh again
-    os.utime(path.parent, (0, resume._epoch("2026-06-15T13:59:00Z")))
+    os.utime(path.parent, (0, live.epoch("2026-06-15T13:59:00Z")))
     assert resume_as(project, "QA").out.startswith("RESUMING: QA on QA (from live file)\n")
 
 
@@ -157,6 +156,21 @@ def test_rung_three_the_last_handoff_completed(project: Project) -> None:
     assert resume_as(project, "QA").out.splitlines()[1] == (
         "STATE: last handoff: received slice-3 from coder (2026-06-15 15:00Z)"
     )
+
+
+def test_rung_three_after_sending_the_role_waits_for_the_recipients(project: Project) -> None:
+    draft = project.draft(project.note_draft(to="cleaner,QA", message="parser is ready"))
+    assert project.run("swarm_handoff", str(draft), role="coder").code == 0
+    sent = project.box("coder", "sent")
+    sent.mkdir(parents=True)
+    for queued in project.box("coder", "outbox").glob("*.handoff"):
+        queued.rename(sent / queued.name)  # what the daemon does after delivering
+    lines = resume_as(project, "coder").out.splitlines()
+    assert lines[0] == "RESUMING: coder on main (from git)"
+    assert lines[1].startswith('STATE: last handoff: sent note "parser is ready" to cleaner,QA (')
+    assert lines[2] == "NEXT_STEP: Wait for cleaner,QA; run ready_for_next.sh when woken."
+    parsed = live.read(str(project.root))
+    assert parsed is not None and parsed.phase == "waiting for cleaner,QA"
 
 
 def test_json_carries_the_same_answer(project: Project) -> None:

@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from handoffd import handoff as hf
 from handoffd.config import Role
 from handoffd.continuity.digest import epoch
-from handoffd.continuity.threads import REPORTS, File, group, handoff_id, iso_from_report
+from handoffd.continuity.history import File, handoff_id
+from handoffd.continuity.threads import REPORTS, group, iso_from_report
 
 
 def roles_in(name: str) -> list[str]:

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from handoffd.board.reports import Report
 from handoffd.continuity import budget, evidence
 from handoffd.continuity.gitfacts import Commit, Facts
-from handoffd.continuity.threads import Item, Report, Thread
+from handoffd.continuity.threads import Item, Thread
 
 DEFAULT_LINES = 60
 MIN_LINES = 8

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 
 import click
 
-from handoffd import config
+from handoffd import config, scan
+from handoffd.board.reports import Report
 from handoffd.cli import _root, emit, root_option
 from handoffd.config import Role
 from handoffd.continuity import budget, carry, gitfacts, threads
@@ -37,9 +39,7 @@ def gather(root: str, roles: dict[str, Role], thread: threads.Thread) -> Inputs:
     return inputs
 
 
-def _last_commits(
-    roles: dict[str, Role], reports: Sequence[threads.Report], inputs: Inputs
-) -> None:
+def _last_commits(roles: dict[str, Role], reports: Sequence[Report], inputs: Inputs) -> None:
     """For the evidence rule: each reporting role's newest commit after its first report."""
     since: dict[str, float] = {}
     for report in reports:
@@ -59,21 +59,22 @@ def digest_of(
     """The digest of handoff `ident`'s thread or of task `task`, or the refusal."""
     if max_lines < MIN_LINES:
         return Outcome(2, stderr=f"BUDGET_TOO_SMALL: --max-lines must be at least {MIN_LINES}\n")
-    roles = config.load_roles(root)
-    read_at = time.time()
-    files = threads.all_files(roles)
-    key = f"task:{task}" if task is not None else threads.thread_key(files, ident or "")
-    members = [f for f in files if key and _key(f) == key]
+    snapshot = scan.scan(root)
+    key = f"task:{task}" if task is not None else threads.thread_key(snapshot, _id(ident or ""))
+    members = threads.thread_files(snapshot, key) if key else []
     if not members:
         missing = f"UNKNOWN_TASK: {task}" if task is not None else f"UNKNOWN_HANDOFF: {ident}"
         return Outcome(1, stderr=missing + "\n")
-    thread = threads.build(key or "", members, roles)
-    inputs = gather(root, roles, thread)
-    return compose(inputs, max_lines, time.time() if now is None else now, read_at)
+    thread = threads.build(key or "", members, snapshot)
+    inputs = gather(root, snapshot.roles, thread)
+    return compose(inputs, max_lines, time.time() if now is None else now, snapshot.taken_at)
 
 
-def _key(file: threads.File) -> str:
-    return f"task:{file.task}" if file.task is not None else f"id:{threads.handoff_id(file.name)}"
+def _id(value: str) -> str:
+    """A handoff named by id, by card (`<id>@<role>`) or by file name or path: its id."""
+    value = value.split("@", 1)[0]
+    parts = scan.parse_name(os.path.basename(value))
+    return parts.id if parts else value
 
 
 def render(digest: Digest | Outcome, as_json: bool) -> Outcome:
@@ -85,9 +86,15 @@ def render(digest: Digest | Outcome, as_json: bool) -> Outcome:
 
 
 @click.command()
-@click.argument("ident", metavar="ID", required=False)
+@click.argument("ident", metavar="[ID]", required=False)
 @click.option("--task", help="Digest every handoff with this task header.")
-@click.option("--max-lines", type=int, default=DEFAULT_LINES, show_default=True)
+@click.option(
+    "--max-lines",
+    type=int,
+    default=DEFAULT_LINES,
+    show_default=True,
+    help=f"At most this many lines ({MIN_LINES} or more); the receipt is never dropped.",
+)
 @click.option("--json", "as_json", is_flag=True, help="markdown, receipt and gaps as JSON.")
 @root_option
 def digest(
@@ -117,14 +124,14 @@ def carry_forward_of(
     now: float | None = None,
 ) -> list[Digest]:
     """The last `n` threads of the project, newest activity first, each a compact digest."""
-    roles = config.load_roles(root)
-    read_at = time.time()
-    files = threads.all_files(roles)
-    chosen = carry.choose(files, carry.report_activity(roles), n, since, role)
+    snapshot = scan.scan(root)
+    files = threads.all_files(snapshot)
+    chosen = carry.choose(files, carry.report_activity(snapshot.roles), n, since, role)
     digests = []
     for key, members in chosen:
-        inputs = gather(root, roles, threads.build(key, members, roles))
-        digests.append(compose(inputs, CARRY_LINES, time.time() if now is None else now, read_at))
+        inputs = gather(root, snapshot.roles, threads.build(key, members, snapshot))
+        when = time.time() if now is None else now
+        digests.append(compose(inputs, CARRY_LINES, when, snapshot.taken_at))
     return digests
 
 

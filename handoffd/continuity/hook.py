@@ -35,7 +35,8 @@ def after_step(role: Role, sent_to: str = "", now: float | None = None) -> None:
 def refresh(
     role: Role, sent_to: str = "", now: float | None = None, edit: Edit | None = None
 ) -> str:
-    """Rewrite `role`'s live file from its queue and return the text.  Under a lock on the
+    """Rewrite `role`'s live file from its queue; the text written ("" if nothing needed
+    writing).  Under a lock on the
     role's handoff directory: two helpers of one role finishing at once write one after the
     other, each from the queue as it stands then, so a stale view never lands last.  (Not
     the live file's own folder: the main checkout's `.swarmforge/` is the project's, which
@@ -70,4 +71,20 @@ def _rewrite(role: Role, sent_to: str, now: float | None, edit: Edit | None) -> 
         summary.in_flight,
         summary.open_questions,
     )
+    if previous is not None and edit is None and _unchanged(role, state, previous):
+        return ""  # nothing happened that the file does not already say, as fresh as ever
     return live.write(role.worktree, state, previous)
+
+
+def _unchanged(role: Role, state: live.State, previous: live.Parsed) -> bool:
+    """Whether rewriting would change only the header time, and the file as it stands is
+    still fresh for `resume` (no queue event since it was written).  Skipping that rewrite
+    spares a call that changed nothing (`NO_TASK`) the fsync, most of its cost."""
+    if live.epoch(previous.time) < work.newest_event(role):
+        return False
+    stamp, state.time = state.time, previous.time
+    same = live.render(state, previous.sections) == live.render(
+        live.restate(previous), previous.sections
+    )
+    state.time = stamp
+    return same

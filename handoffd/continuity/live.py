@@ -128,7 +128,7 @@ def _items(lines: list[str]) -> tuple[list[list[str]], int]:
     items: list[list[str]] = []
     dropped = 0
     for line in lines:
-        count = _dropped_count(line)
+        count = dropped_count(line)
         if count is not None:
             dropped += count
         elif not items or line.startswith(("- ", "* ")):
@@ -138,7 +138,8 @@ def _items(lines: list[str]) -> tuple[list[list[str]], int]:
     return items, dropped
 
 
-def _dropped_count(line: str) -> int | None:
+def dropped_count(line: str) -> int | None:
+    """k of a `- (<k> older items dropped)` line; None for any other line."""
     if line.startswith("- (") and line.endswith(" older items dropped)"):
         number = line[3 : -len(" older items dropped)")]
         if number.isdigit():
@@ -165,26 +166,53 @@ def _trimmed(lines: list[str]) -> list[str]:
 def add_bullet(lines: list[str], bullet: str) -> list[str]:
     """A section with `bullet` added as its newest item (before a drop marker, if any)."""
     lines = _trimmed(lines)
-    if lines and _dropped_count(lines[-1]) is not None:
+    if lines and dropped_count(lines[-1]) is not None:
         return [*lines[:-1], bullet, lines[-1]]
     return [*lines, bullet]
 
 
-def parse(text: str) -> Parsed | None:
-    """A live file's header fields and sections; None if it is not one."""
+def parse(text: str) -> Parsed:
+    """A live file's header fields and sections.  A file whose first two lines an agent
+    broke still yields its sections (so a rewrite keeps them), with empty header fields
+    (so `resume` never trusts it)."""
     lines = text.split("\n")
-    if len(lines) < 2 or not lines[0].startswith(TITLE) or not lines[1].startswith("branch: "):
-        return None
-    branch, _, phase = lines[1][len("branch: ") :].partition(" | phase: ")
+    time = branch = phase = ""
+    if len(lines) >= 2 and lines[0].startswith(TITLE) and lines[1].startswith("branch: "):
+        time = lines[0][len(TITLE) :].strip()
+        branch, _, phase = lines[1][len("branch: ") :].partition(" | phase: ")
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
-    for line in lines[2:]:
+    for line in lines:
         if line.startswith("## "):
             current = sections.setdefault(line[3:].strip(), [])
         elif current is not None:
             current.append(line)
     trimmed = {name: _trimmed(body) for name, body in sections.items()}
-    return Parsed(lines[0][len(TITLE) :].strip(), branch, phase, trimmed)
+    return Parsed(time, branch, phase, trimmed)
+
+
+def epoch(stamp: str) -> float:
+    """A §2 timestamp (`2026-06-15T14:05:31.482113Z`) in seconds since 1970; one that cannot
+    be read is as old as can be.  By hand: `datetime` or `strptime` would cost a helper more
+    than the whole rewrite."""
+    try:
+        date, clock = stamp.rstrip("Z").split("T")
+        year, month, day = (int(part) for part in date.split("-"))
+        hour, minute, second = clock.split(":")
+        seconds = int(hour) * 3600 + int(minute) * 60 + float(second)
+        return _days(year, month, day) * 86400.0 + seconds
+    except ValueError:
+        return float("-inf")
+
+
+def _days(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to a date of the proleptic Gregorian calendar."""
+    year -= month <= 2
+    era = year // 400
+    of_era = year - era * 400
+    of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    of_cycle = of_era * 365 + of_era // 4 - of_era // 100 + of_year
+    return era * 146097 + of_cycle - 719468
 
 
 # --- I/O ----------------------------------------------------------------------------------
@@ -195,7 +223,7 @@ def path(worktree: str) -> str:
 
 
 def read(worktree: str) -> Parsed | None:
-    """The role's live file as it stands; None if there is none (or it is not one)."""
+    """The role's live file as it stands; None if there is none."""
     try:
         with open(path(worktree), encoding="utf-8", errors="replace") as file:
             return parse(file.read())

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime
 
 from handoffd import git, scan
 from handoffd import handoff as hf
-from handoffd.config import Box, Role
+from handoffd.config import Role
 from handoffd.continuity import live, work
 
 COLD_START = "COLD_START: No prior session history found for this worktree."
@@ -66,6 +65,7 @@ class GitFacts:
     ahead: list[str]  # "<sha> <subject>" of commits the main checkout's branch lacks
     changed: int  # uncommitted paths outside handoffd's own areas
     last_handoff: str  # the last handoff received or sent, in words; "" if none
+    waiting_for: str = ""  # its recipients, when the last one was sent
 
     @property
     def any(self) -> bool:
@@ -83,7 +83,7 @@ def from_live(parsed: live.Parsed, role: str, branch: str) -> Answer:
     state = "; ".join([parsed.phase, *flight[:2]])
     decided, ruled_out = (len(_bullets(sections.get(n, []))) for n in ("Decisions", "Ruled Out"))
     if decided or ruled_out:
-        state += f" ({decided} decisions, {ruled_out} ruled out in {live.FILE})"
+        state += f" (HANDOFF.md: {decided} decided, {ruled_out} ruled out)"
     step = " ".join(sections.get("Next Step", [])) or "Read the live file."
     return Answer("live_file", role, branch, state, step, question)
 
@@ -114,6 +114,14 @@ def from_git(facts: GitFacts, role: str) -> Answer:
     return Answer("git", role, facts.branch, "; ".join(parts), git_next_step(facts))
 
 
+def git_phase(facts: GitFacts, state: str) -> str:
+    """The live file's phase after the git rung: still waiting on a handoff it sent, else
+    idle with what git showed."""
+    if facts.waiting_for and not facts.changed:
+        return f"waiting for {facts.waiting_for}"
+    return f"idle (reconstructed from git: {state})"
+
+
 def git_next_step(facts: GitFacts) -> str:
     if facts.changed:
         return f"Review the {facts.changed} uncommitted path(s) (git status), then commit them."
@@ -122,15 +130,13 @@ def git_next_step(facts: GitFacts) -> str:
             f"Check that the {len(facts.ahead)} commit(s) on {facts.branch} were handed on "
             "(swarm_handoff.sh) or finish them."
         )
+    if facts.waiting_for:
+        return f"Wait for {facts.waiting_for}; run ready_for_next.sh when woken."
     return "Nothing in process or waiting: run ready_for_next.sh when woken."
 
 
 def _bullets(lines: list[str]) -> list[str]:
-    return [line for line in lines if line.startswith("- ") and not _is_marker(line)]
-
-
-def _is_marker(line: str) -> bool:
-    return line.startswith("- (") and line.endswith(" older items dropped)")
+    return [line for line in lines if line.startswith("- ") and live.dropped_count(line) is None]
 
 
 def _first_bullet(lines: list[str]) -> str | None:
@@ -141,15 +147,7 @@ def _first_bullet(lines: list[str]) -> str | None:
 def fresh(parsed: live.Parsed, branch: str, newest_event: float) -> bool:
     """Rung 1's test: the live file is of this branch and no older than the queue's newest
     event."""
-    return parsed.branch == branch and _epoch(parsed.time) >= newest_event
-
-
-def _epoch(stamp: str) -> float:
-    """A §2 timestamp in seconds; one that cannot be read is as old as can be."""
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return float("-inf")
+    return parsed.branch == branch and live.epoch(parsed.time) >= newest_event
 
 
 # --- I/O: the ladder ----------------------------------------------------------------------
@@ -159,7 +157,7 @@ def climb(role: Role, root: str, now: float | None = None) -> Answer:
     """Climb the ladder for `role`; stop at the first rung that yields state."""
     branch = live.branch(role.worktree)
     parsed = live.read(role.worktree)
-    if parsed is not None and fresh(parsed, branch, newest_event(role)):
+    if parsed is not None and fresh(parsed, branch, work.newest_event(role)):
         return from_live(parsed, role.name, branch)
     queue = work.look(role)
     if queue.in_process or queue.waiting:
@@ -169,24 +167,12 @@ def climb(role: Role, root: str, now: float | None = None) -> Answer:
     if not facts.any:
         return Answer("cold_start", role.name, branch)
     answer = from_git(facts, role.name)
-    _write_reconstruction(role, answer, now)
+    _write_reconstruction(role, answer, git_phase(facts, answer.state or ""), now)
     return answer
 
 
-def newest_event(role: Role) -> float:
-    """The newest mtime of the role's inbox folders and `sent/`: its queue's last event."""
-    times = []
-    for box in (Box.NEW, Box.IN_PROCESS, Box.COMPLETED, Box.SENT):
-        try:
-            times.append(os.stat(role.path(box)).st_mtime)
-        except OSError:
-            continue
-    return max(times, default=float("-inf"))
-
-
-def _write_reconstruction(role: Role, answer: Answer, now: float | None) -> None:
+def _write_reconstruction(role: Role, answer: Answer, phase: str, now: float | None) -> None:
     """The git rung's one write: the live file, so the next call starts from rung 1."""
-    phase = f"idle (reconstructed from git: {answer.state})"
     state = live.State(hf.iso_now(now), answer.branch, phase, answer.next_step or "")
     live.write(role.worktree, state)
 
@@ -199,22 +185,26 @@ def git_facts(role: Role, root: str, branch: str) -> GitFacts:
         ahead = log.stdout.splitlines() if log.returncode == 0 else []
     status = git.run(role.worktree, "status", "--porcelain", "--", ".", *OWN_PATHS)
     changed = len(status.stdout.splitlines()) if status.returncode == 0 else 0
-    return GitFacts(branch, main_branch, ahead, changed, last_handoff(role))
+    last, waiting_for = last_handoff(role)
+    return GitFacts(branch, main_branch, ahead, changed, last, waiting_for)
 
 
-def last_handoff(role: Role) -> str:
-    """The newest handoff the role completed or sent, in words; "" if it has none."""
+def last_handoff(role: Role) -> tuple[str, str]:
+    """The newest handoff the role completed or sent, in words ("" if it has none), and
+    its recipients when the role sent it."""
     history = scan.listing(role, scan.State.HISTORY)
-    dated = [(e.parts.timestamp, e.parts.seq, e.name, e) for e in history if e.parts]
-    if not dated:
-        return ""
-    entry = max(dated)[3]
+    named = [(parts, e) for e in history if (parts := e.parts) is not None]
+    if not named:
+        return "", ""
+    parts, entry = max(named, key=lambda pe: (pe[0].timestamp, pe[0].seq, pe[1].name))
     headers = entry.headers
     if entry.state == scan.State.COMPLETED:
         who, stamp = f"received {work.label(headers)} from {headers.get('from')}", "completed_at"
+        waiting_for = ""
     else:
-        who, stamp = f"sent {work.label(headers)} to {headers.get('to')}", "created_at"
-    return f"{who} ({work.short_time(headers.get(stamp, ''))})"
+        waiting_for = headers.get("to") or ",".join(parts.recipients)
+        who, stamp = f"sent {work.label(headers)} to {waiting_for}", "created_at"
+    return f"{who} ({work.short_time(headers.get(stamp, ''))})", waiting_for
 
 
 def latest_report(role: Role, ident: str) -> str:

@@ -8,8 +8,10 @@ as a pure function.
 
 from __future__ import annotations
 
+import os
+
 from handoffd import scan
-from handoffd.config import Role
+from handoffd.config import Box, Role
 
 
 class Card:
@@ -120,3 +122,14 @@ def look(role: Role, waiting_for: str = "") -> Work:
     cards = [card_of(e.card, e.headers) for e in taken]
     waiting = sum(1 for e in entries if e.state == scan.State.NEW)
     return Work(cards, waiting, role.mode, any(e.batch for e in taken), waiting_for)
+
+
+def newest_event(role: Role) -> float:
+    """The newest mtime of the role's inbox folders and `sent/`: its queue's last event."""
+    times = []
+    for box in (Box.NEW, Box.IN_PROCESS, Box.COMPLETED, Box.SENT):
+        try:
+            times.append(os.stat(role.path(box)).st_mtime)
+        except OSError:
+            continue
+    return max(times, default=float("-inf"))
