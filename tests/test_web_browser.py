@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -97,9 +96,8 @@ def test_a_card_turns_from_orange_to_yellow_live_when_its_role_takes_it(
         page.evaluate("window.__same_document = true")
         taken = project.run("ready_for_next", role="QA")
         assert taken.code == 0 and taken.out.startswith("TASK:"), taken.err
-        changed = time.monotonic()
+        # the helper has returned, the change is on disk: the page must show it within 2 s
         page.wait_for_selector(f'[data-card="{name}"][data-color="yellow"]', timeout=LIVE_S * 1000)
-        assert time.monotonic() - changed < LIVE_S + 0.5  # the wait above already bounds it
         assert page.evaluate("window.__same_document") is True  # no reload happened
         assert "yellow 1" in " ".join(page.locator(".count-yellow").inner_text().split())
 
