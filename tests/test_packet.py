@@ -190,3 +190,17 @@ def test_sixty_lines_and_8_kib_exactly_are_within_the_limits() -> None:
     exact = body(**{"Target Scope": "- " + "y" * filler})
     assert len(exact.encode()) == 8192
     assert packet.check(exact) == []
+
+
+def test_compose_builds_the_packet_from_the_tool_interfaces_field_names() -> None:
+    texts = {packet.field(name): text for name, text in SECTIONS.items()}
+    assert sorted(texts) == sorted([
+        "objective", "decisions_made", "ruled_out_paths", "target_scope", "hard_constraints",
+        "verification", "if_blocked",
+    ])  # fmt: skip
+    assert packet.compose(texts) == body()
+    assert packet.check(packet.compose({**texts, "if_blocked": "\n"})) == [
+        "Section '## If Blocked' is empty."
+    ]
+    del texts["verification"]
+    assert packet.check(packet.compose(texts)) == ["Missing section '## Verification'."]

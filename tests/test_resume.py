@@ -96,7 +96,7 @@ def test_rung_two_the_queue_leads_with_the_blocked_reason_and_names_the_report(
     assert not (project.worktrees["QA"] / live.FILE).exists()  # only the git rung writes
 
 
-def test_report_and_block_rewrite_the_live_file(project: Project) -> None:
+def test_block_unblock_release_and_report_rewrite_the_live_file(project: Project) -> None:
     project.put("QA", TAKEN, box="inbox/in_process", task="slice-3", id=IDENT)
     assert project.run("handoffd", "block", "--reason", "need the schema", role="QA").code == 0
     parsed = live.read(str(project.worktrees["QA"]))
@@ -107,6 +107,16 @@ def test_report_and_block_rewrite_the_live_file(project: Project) -> None:
     parsed = live.read(str(project.worktrees["QA"]))
     assert parsed is not None and parsed.phase == "working on slice-3"
     assert project.run("handoffd", "release", role="QA").code == 0
+    parsed = live.read(str(project.worktrees["QA"]))
+    assert parsed is not None and parsed.phase == "idle"
+    report = project.draft("Picked it up again.\n", name="report.md")
+    taken = project.run("handoffd", "report", "--status", "RUNNING", "--file", str(report),
+                        role="QA")  # fmt: skip
+    assert taken.code == 0, taken.err
+    parsed = live.read(str(project.worktrees["QA"]))
+    assert parsed is not None and parsed.phase == "working on slice-3"
+    done = project.run("handoffd", "report", "--status", "DONE", "--file", str(report), role="QA")
+    assert done.code == 0, done.err
     parsed = live.read(str(project.worktrees["QA"]))
     assert parsed is not None and parsed.phase == "idle"
 
@@ -171,6 +181,14 @@ def test_rung_three_after_sending_the_role_waits_for_the_recipients(project: Pro
     assert lines[2] == "NEXT_STEP: Wait for cleaner,QA; run ready_for_next.sh when woken."
     parsed = live.read(str(project.root))
     assert parsed is not None and parsed.phase == "waiting for cleaner,QA"
+
+
+def test_a_role_whose_worktree_is_gone_is_a_cold_start(project: Project) -> None:
+    project.write_roles(roles_tsv([("coder", "coder", str(project.root), "c", "C", "a", "task"),
+                                   ("ghost", "ghost", str(project.root / "gone"), "g", "G", "a",
+                                    "task")]))  # fmt: skip
+    result = project.run("resume", "--role", "ghost", role=None, cwd=project.root)
+    assert (result.code, result.out) == (0, COLD)
 
 
 def test_json_carries_the_same_answer(project: Project) -> None:

@@ -40,6 +40,20 @@ One sentence on one line.
 """
 
 
+def field(name: str) -> str:
+    """A section's argument name (`Ruled-Out Paths` → `ruled_out_paths`), as the agent tool
+    interface names them (docs/protocol.md §12)."""
+    return name.lower().replace("-", "_").replace(" ", "_")
+
+
+def compose(texts: dict[str, str]) -> str:
+    """A packet from its sections' texts keyed by `field` name, in the contract's order;
+    `check` still judges it (an absent section is simply left out, to be reported)."""
+    parts = [(name, texts.get(field(name))) for name in SECTIONS]
+    bodies = [(name, text.strip("\n")) for name, text in parts if text is not None]
+    return "".join(f"## {name}\n{text}\n" for name, text in bodies)
+
+
 def check(packet: str) -> list[str]:
     """Every problem of a packet (the draft's body), in a stable order; empty if it is good."""
     errors = _size_errors(packet)

@@ -178,15 +178,23 @@ def _write_reconstruction(role: Role, answer: Answer, phase: str, now: float | N
 
 
 def git_facts(role: Role, root: str, branch: str) -> GitFacts:
+    """What git says about the role's worktree; nothing at all when git cannot say (no
+    worktree folder, no git): a rung that yields nothing, never an error."""
     main_branch = live.branch(root)
     ahead: list[str] = []
     if main_branch != branch and not main_branch.startswith("("):
-        log = git.run(role.worktree, "log", "--format=%h %s", f"{main_branch}..HEAD")
-        ahead = log.stdout.splitlines() if log.returncode == 0 else []
-    status = git.run(role.worktree, "status", "--porcelain", "--", ".", *OWN_PATHS)
-    changed = len(status.stdout.splitlines()) if status.returncode == 0 else 0
+        ahead = _git_lines(role.worktree, "log", "--format=%h %s", f"{main_branch}..HEAD")
+    changed = len(_git_lines(role.worktree, "status", "--porcelain", "--", ".", *OWN_PATHS))
     last, waiting_for = last_handoff(role)
     return GitFacts(branch, main_branch, ahead, changed, last, waiting_for)
+
+
+def _git_lines(worktree: str, *args: str) -> list[str]:
+    try:
+        result = git.run(worktree, *args)
+    except OSError:  # the worktree folder is gone, or git is not installed
+        return []
+    return result.stdout.splitlines() if result.returncode == 0 else []
 
 
 def last_handoff(role: Role) -> tuple[str, str]:
