@@ -553,6 +553,7 @@ def _progress(text: str) -> None:
 @click.option("--keep", is_flag=True, help="Keep the temp dir.")  # fmt: skip
 @click.option("--board", is_flag=True, help="Only the board: status --json against its floor.")
 @click.option("--digest", is_flag=True, help="Only the digest scenario (docs/protocol.md §11).")
+@click.option("--web", is_flag=True, help="Only the web board: its page against status --json.")
 def main(
     quick: bool,
     directory: str | None,
@@ -561,6 +562,7 @@ def main(
     keep: bool,
     board: bool,
     digest: bool,
+    web: bool,
     **given: Any,
 ) -> None:
     """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth.
@@ -572,12 +574,14 @@ def main(
 
         digest_bench.main(quick, directory, keep)
         return
-    if board:  # a scenario of its own: it shares no project or figure with the others
+    if board or web:  # scenarios of their own: they share no project or figure with the others
         from handoffd.board import benchmark
+        from handoffd.board.web import bench as web_bench
 
-        figures = benchmark.run(directory, quick)
-        data = json.dumps({"board": figures}, sort_keys=True)
-        click.echo(data if json_only else benchmark.render(figures))
+        scenario = web_bench if web else benchmark
+        figures = scenario.run(directory, quick)
+        data = json.dumps({"web" if web else "board": figures}, sort_keys=True)
+        click.echo(data if json_only else scenario.render(figures))
         if json_path:
             with open(json_path, "w", encoding="utf-8") as file:
                 file.write(data + "\n")

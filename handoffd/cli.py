@@ -35,6 +35,7 @@ LAZY: dict[str, tuple[str, str]] = {
         "The latest threads, newest first, each a digest.",
     ),
     "mcp": ("handoffd.mcp:mcp", "Serve the commands as MCP tools on stdio."),
+    "web": ("handoffd.board.web.command:web", "Serve the board in a browser, live."),
 }
 
 

@@ -1,0 +1,182 @@
+"""What the web board's templates show, as pure functions of the projection's cards.
+
+Nothing here reads the disk or the clock: `now` is a parameter, so every wording is
+table-tested without a server (docs/protocol.md §9).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import quote
+
+from handoffd.board import colour
+from handoffd.board.cards import Board, Card, epoch
+
+PAGE_SIZE = 50  # archive cards per page
+NAME_LIMIT = 512  # longer than any id@role the queue can hold
+
+BADGE = {  # the word beside each colour, so the colour is never the only signal
+    colour.RED: "RED",
+    colour.YELLOW: "YELLOW",
+    colour.ORANGE: "ORANGE",
+    colour.GREEN: "GREEN",
+}
+GLYPH = {colour.RED: "■", colour.YELLOW: "◆", colour.ORANGE: "●", colour.GREEN: "✓"}
+COLUMN = {  # the open page's three columns: what each colour asks of a person
+    colour.RED: "needs a person",
+    colour.YELLOW: "being worked on",
+    colour.ORANGE: "waiting to be taken",
+}
+SINCE = {  # how the age of a card reads in each state
+    "outbox": "queued {} ago",
+    "failed": "failed {} ago",
+    "new": "waiting {}",
+    "in_process": "taken {} ago",
+    "completed": "completed {} ago",
+}
+
+
+def valid_name(name: str) -> bool:
+    """Could `name` be a card at all?  Checked before any lookup: a malformed name is a
+    404 whatever the queue holds, and never reaches a path."""
+    # An id may be a hand-written `id:` header, so only what no card name can hold is
+    # refused here: a slash, `..`, a control character; the lookup decides the rest.
+    return (
+        0 < len(name) <= NAME_LIMIT
+        and "@" in name[1:]
+        and ".." not in name
+        and "/" not in name
+        and "\\" not in name
+        and all(" " <= char != "\x7f" for char in name)
+    )
+
+
+def duration(seconds: float | None) -> str:
+    """A readable span: `45 s`, `12 min`, `2 h 03 min`, `3 d 4 h`."""
+    if seconds is None or math.isnan(seconds):
+        return "?"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def ago(moment: object, now: float) -> str:
+    """`12 min ago` for a §2 timestamp (or epoch seconds); `at an unknown time` if unreadable."""
+    at = moment if isinstance(moment, float) else epoch(moment)
+    if at is None:
+        return "at an unknown time"
+    if now - at < 1:
+        return "just now"
+    return f"{duration(now - at)} ago"
+
+
+def since(card: Card) -> str:
+    """How long the card has been where it is, worded for its state."""
+    text = SINCE.get(card.state, "{}").format(duration(card.age_s))
+    if card.wakeups:
+        text += f" · {card.wakeups} wake-up" + ("s" if card.wakeups > 1 else "")
+    return text
+
+
+def why(card: Card) -> str:
+    """The line that says why a card has its colour; empty where `since` says it all."""
+    if card.colour == colour.ORANGE and not card.claim:
+        return ""
+    return detail(card)
+
+
+def detail(card: Card) -> str:
+    """The board's detail, a card it names (`via <card>: …`, `inherits from <card>: …`)
+    called by its title."""
+    for other in card.closure:
+        if other.card in card.detail:
+            return card.detail.replace(other.card, f"“{title(other)}” @{other.role}", 1)
+    return card.detail
+
+
+def title(card: Card) -> str:
+    """The card's headline: its task, else its note, else its type."""
+    headers = card.headers
+    return headers.get("task") or headers.get("message") or headers.get("type") or card.id
+
+
+def colour_of(card: Card) -> str:
+    """A card's colour.  A dependency already done, looked up in history, is green by rule 1
+    of docs/protocol.md §8, whether or not the projection painted it (it leaves such cards
+    unpainted: only their ids matter to the colours of open cards)."""
+    return colour.GREEN if card.state == "completed" else card.colour
+
+
+def dependencies(card: Card) -> list[tuple[str, Card | None]]:
+    """(id, card) for each card of each handoff `card` names in `depends_on`; (id, None)
+    for an id the queue does not hold (a hand-edited header)."""
+    rows: list[tuple[str, Card | None]] = []
+    for ident in card.depends_on:
+        found = [other for other in card.closure if other.id == ident]
+        rows += [(ident, other) for other in found] or [(ident, None)]
+    return rows
+
+
+def transitive(card: Card) -> list[Card]:
+    """The closure's cards that `card` does not name itself: what it waits on through
+    its dependencies."""
+    return [other for other in card.closure if other.id not in card.depends_on]
+
+
+def columns(board: Board) -> list[tuple[str, list[Card]]]:
+    """The open page's columns, red, yellow, orange, each with its cards in board order."""
+    shown = [colour.RED, colour.YELLOW, colour.ORANGE]
+    return [(name, [c for c in board.cards if c.colour == name]) for name in shown]
+
+
+def newest_first(cards: list[Card]) -> list[Card]:
+    """Green cards, the most recently completed first (then by name, for a stable page)."""
+    green = [card for card in cards if card.colour == colour.GREEN]
+    green.sort(key=lambda card: card.entry.name, reverse=True)
+    green.sort(key=lambda card: math.inf if card.age_s is None else card.age_s)
+    return green
+
+
+def page_of(items: list[Any], page: int, size: int = PAGE_SIZE) -> tuple[list[Any], int]:
+    """The items of page `page` (from 1) and how many pages there are (at least 1)."""
+    pages = max(1, math.ceil(len(items) / size))
+    return items[(page - 1) * size : page * size], pages
+
+
+def page_number(text: str | None) -> int | None:
+    """`?page=N` as a number from 1; None for anything else."""
+    if text is None or text == "":
+        return 1
+    if not text.isdigit() or len(text) > 9:
+        return None
+    number = int(text)
+    return number if number >= 1 else None
+
+
+def counts_title(counts: dict[str, int]) -> str:
+    """The browser tab's title: the reds first, so a glance at the tab bar is enough."""
+    open_cards = counts[colour.RED] + counts[colour.YELLOW] + counts[colour.ORANGE]
+    lead = f"{counts[colour.RED]} red · " if counts[colour.RED] else ""
+    return f"{lead}{open_cards} open — handoffd"
+
+
+def first_line(text: str, limit: int = 160) -> str:
+    """A report's first non-blank line, cut to `limit` characters."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def excerpt(text: str) -> str:
+    """A report's first line as a line of prose: a Markdown heading's `#`s dropped."""
+    return text.lstrip("#").strip() if text.startswith("#") else text
+
+
+def card_url(name: str) -> str:
+    """The detail page of a card, its name percent-encoded but for `@`."""
+    return "/card/" + quote(name, safe="@")

@@ -1,0 +1,371 @@
+"""The web board over HTTP (docs/protocol.md §9): the API, the headers, the read-only
+guard, malformed names, escaping, the live fragment's ETag, the archive's pages, the
+command itself; and the pure wording of `views`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from handoffd.board import cards, status
+from handoffd.board.web import views
+from handoffd.board.web.app import CSP, create_app
+from handoffd.board.web.command import is_loopback
+from tests.conftest import Project
+from tests.daemon_support import handoffd
+from tests.swarm_support import command_env
+from tests.web_support import PAST, colourful, ident, put, report
+
+NOW = time.time()
+
+
+def client(project: Project, now: float | None = None) -> TestClient:
+    return TestClient(create_app(str(project.root), clock=lambda: now or time.time()))
+
+
+# --- the API ---------------------------------------------------------------------------
+
+
+def test_api_cards_is_status_json_all_at_the_same_moment(project: Project) -> None:
+    colourful(project)
+    answer = client(project, NOW).get("/api/cards")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+    board = status.board(str(project.root), None, True, cards.WINDOW_S, NOW)
+    assert answer.json() == [card.to_json() for card in board.cards]
+    assert {card["color"] for card in answer.json()} == {"red", "yellow", "orange", "green"}
+
+
+def test_api_cards_matches_the_status_command(project: Project) -> None:
+    colourful(project)
+    printed = handoffd("status", "--json", "--all", "--root", str(project.root))
+    assert printed.returncode == 0, printed.stderr
+    served = client(project).get("/api/cards").json()
+    pairs = [(card["card"], card["color"], card["state"]) for card in json.loads(printed.stdout)]
+    assert [(card["card"], card["color"], card["state"]) for card in served] == pairs
+
+
+# --- headers and the read-only guard ---------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/fragment", "/archive", "/api/cards", "/card/x@QA",
+                                  "/static/board.js", "/no/such/page"])  # fmt: skip
+def test_every_answer_carries_a_csp_that_allows_only_our_own_script(
+    project: Project, path: str
+) -> None:
+    answer = client(project).get(path)
+    assert answer.headers["content-security-policy"] == CSP
+    assert "script-src 'self';" in CSP and "unsafe-inline" not in CSP
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["x-frame-options"] == "DENY"
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
+@pytest.mark.parametrize("path", ["/", "/api/cards", "/card/x@QA", "/static/board.css", "/nope"])
+def test_any_method_but_get_and_head_is_405(project: Project, method: str, path: str) -> None:
+    answer = client(project).request(method, path)
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "GET, HEAD"
+    assert answer.headers["content-security-policy"] == CSP
+
+
+def test_head_answers_like_get_without_a_body(project: Project) -> None:
+    colourful(project)
+    answer = client(project).head("/")
+    assert answer.status_code == 200 and answer.content == b""
+
+
+# --- card names ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["%2e%2e", "..%2F..%2Fetc%2Fpasswd", "a%2Fb@QA", "a%00b@QA", "%00", "x" * 4096,
+     "x" * 4000 + "@QA", f"{ident(1)}@nobody", f"{ident(99)}@QA", "@QA", f"{ident(1)}"],
+)  # fmt: skip
+def test_an_unknown_or_malformed_card_name_is_a_404(project: Project, name: str) -> None:
+    colourful(project)
+    answer = client(project).get(f"/card/{name}")
+    assert answer.status_code == 404
+    assert "root:x:0:0" not in answer.text
+
+
+@pytest.mark.parametrize("path", ["/card/..", "/card/../../etc/passwd", "/card/a\x00b@QA",
+                                  "/card/../api/cards"])  # fmt: skip
+def test_a_raw_path_no_client_would_send_is_a_404(project: Project, path: str) -> None:
+    """Clients resolve `..` before sending; the server must not rely on it."""
+    colourful(project)
+    assert raw_status(create_app(str(project.root)), path) == 404
+
+
+def raw_status(app: Any, path: str) -> int:
+    """The status the ASGI `app` answers to a GET of `path`, exactly as given."""
+    scope = {"type": "http", "http_version": "1.1", "method": "GET", "path": path,
+             "raw_path": path.encode(), "root_path": "", "scheme": "http",
+             "query_string": b"", "headers": [(b"host", b"board")],
+             "client": ("127.0.0.1", 1), "server": None}  # fmt: skip
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return int(sent[0]["status"])
+
+
+def test_a_known_card_is_found_open_or_completed(project: Project) -> None:
+    names = colourful(project)
+    web = client(project)
+    for key in ("red", "yellow", "orange", "green", "inherited"):
+        answer = web.get(views.card_url(names[key]))
+        assert answer.status_code == 200, key
+        assert f'data-card="{names[key]}" data-color="{key if key != "inherited" else "red"}"' in (
+            answer.text
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [("20260101T000000Z_000001_from_coder@QA", True), ("a b@QA", True), ("a@b", True),
+     ("", False), ("@QA", False), ("noat", False), ("a/b@QA", False), ("a\\b@QA", False),
+     ("a..b@QA", False), ("a\x00b@QA", False), ("a\nb@QA", False), ("x" * 600 + "@QA", False)],
+)  # fmt: skip
+def test_valid_name_refuses_what_no_card_can_be_called(name: str, valid: bool) -> None:
+    assert views.valid_name(name) is valid
+
+
+# --- escaping --------------------------------------------------------------------------
+
+SCRIPT = "<script>window.__xss = 1</script>"
+IMG = '<img src="x" onerror="window.__xss = 1">'
+
+
+def hostile(project: Project) -> str:
+    """A card whose every file-derived text is a payload; its name."""
+    put(project, 1, "QA", box="inbox/in_process", task=IMG, blocked_reason=SCRIPT,
+        message=IMG)  # fmt: skip
+    path = project.box("QA", "inbox/in_process") / f"50_{ident(1)}_to_QA.handoff"
+    path.write_text(path.read_text().replace("Do the thing.", f"{SCRIPT}\n{IMG}"))
+    text = f"# Done\n\n{SCRIPT}\n\n{IMG}\n\n[click](javascript:alert(1))\n"
+    report(project, 1, "QA", "BLOCKED", text, NOW)
+    return f"{ident(1)}@QA"
+
+
+def test_file_derived_text_is_escaped_on_every_page(project: Project) -> None:
+    name = hostile(project)
+    web = client(project)
+    for path in ("/", "/fragment", views.card_url(name)):
+        text = web.get(path).text
+        assert "<script>window" not in text and "<img src" not in text, path
+        assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in text, path
+    detail = web.get(views.card_url(name)).text
+    assert "javascript:" not in detail.replace("[click](javascript:alert(1))", "")
+    assert "<h1>Done</h1>" in detail  # the Markdown itself is rendered
+
+
+# --- the live fragment -----------------------------------------------------------------
+
+
+def test_the_fragment_is_304_until_the_disk_changes(project: Project) -> None:
+    put(project, 1, "QA")
+    web = client(project, NOW)
+    first = web.get("/fragment")
+    tag = first.headers["etag"]
+    assert first.status_code == 200 and 'data-color="orange"' in first.text
+    assert web.get("/fragment", headers={"If-None-Match": tag}).status_code == 304
+    put(project, 2, "QA", blocked_reason="no key")
+    again = web.get("/fragment", headers={"If-None-Match": tag})
+    assert again.status_code == 200 and again.headers["etag"] != tag
+    assert 'data-color="red"' in again.text
+
+
+def test_the_open_page_holds_no_green_card_and_the_header_counts(project: Project) -> None:
+    names = colourful(project)
+    text = client(project).get("/").text
+    assert f'data-card="{names["green"]}"' not in text  # a dependency badge only
+    assert f'data-dep="{names["green"]}" data-color="green"' in text
+    assert "daemon NOT RUNNING" in text
+    assert "red <b>2</b>" in text and "yellow <b>1</b>" in text and "orange <b>2</b>" in text
+
+
+def test_a_card_named_in_a_detail_is_called_by_its_title(project: Project) -> None:
+    names = colourful(project)
+    text = client(project).get("/").text
+    assert "inherits from “task-1” @QA: needs the staging password" in text
+    detail = client(project).get(views.card_url(names["inherited"])).text
+    assert 'class="why">inherits from “task-1” @QA: needs the staging password<' in detail
+
+
+def test_a_dependency_the_queue_does_not_hold_shows_without_a_colour(project: Project) -> None:
+    put(project, 1, "QA", depends_on=ident(42))
+    text = client(project).get("/").text
+    assert f'data-dep-missing="{ident(42)}"' in text
+    assert "data-dep=" not in text
+
+
+def test_each_state_words_its_age(project: Project) -> None:
+    put(project, 1, "QA")
+    put(project, 2, "QA", box="inbox/in_process", dequeued_at=PAST)
+    text = client(project, (cards.epoch(PAST) or 0.0) + 7380).get("/").text
+    assert "waiting 2 h 03 min" in text and "taken 2 h 03 min ago" in text
+
+
+# --- the archive -----------------------------------------------------------------------
+
+
+def completed(project: Project, count: int) -> list[str]:
+    """`count` completed cards @QA, the last one completed most recently; names newest first."""
+    names = []
+    for n in range(1, count + 1):
+        at = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime(NOW - 10_000 + n))
+        put(project, n, "QA", box="inbox/completed", completed_at=at)
+        names.append(f"{ident(n)}@QA")
+    return names[::-1]
+
+
+def test_the_archive_is_newest_first_fifty_a_page(project: Project) -> None:
+    newest_first = completed(project, 120)
+    web = client(project, NOW)
+    shown = []
+    for page, size in ((1, 50), (2, 50), (3, 20)):
+        text = web.get(f"/archive?page={page}").text
+        rows = [part.split('"')[0] for part in text.split('data-card="')[1:]]
+        assert len(rows) == size, page
+        shown += rows
+    assert shown == newest_first
+    assert web.get("/archive").text == web.get("/archive?page=1").text
+
+
+@pytest.mark.parametrize("page", ["0", "4", "-1", "abc", "1.5", "9" * 20])
+def test_a_page_past_the_archive_or_not_a_number_is_a_404(project: Project, page: str) -> None:
+    completed(project, 120)
+    assert client(project, NOW).get(f"/archive?page={page}").status_code == 404
+
+
+def test_an_empty_archive_has_one_page(project: Project) -> None:
+    answer = client(project).get("/archive")
+    assert answer.status_code == 200 and "No completed cards yet." in answer.text
+
+
+# --- pure wording ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, "?"), (0, "0 s"), (59.9, "59 s"), (60, "1 min"), (720, "12 min"),
+     (7380, "2 h 03 min"), (86400 * 3 + 3600 * 4, "3 d 4 h"), (-5, "0 s")],
+)  # fmt: skip
+def test_duration_reads_as_a_person_says_it(seconds: float | None, text: str) -> None:
+    assert views.duration(seconds) == text
+
+
+def test_ago_reads_a_report_time() -> None:
+    now = cards.epoch("2026-01-01T00:12:00Z") or 0.0
+    assert views.ago("2026-01-01T00:00:00Z", now) == "12 min ago"
+    assert views.ago("2026-01-01T00:12:00Z", now) == "just now"
+    assert views.ago("not a time", now) == "at an unknown time"
+
+
+@pytest.mark.parametrize(
+    ("text", "page"), [(None, 1), ("", 1), ("1", 1), ("3", 3), ("0", None), ("x", None)]
+)
+def test_page_number(text: str | None, page: int | None) -> None:
+    assert views.page_number(text) == page
+
+
+def test_counts_title_leads_with_the_reds() -> None:
+    assert views.counts_title({"red": 2, "yellow": 1, "orange": 3, "green": 9}) == (
+        "2 red · 6 open — handoffd"
+    )
+    assert views.counts_title({"red": 0, "yellow": 0, "orange": 1, "green": 0}) == (
+        "1 open — handoffd"
+    )
+
+
+# --- the command -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("[::1]", True),
+     ("localhost", True), ("0.0.0.0", False), ("::", False), ("192.168.1.4", False),
+     ("example.org", False)],
+)  # fmt: skip
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def serve(project: Project, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """`handoffd web ROOT --port 0 ARGS` as a process; it and the URL it prints."""
+    command = [sys.executable, "-m", "handoffd", "web", str(project.root), "--port", "0", *args]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=command_env())  # fmt: skip
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert " on http://" in line, line + (process.stderr.read() if process.stderr else "")
+    return process, line.split(" on ", 1)[1].split()[0]
+
+
+def stop(process: subprocess.Popen[str]) -> str:
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=15)
+    return err
+
+
+def test_the_command_serves_on_loopback_without_a_warning(project: Project) -> None:
+    put(project, 1, "QA", enqueued_at=PAST)
+    process, url = serve(project)
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url + "api/cards", timeout=10) as answer:
+            assert [card["color"] for card in json.load(answer)] == ["orange"]
+    finally:
+        err = stop(process)
+    assert "WARNING" not in err
+    assert process.returncode == 0
+
+
+def test_any_other_host_warns_that_anyone_who_reaches_it_reads_the_mail(
+    project: Project,
+) -> None:
+    process, url = serve(project, "--host", "0.0.0.0")
+    err = stop(process)
+    assert "anyone who can reach it reads the swarm's mail" in err
+    assert url.startswith("http://0.0.0.0:")
+
+
+def test_a_port_in_use_is_a_one_line_error(project: Project) -> None:
+    process, url = serve(project)
+    try:
+        port = url.rstrip("/").rsplit(":", 1)[1]
+        taken = handoffd("web", str(project.root), "--port", port)
+    finally:
+        stop(process)
+    assert taken.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr
+    assert "Traceback" not in taken.stderr
+
+
+def test_help_never_imports_the_web_stack(tmp_path: Path) -> None:
+    probe = (
+        "import sys\nfrom handoffd import cli\n"
+        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'starlette', 'uvicorn', 'jinja2', 'markdown_it', 'handoffd.board'}))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            cwd=tmp_path, env=command_env(), timeout=30, check=True)  # fmt: skip
+    assert "web" in result.stdout  # the command is listed...
+    assert result.stdout.strip().splitlines()[-1] == "[]"  # ...and nothing of it imported

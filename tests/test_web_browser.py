@@ -1,0 +1,173 @@
+"""The web board in a real headless Chromium, driven by Playwright (docs/protocol.md §9):
+colours against `status --json`, a live change without a reload, the detail page,
+payloads that must not run, 404/405, the archive's pages."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from handoffd.board.web import views
+from tests.conftest import Project
+from tests.daemon_support import handoffd
+from tests.test_web import completed, hostile
+from tests.web_support import colourful, ident, put, serving
+
+CHROMIUM = "/usr/bin/chromium"
+LIVE_S = 2.0  # the contract: a change on disk shows within 2 s, without a reload
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the whole session (Debian's; never a downloaded one)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page that records every dialog (a payload's `alert` would open one); at
+    the end, no page it showed may have had anything refused by the CSP (our own script
+    and stylesheet must live within it)."""
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    tab = context.new_page()
+    tab.dialogs = []
+    tab.on("dialog", lambda dialog: (tab.dialogs.append(dialog.message), dialog.dismiss()))
+    console: list[str] = []
+    tab.on("console", lambda message: console.append(message.text))
+    yield tab
+    context.close()
+    assert not [text for text in console if "Content Security Policy" in text]
+
+
+def status_json(project: Project, *args: str) -> list[dict[str, Any]]:
+    result = handoffd("status", "--json", "--root", str(project.root), *args)
+    assert result.returncode == 0, result.stderr
+    cards: list[dict[str, Any]] = json.loads(result.stdout)
+    return cards
+
+
+def count(page: Any, colour: str) -> int:
+    return int(page.locator(f"[data-card][data-color={colour}]").count())
+
+
+def test_the_colours_on_the_pages_match_status_json(project: Project, page: Any) -> None:
+    colourful(project)
+    every = status_json(project, "--all")
+    with serving(project.root) as url:
+        page.goto(url + "/")
+        for colour in ("red", "yellow", "orange"):
+            expected = sum(1 for card in every if card["color"] == colour)
+            assert count(page, colour) == expected > 0, colour
+        assert count(page, "green") == 0
+        for card in every:  # each open card once, in its colour
+            if card["color"] != "green":
+                element = page.locator(f'[data-card="{card["card"]}"]')
+                assert element.count() == 1
+                assert element.get_attribute("data-color") == card["color"]
+        deps = page.locator("[data-dep]")
+        colours = {card["card"]: card["color"] for card in every}
+        assert deps.count() == 2
+        for n in range(deps.count()):
+            dep = deps.nth(n)
+            assert dep.get_attribute("data-color") == colours[dep.get_attribute("data-dep")]
+        page.goto(url + "/archive")
+        assert count(page, "green") == sum(1 for card in every if card["color"] == "green")
+
+
+def test_a_card_turns_from_orange_to_yellow_live_when_its_role_takes_it(
+    project: Project, page: Any
+) -> None:
+    put(project, 1, "QA")
+    name = f"{ident(1)}@QA"
+    with serving(project.root) as url:
+        page.goto(url + "/")
+        assert page.locator(f'[data-card="{name}"]').get_attribute("data-color") == "orange"
+        page.evaluate("window.__same_document = true")
+        taken = project.run("ready_for_next", role="QA")
+        assert taken.code == 0 and taken.out.startswith("TASK:"), taken.err
+        # the helper has returned, the change is on disk: the page must show it within 2 s
+        page.wait_for_selector(f'[data-card="{name}"][data-color="yellow"]', timeout=LIVE_S * 1000)
+        assert page.evaluate("window.__same_document") is True  # no reload happened
+        assert "yellow 1" in " ".join(page.locator(".count-yellow").inner_text().split())
+
+
+def test_the_detail_page_renders_the_latest_report_and_lists_the_history(
+    project: Project, page: Any
+) -> None:
+    names = colourful(project)
+    with serving(project.root) as url:
+        page.goto(url + views.card_url(names["yellow"]))
+        latest = page.locator("#latest-report")
+        assert latest.locator("li").all_inner_texts() == ["lexer done", "parse() next"]
+        assert latest.locator("code").inner_text() == "parse()"
+        history = page.locator("#history li")
+        assert history.count() == 2
+        newest, oldest = history.nth(0).inner_text(), history.nth(1).inner_text()
+        assert newest.startswith("RUNNING") and "agent-cleaner" in newest
+        assert "Half way:" in newest and "Started on the **parser**." in oldest
+        assert "10 min ago" in oldest
+        page.goto(url + views.card_url(names["orange"]))
+        row = page.locator(f'tr[data-dep="{names["green"]}"]')
+        assert row.get_attribute("data-color") == "green"
+        row.locator("a").click()
+        page.wait_for_url("**" + views.card_url(names["green"]))
+        assert page.locator("[data-card]").get_attribute("data-color") == "green"
+
+
+def test_payloads_in_files_show_as_text_and_never_run(project: Project, page: Any) -> None:
+    name = hostile(project)
+    with serving(project.root) as url:
+        for path in ("/", views.card_url(name)):
+            page.goto(url + path)  # returns after `load`: every <img> has failed by then
+            if path == "/":  # a change on disk: the live refresh swaps the payloads in again
+                put(project, 2, "QA")
+                page.wait_for_selector(f'[data-card="{ident(2)}@QA"]', timeout=5000)
+                page.evaluate("new Promise(done => requestAnimationFrame(() => done(0)))")
+            assert page.evaluate("typeof window.__xss") == "undefined", path
+            assert page.dialogs == [], path
+            assert "<script>window.__xss = 1</script>" in page.locator("main").inner_text()
+        assert page.locator("#latest-report a[href^='javascript']").count() == 0
+        assert page.locator("main img").count() == 0
+
+
+def test_unknown_and_malformed_names_are_404_and_writes_are_405(
+    project: Project, page: Any
+) -> None:
+    colourful(project)
+    with serving(project.root) as url:
+        for name in (f"{ident(99)}@QA", "a..b@QA", "a%2Fb@QA", "a%00b@QA", "x" * 4096):
+            answer = page.goto(f"{url}/card/{name}")
+            assert answer is not None and answer.status == 404, name[:20]
+            assert page.locator("h1").inner_text() == "404"
+        for method in ("post", "put", "delete", "patch"):
+            answer = getattr(page.request, method)(url + "/api/cards")
+            assert answer.status == 405, method
+
+
+def test_the_archive_pages_newest_first(project: Project, page: Any) -> None:
+    newest_first = completed(project, 120)
+    with serving(project.root) as url:
+        page.goto(url + "/archive")
+        seen: list[str] = []
+        for size in (50, 50, 20):
+            rows = page.locator("[data-card][data-color=green]")
+            assert rows.count() == size
+            seen += [rows.nth(n).get_attribute("data-card") for n in range(size)]
+            older = page.locator("a[rel=next]")
+            if older.count():
+                older.click()
+                page.wait_for_load_state()
+        assert seen == newest_first
+        assert page.url.endswith("/archive?page=3")
+        assert page.locator("a[rel=next]").count() == 0
