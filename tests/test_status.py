@@ -249,3 +249,18 @@ def test_watch_redraws_until_interrupted_and_then_exits_0(project: Project) -> N
     assert line.startswith("daemon: NOT RUNNING · red 1 · yellow 0 · orange 1"), line
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=10) == 0
+
+
+def test_a_dependency_found_in_history_is_painted_green_in_its_dependents_closure(
+    project: Project,
+) -> None:
+    """Views that show a card's dependencies (the web board's rows) read their colours from
+    the closure: one looked up in history is green (rule 1), never an unpainted default."""
+    from handoffd import scan
+    from handoffd.board import cards
+
+    put(project, 1, box="inbox/completed")
+    put(project, 2, role="coder", depends_on=ident(1))
+    board = cards.project(scan.scan(str(project.root)), time.time())
+    (dependent,) = [card for card in board.cards if card.id == ident(2)]
+    assert [(dep.id, dep.colour) for dep in dependent.closure] == [(ident(1), "green")]

@@ -195,7 +195,7 @@ def project(
         _dress(card, snapshot, now, window_s)
     by_id = _index(cards)
     _resolve(snapshot, by_id, now)  # adds the green cards of dependencies already done
-    for card in cards:
+    for card in (card for same in by_id.values() for card in same):  # history's too
         card.closure = closure(card, by_id)
         card.colour, card.detail = colour.paint(card, card.closure)
     cycles = find_cycles({ident: same[0].depends_on for ident, same in by_id.items()})

@@ -106,13 +106,6 @@ def title(card: Card) -> str:
     return headers.get("task") or headers.get("message") or headers.get("type") or card.id
 
 
-def colour_of(card: Card) -> str:
-    """A card's colour.  A dependency already done, looked up in history, is green by rule 1
-    of docs/protocol.md §8, whether or not the projection painted it (it leaves such cards
-    unpainted: only their ids matter to the colours of open cards)."""
-    return colour.GREEN if card.state == "completed" else card.colour
-
-
 def dependencies(card: Card) -> list[tuple[str, Card | None]]:
     """(id, card) for each card of each handoff `card` names in `depends_on`; (id, None)
     for an id the queue does not hold (a hand-edited header)."""
