@@ -88,6 +88,8 @@ def test_a_file_written_in_place_waits_until_it_stood_still_then_goes(project: P
     path = project.box("coder", "outbox") / name
     path.write_bytes(handoff_bytes(name, "coder", "QA", body=BODY))
 
+    # The file's own times stand for "now": a slow machine must not let it settle meanwhile.
+    daemon.courier.clock = lambda: os.stat(path).st_ctime
     daemon.step(0.0)
     assert inbox(project, "QA") == [] and path.exists()
     assert daemon.courier.next_retry() is not None  # it is looked at again, not forgotten
