@@ -79,20 +79,27 @@ class Watcher(threading.Thread):
 
 
 def spawn_daemon(root: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """`handoffd run ROOT` as a real process, and the pipe it says READY=1 on."""
+    """`handoffd run ROOT` as a real process, and the pipe it says READY=1 on.  Its stderr
+    goes to `daemon.stderr` beside the project, for the message of a failed start."""
     read_end, write_end = os.pipe()
-    daemon = subprocess.Popen(
-        [*HANDOFFD, str(root)], env={**os.environ, READY_FD_ENV: str(write_end)},
-        pass_fds=(write_end,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    with open(root.parent / "daemon.stderr", "ab") as stderr:
+        daemon = subprocess.Popen(
+            [*HANDOFFD, str(root)], env={**os.environ, READY_FD_ENV: str(write_end)},
+            pass_fds=(write_end,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )  # fmt: skip
     os.close(write_end)
     return daemon, read_end
 
 
-def wait_ready(ready: int, timeout: float = 20.0) -> None:
-    assert select.select([ready], [], [], timeout)[0], "the daemon never said READY"
-    assert os.read(ready, 64).startswith(b"READY=1"), "the daemon died before READY"
+def wait_ready(ready: int, root: Path, timeout: float = 20.0) -> None:
+    said = os.read(ready, 64) if select.select([ready], [], [], timeout)[0] else None
+    if said is None or not said.startswith(b"READY=1"):
+        stderr = (root.parent / "daemon.stderr").read_text(errors="replace")[-3000:]
+        log = root / ".swarmforge" / "daemon" / "handoffd.log"
+        tail = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+        what = "never said READY" if said is None else "died before READY"
+        pytest.fail(f"the daemon {what}\nstderr:\n{stderr}\nlog tail:\n{tail}")
 
 
 def torture_plan(rng: random.Random, names: list[str]) -> list[tuple[str, list[str], str]]:
@@ -180,7 +187,7 @@ class Torture:
                 self.queue(items)
                 threading.Event().wait(self.rng.uniform(0.0, 0.5))
             else:
-                wait_ready(ready)
+                wait_ready(ready, self.project.root)
                 hit = self._wait_for(moment, self.queue(items))
                 moment += "" if hit else " (missed)"
         finally:
