@@ -13,6 +13,7 @@ import time
 from handoffd import durable
 
 SEPARATOR = "\n\n"
+SUFFIX = ".handoff"
 
 
 class HandoffError(Exception):
@@ -95,6 +96,14 @@ def iso_now(now: float | None = None) -> str:
 def id_stamp(now: float | None = None) -> str:
     """The compact UTC timestamp used in filenames and ids: `yyyymmddThhmmssZ`."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+
+
+def name_id(name: str) -> str:
+    """The id a queue file name carries: `50_<stamp>_<seq>_from_a_to_b.handoff` →
+    `<stamp>_<seq>_from_a` (docs/protocol.md §2).  By slicing, not parsing: a role name
+    holds no `_`, so the first `_to_` after the priority ends it."""
+    stem = name.removesuffix(SUFFIX)
+    return stem[3:].partition("_to_")[0]
 
 
 def is_visible(name: str) -> bool:

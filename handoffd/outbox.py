@@ -135,7 +135,7 @@ def handoff_exists(roles: dict[str, Role], ident: str) -> bool:
 def _holds(directory: str, ident: str) -> bool:
     """A file of `ident` in `directory` or in one of its batch folders."""
     for entry in hf.visible(directory):
-        if entry.name[3:].startswith(ident + "_to_"):
+        if hf.name_id(entry.name) == ident:
             return True
         if entry.name.startswith("batch_") and _holds(entry.path, ident):
             return True

@@ -153,3 +153,13 @@ def test_any_headers_and_body_round_trip_with_the_body_byte_identical(
     reparsed = hf.parse(again, "x")
     assert reparsed.body == body
     assert reparsed.get(key) == value
+
+
+def test_name_id_reads_the_id_a_file_name_carries() -> None:
+    name = "50_20260615T140531Z_000042_from_architect_to_coder_QA.handoff"
+    assert hf.name_id(name) == "20260615T140531Z_000042_from_architect"
+
+
+def test_name_id_of_an_archived_duplicate_is_the_originals() -> None:
+    name = "50_20260615T140531Z_000042_from_architect_to_coder.2.handoff"
+    assert hf.name_id(name) == "20260615T140531Z_000042_from_architect"

@@ -21,7 +21,6 @@ from handoffd.inbox import (
     current_batch,
     current_task,
     current_work,
-    id_of,
 )
 from handoffd.outcome import Outcome
 
@@ -128,5 +127,5 @@ def report_id(path: str) -> str:
     except hf.HandoffError:
         ident = ""
     if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
-        return id_of(os.path.basename(path))
+        return hf.name_id(os.path.basename(path))
     return ident
