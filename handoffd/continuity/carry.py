@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterable
 
 from handoffd import handoff as hf
+from handoffd import scan
 from handoffd.config import Role
 from handoffd.continuity.digest import epoch
 from handoffd.continuity.history import File, handoff_id
@@ -15,11 +16,10 @@ from handoffd.continuity.threads import REPORTS, group, iso_from_report
 
 
 def roles_in(name: str) -> list[str]:
-    """The sender and recipients a queue file's name gives (§2)."""
-    stem = name.removesuffix(".handoff")
-    _, _, rest = stem.partition("_from_")
-    sender, _, to = rest.partition("_to_")
-    return [sender, *to.split("_")]
+    """The sender and recipients a queue file's name gives (§2); none if it is not in that
+    form.  `scan.parse_name` reads an archived duplicate (`….2.handoff`) as its original."""
+    parts = scan.parse_name(name)
+    return [parts.sender, *parts.recipients] if parts else []
 
 
 def report_activity(roles: dict[str, Role]) -> dict[str, str]:
