@@ -295,12 +295,13 @@ def wake_times(root: str, tail: int = LOG_TAIL) -> dict[str, list[float]]:
 
 def _add_wake(line: bytes, found: dict[str, list[float]]) -> None:
     import json
-    from datetime import datetime
+
+    from handoffd.handoff import epoch
 
     try:
         event = json.loads(line)
-        when = datetime.fromisoformat(event["timestamp"]).timestamp()
+        when = epoch(event["timestamp"])
     except (ValueError, KeyError, TypeError):
         return
-    if event.get("event") == "wake" and isinstance(event.get("role"), str):
+    if when is not None and event.get("event") == "wake" and isinstance(event.get("role"), str):
         found.setdefault(event["role"], []).append(when)

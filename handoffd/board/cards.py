@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from handoffd import handoff as hf
 from handoffd.board import colour
 from handoffd.scan import Entry, Snapshot, State
 
@@ -380,15 +381,8 @@ def epoch(value: object) -> float | None:
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, datetime):
-        moment = value
-    else:
-        try:
-            moment = datetime.fromisoformat(str(value))
-        except ValueError:
-            return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+        return value.timestamp() if value.tzinfo else value.replace(tzinfo=UTC).timestamp()
+    return hf.epoch(str(value))
 
 
 def iso(value: float | None) -> str | None:

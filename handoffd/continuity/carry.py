@@ -10,9 +10,8 @@ from collections.abc import Iterable
 from handoffd import handoff as hf
 from handoffd import scan
 from handoffd.config import Role
-from handoffd.continuity.digest import epoch
 from handoffd.continuity.history import File, handoff_id
-from handoffd.continuity.threads import REPORTS, group, iso_from_report
+from handoffd.continuity.threads import REPORTS, group
 
 
 def roles_in(name: str) -> list[str]:
@@ -29,7 +28,7 @@ def report_activity(roles: dict[str, Role]) -> dict[str, str]:
         for folder in hf.visible(os.path.join(role.handoffs, REPORTS)):
             names = [e.name for e in hf.visible(folder.path) if e.name.endswith(".md")]
             if names:
-                stamp = iso_from_report(max(names).partition("_")[0])
+                stamp = hf.iso_from_stamp(max(names).partition("_")[0])
                 newest[folder.name] = max(newest.get(folder.name, ""), stamp)
     return newest
 
@@ -38,7 +37,7 @@ def activity(files: Iterable[File], reports: dict[str, str]) -> float:
     """A thread's newest §2 timestamp or report, in seconds since the epoch."""
     stamps = [f.activity for f in files]
     stamps += [reports.get(handoff_id(f.name) or "", "") for f in files]
-    return max((epoch(s) or 0.0 for s in stamps if s), default=0.0)
+    return max((hf.epoch(s) or 0.0 for s in stamps if s), default=0.0)
 
 
 def choose(
