@@ -457,6 +457,16 @@ def test_a_draft_may_depend_on_a_handoff_that_exists_anywhere(project: Project) 
     assert queue_note(project, "QA", f"depends_on: {ident}\n").code == 0
 
 
+def test_a_dependency_only_an_editors_backup_names_is_unknown(project: Project) -> None:
+    # only `.handoff` names are queue items (docs/protocol.md §8): `x.handoff~` is no handoff
+    ident = "20260101T000000Z_000001_from_QA"
+    backup = put(project, ident, to="cleaner")
+    backup.rename(backup.with_name(backup.name + "~"))
+    result = queue_note(project, "coder", f"depends_on: {ident}\n")
+    assert result.code == 2
+    assert f"- Unknown dependency '{ident}'.\n" in result.err
+
+
 def test_a_draft_depending_on_an_unknown_id_is_refused_and_kept(project: Project) -> None:
     result = queue_note(project, "coder", "depends_on: 20990101T000000Z_000001_from_QA\n")
     assert result.code == 2
