@@ -524,6 +524,32 @@ def _progress(text: str) -> None:
     print(f"bench: {text}", file=sys.stderr, flush=True)
 
 
+def _scenario(
+    digest: bool,
+    quick: bool,
+    directory: str | None,
+    keep: bool,
+    json_path: str | None,
+    json_only: bool,
+) -> None:
+    """`--board` or `--digest`: a scenario of its own, sharing no project or figure with the
+    others; its table (or with `--json-only` its JSON line) and its figures to `--json`."""
+    if digest:
+        from handoffd.continuity import digest_bench
+
+        text, figures = digest_bench.run(quick, directory, keep)
+    else:
+        from handoffd.board import benchmark
+
+        figures = {"board": benchmark.run(directory, quick)}
+        text = benchmark.render(figures["board"])
+    data = json.dumps(figures, sort_keys=True)
+    click.echo(data if json_only else text)
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as file:
+            file.write(data + "\n")
+
+
 @click.command()
 @click.option("--quick", is_flag=True, help="Tiny sizes: checks the benchmark runs, not speed.")
 @click.option("--handoffs", type=click.IntRange(1), help="Backlog size (2 copies each) [1000].")
@@ -567,20 +593,8 @@ def main(
     A full run exits 1 when a figure misses its target; --quick gives no verdict."""
     from handoffd import benchreport
 
-    if digest:  # a scenario of its own, like the board's
-        from handoffd.continuity import digest_bench
-
-        digest_bench.main(quick, directory, keep)
-        return
-    if board:  # a scenario of its own: it shares no project or figure with the others
-        from handoffd.board import benchmark
-
-        figures = benchmark.run(directory, quick)
-        data = json.dumps({"board": figures}, sort_keys=True)
-        click.echo(data if json_only else benchmark.render(figures))
-        if json_path:
-            with open(json_path, "w", encoding="utf-8") as file:
-                file.write(data + "\n")
+    if board or digest:
+        _scenario(digest, quick, directory, keep, json_path, json_only)
         return
 
     chosen = {key: value for key, value in given.items() if value not in (None, ())}
