@@ -11,7 +11,6 @@ dependency that is no longer open.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from handoffd import handoff as hf
@@ -285,13 +284,12 @@ def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | N
         report = reports.read(paths[-1])
     except (OSError, ValueError):
         return None
-    first = next((line.strip() for line in report.text.splitlines() if line.strip()), "")
     return LatestReport(
-        str(report.status),
-        str(report.role),
-        str(report.agent),
-        iso_text(report.reported_at),
-        first[:EXCERPT],
+        report.status,
+        report.role,
+        report.agent,
+        report.reported_at,
+        report.first_line[:EXCERPT],
         paths[-1],
     )
 
@@ -375,28 +373,17 @@ def _error_line(path: str) -> str | None:
 
 
 def epoch(value: object) -> float | None:
-    """Seconds since the epoch from a §2 timestamp, a datetime or a number; None if none."""
+    """Seconds since the epoch from a §2 timestamp or a number; None if none."""
     if value is None or value == "":
         return None
     if isinstance(value, int | float):
         return float(value)
-    if isinstance(value, datetime):
-        return value.timestamp() if value.tzinfo else value.replace(tzinfo=UTC).timestamp()
     return hf.epoch(str(value))
 
 
 def iso(value: float | None) -> str | None:
     """A §2 timestamp for `value` seconds since the epoch."""
-    if value is None:
-        return None
-    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def iso_text(value: object) -> str:
-    """A report's `reported_at` as text, whatever YAML made of it."""
-    if isinstance(value, datetime):
-        return iso(value.timestamp()) or ""
-    return str(value)
+    return None if value is None else hf.iso_now(value)
 
 
 def _board_order(card: Card) -> tuple[int, str, str]:

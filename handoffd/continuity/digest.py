@@ -159,7 +159,7 @@ def file_rows(commits: Sequence[Commit]) -> list[str]:
 def report_rows(reports: Sequence[Report], root: str) -> list[str]:
     rows = []
     for report in reports:
-        first = next((line.strip() for line in report.text.splitlines() if line.strip()), "")
+        first = report.first_line or "(no text)"
         first = first if len(first) <= 160 else first[:159] + "…"
         when = short_time(report.reported_at)
         rows.append(

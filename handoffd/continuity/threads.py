@@ -175,14 +175,14 @@ def _reports(ids: list[str], snapshot: scan.Snapshot, thread: Thread) -> Iterato
 
 
 def read_report(role: str, path: str) -> Report:
-    """A report, its role and time taken from its folder and name where it lacks them."""
+    """A report, its role taken from its folder where it lacks one (an unreadable one: its
+    time from its name)."""
     try:
         report = reports.read(path)
     except OSError:
-        report = Report(path, {}, "")
+        stamp = os.path.basename(path).partition("_")[0]
+        report = Report(path, {"reported_at": hf.iso_from_stamp(stamp)}, "")
     report.role = report.role or role
-    stamp = os.path.basename(path).partition("_")[0]
-    report.reported_at = report.reported_at or hf.iso_from_stamp(stamp)
     report.status = report.status or "?"
     return report
 
