@@ -181,6 +181,23 @@ def test_release_of_an_id_not_in_process_is_refused_and_moves_nothing(project: P
     assert listing(project.box("coder", "inbox/in_process")) == [name(ID1)]
 
 
+def test_a_card_copied_from_the_board_names_the_callers_own_copy(project: Project) -> None:
+    # status shows cards, `<id>@<role>` (docs/protocol.md §8): block, report and release
+    # take the caller's own card as its id
+    put(project, ID1)
+    run(project, "ready_for_next")
+    blocked = run(project, "block", f"{ID1}@coder", "--reason", "needs QA")
+    assert blocked.code == 0, blocked.err
+    taken = project.box("coder", "inbox/in_process") / name(ID1)
+    assert headers(taken)["blocked_reason"] == "needs QA"
+    reported = run(project, "report", f"{ID1}@coder", "--status", "RUNNING")
+    assert reported.code == 0 and len(stored(project, ID1)) == 1
+    released = run(project, "release", f"{ID1}@coder")
+    assert released.out.startswith("RELEASED: ")
+    # another role's card is not the caller's copy
+    assert run(project, "unblock", f"{ID1}@cleaner").err == f"UNKNOWN_HANDOFF: {ID1}@cleaner\n"
+
+
 def test_release_names_work_by_file_name_too(project: Project) -> None:
     put(project, ID1)
     run(project, "ready_for_next")

@@ -13,7 +13,16 @@ import time
 
 from handoffd import handoff as hf
 from handoffd.board import reports
-from handoffd.helpers import Caller, after_step, and_then, finish, locked, reason_problem, take
+from handoffd.helpers import (
+    Caller,
+    after_step,
+    and_then,
+    finish,
+    locked,
+    own_id,
+    reason_problem,
+    take,
+)
 from handoffd.inbox import (
     BLOCKED,
     Inbox,
@@ -39,6 +48,7 @@ def report(
     """`handoffd report`: store the report on the work in process, then act on its status:
     RUNNING takes work first when there is none, BLOCKED sets the reason, DONE finishes.
     A refused report stores nothing."""
+    ident = own_id(caller, ident)
     refused, blocked = _report_checks(status, text, reason)
     if refused:
         return after_step(caller, refused, alive=False, changed=False)
