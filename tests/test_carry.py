@@ -111,3 +111,9 @@ def test_role_finds_a_thread_whose_file_is_an_archived_duplicate() -> None:
         "coder", "sent", f"/p/.swarmforge/handoffs/sent/{name}", None, "2026-01-01T00:00:01Z"
     )
     assert [key for key, _ in choose([file], {}, 5, role="QA")] != []
+
+
+def test_an_unknown_role_is_refused_not_an_empty_answer(project):
+    make(project)
+    result = run("carry-forward", project, "--role", "nobody")
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", "Unknown role: nobody\n")
