@@ -1,6 +1,6 @@
 """Which threads `carry-forward` shows (docs/protocol.md §11): the newest activity first,
-optionally only those a role took part in, or active since a time.  Pure but for
-`report_activity`, which lists the report folders."""
+optionally only those a role took part in, or active since a time.  Pure: the report
+folders come from the queue's scan (`report_activity`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from collections.abc import Iterable
 
 from handoffd import handoff as hf
 from handoffd import scan
-from handoffd.config import Role
 from handoffd.continuity.history import File, handoff_id
-from handoffd.continuity.threads import REPORTS, group
+from handoffd.continuity.threads import group
 
 
 def roles_in(name: str) -> list[str]:
@@ -21,15 +20,15 @@ def roles_in(name: str) -> list[str]:
     return [parts.sender, *parts.recipients] if parts else []
 
 
-def report_activity(roles: dict[str, Role]) -> dict[str, str]:
+def report_activity(snapshot: scan.Snapshot) -> dict[str, str]:
     """Handoff id -> the time of its newest report, over every role's reports."""
     newest: dict[str, str] = {}
-    for role in roles.values():
-        for folder in hf.visible(os.path.join(role.handoffs, REPORTS)):
-            names = [e.name for e in hf.visible(folder.path) if e.name.endswith(".md")]
-            if names:
-                stamp = hf.iso_from_stamp(max(names).partition("_")[0])
-                newest[folder.name] = max(newest.get(folder.name, ""), stamp)
+    for role, idents in snapshot.report_ids.items():
+        for ident in idents:
+            paths = snapshot.reports(role, ident)  # oldest first: names sort by time
+            if paths:
+                stamp = hf.iso_from_stamp(os.path.basename(paths[-1]).partition("_")[0])
+                newest[ident] = max(newest.get(ident, ""), stamp)
     return newest
 
 

@@ -129,7 +129,7 @@ def carry_forward_of(
     if role is not None and role not in snapshot.roles:
         raise config.UnknownRole(role)
     files = threads.all_files(snapshot)
-    chosen = carry.choose(files, carry.report_activity(snapshot.roles), n, since, role)
+    chosen = carry.choose(files, carry.report_activity(snapshot), n, since, role)
     digests = []
     for key, members in chosen:
         inputs = gather(root, snapshot.roles, threads.build(key, members, snapshot))
