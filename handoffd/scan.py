@@ -268,6 +268,7 @@ class Snapshot:
         self.report_ids: dict[str, set[str]] = {}  # role -> ids with a reports folder
         self.daemon: DaemonState | None = None  # set by `scan`; None: not looked at
         self.wakes: dict[str, list[float]] = {}  # role -> wake-up times in the log's tail
+        self.wake_failures: dict[str, list[float]] = {}  # role -> failed wake-ups, likewise
         self._once = once
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
@@ -345,7 +346,7 @@ def scan(
         snapshot.heartbeats[role.name] = heartbeat.read(role.handoffs)
         snapshot.report_ids[role.name] = set(_names(os.path.join(role.handoffs, "reports")))
     snapshot.daemon = lifecycle.daemon_state(root)
-    snapshot.wakes = lifecycle.wake_times(root)
+    snapshot.wakes, snapshot.wake_failures = lifecycle.wake_times(root)
     return snapshot
 
 

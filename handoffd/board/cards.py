@@ -90,7 +90,7 @@ class Card:
     __slots__ = (
         "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
         "detail", "entry", "headers", "id", "latest_report", "red_reason", "role", "state",
-        "wakeups",
+        "wake_failures", "wakeups",
     )  # fmt: skip
 
     def __init__(self, entry: Entry, age_s: float | None, red_reason: str | None = None) -> None:
@@ -107,6 +107,7 @@ class Card:
         self.claim: Claim | None = None
         self.latest_report: LatestReport | None = None
         self.wakeups = 0
+        self.wake_failures = 0  # wake-ups the daemon tried and could not deliver
         self.closure: list[Card] = []
         self.colour = colour.ORANGE
         self.detail = ""
@@ -263,6 +264,7 @@ def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
     if card.state == State.NEW:
         since = now - (card.age_s or 0.0)
         card.wakeups = sum(1 for t in snapshot.wakes.get(card.role, ()) if t >= since)
+        card.wake_failures = sum(1 for t in snapshot.wake_failures.get(card.role, ()) if t >= since)
 
 
 def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:
