@@ -524,25 +524,8 @@ def _progress(text: str) -> None:
     print(f"bench: {text}", file=sys.stderr, flush=True)
 
 
-def _scenario(
-    digest: bool,
-    quick: bool,
-    directory: str | None,
-    keep: bool,
-    json_path: str | None,
-    json_only: bool,
-) -> None:
-    """`--board` or `--digest`: a scenario of its own, sharing no project or figure with the
-    others; its table (or with `--json-only` its JSON line) and its figures to `--json`."""
-    if digest:
-        from handoffd.continuity import digest_bench
-
-        text, figures = digest_bench.run(quick, directory, keep)
-    else:
-        from handoffd.board import benchmark
-
-        figures = {"board": benchmark.run(directory, quick)}
-        text = benchmark.render(figures["board"])
+def _emit(text: str, figures: dict[str, Any], json_path: str | None, json_only: bool) -> None:
+    """A scenario's table (with `--json-only` its JSON line instead), its figures to `--json`."""
     data = json.dumps(figures, sort_keys=True)
     click.echo(data if json_only else text)
     if json_path:
@@ -593,8 +576,20 @@ def main(
     A full run exits 1 when a figure misses its target; --quick gives no verdict."""
     from handoffd import benchreport
 
-    if board or digest:
-        _scenario(digest, quick, directory, keep, json_path, json_only)
+    if digest:  # a scenario of its own, like the board's
+        from handoffd.continuity import digest_bench
+
+        _emit(*digest_bench.run(quick, directory, keep), json_path, json_only)
+        return
+    if board:  # a scenario of its own: it shares no project or figure with the others
+        from handoffd.board import benchmark
+
+        figures = benchmark.run(directory, quick)
+        data = json.dumps({"board": figures}, sort_keys=True)
+        click.echo(data if json_only else benchmark.render(figures))
+        if json_path:
+            with open(json_path, "w", encoding="utf-8") as file:
+                file.write(data + "\n")
         return
 
     chosen = {key: value for key, value in given.items() if value not in (None, ())}
