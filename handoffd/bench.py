@@ -524,6 +524,15 @@ def _progress(text: str) -> None:
     print(f"bench: {text}", file=sys.stderr, flush=True)
 
 
+def _emit(text: str, figures: dict[str, Any], json_path: str | None, json_only: bool) -> None:
+    """A scenario's table (with `--json-only` its JSON line instead), its figures to `--json`."""
+    data = json.dumps(figures, sort_keys=True)
+    click.echo(data if json_only else text)
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as file:
+            file.write(data + "\n")
+
+
 @click.command()
 @click.option("--quick", is_flag=True, help="Tiny sizes: checks the benchmark runs, not speed.")
 @click.option("--handoffs", type=click.IntRange(1), help="Backlog size (2 copies each) [1000].")
@@ -572,7 +581,7 @@ def main(
     if digest:  # a scenario of its own, like the board's
         from handoffd.continuity import digest_bench
 
-        digest_bench.main(quick, directory, keep)
+        _emit(*digest_bench.run(quick, directory, keep), json_path, json_only)
         return
     if board or web:  # scenarios of their own: they share no project or figure with the others
         from handoffd.board import benchmark

@@ -215,7 +215,7 @@ class Daemon:
             self.log.info("stop_file")
             self.stopping = True
         if self.lock is not None and self.lock.lost():
-            # .swarmforge/ was removed or replaced: another daemon may lock the new one.
+            # the project's root folder was removed or replaced: another daemon may lock the new one
             self.log.error("lock_lost", folder=self.lock.path)
             self.stopping = True
             return

@@ -13,6 +13,7 @@ import time
 from handoffd import durable
 
 SEPARATOR = "\n\n"
+SUFFIX = ".handoff"
 
 
 class HandoffError(Exception):
@@ -95,6 +96,33 @@ def iso_now(now: float | None = None) -> str:
 def id_stamp(now: float | None = None) -> str:
     """The compact UTC timestamp used in filenames and ids: `yyyymmddThhmmssZ`."""
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+
+
+def iso_from_stamp(stamp: str) -> str:
+    """The §2 time a compact stamp spells (`20260615T140531[.482113]Z`, as in ids and report
+    names) -> `2026-06-15T14:05:31[.482113]Z`; anything else unchanged."""
+    if len(stamp) < 16 or stamp[8] != "T":
+        return stamp
+    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:{stamp[13:]}"
+
+
+def epoch(stamp: str) -> float | None:
+    """Seconds since 1970 of a §2 time (one without a zone is UTC); None if it is not one."""
+    from datetime import UTC, datetime  # not at the top: every helper imports this module
+
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except (TypeError, ValueError):
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def name_id(name: str) -> str:
+    """The id a queue file name carries: `50_<stamp>_<seq>_from_a_to_b.handoff` →
+    `<stamp>_<seq>_from_a` (docs/protocol.md §2).  By slicing, not parsing: a role name
+    holds no `_`, so the first `_to_` after the priority ends it."""
+    stem = name.removesuffix(SUFFIX)
+    return stem[3:].partition("_to_")[0]
 
 
 def is_visible(name: str) -> bool:

@@ -187,8 +187,16 @@ def beat(caller: Caller) -> Outcome:
     return after_step(caller, Outcome(0, f"HEARTBEAT: {path}\n"), alive=False, changed=False)
 
 
+def own_id(caller: Caller, ident: str | None) -> str | None:
+    """An ID as a person copies it from the board: a card of the caller's own role,
+    `<id>@<role>` (docs/protocol.md §8), names that id; anything else is left as given."""
+    suffix = "@" + caller.role.name
+    return ident[: -len(suffix)] if ident and ident.endswith(suffix) else ident
+
+
 def release(caller: Caller, ident: str | None) -> Outcome:
     """Put the work in process (or the work holding `ident`) back into `new/`."""
+    ident = own_id(caller, ident)
 
     def step(caller: Caller, inbox: Inbox) -> Outcome:
         return Outcome(0, "".join(f"RELEASED: {p}\n" for p in inbox.release(ident)))
@@ -198,6 +206,7 @@ def release(caller: Caller, ident: str | None) -> Outcome:
 
 def block(caller: Caller, ident: str | None, reason: str) -> Outcome:
     """Set `blocked_reason` on the role's copy (or on the work in process)."""
+    ident = own_id(caller, ident)
     problem = reason_problem(reason)
     if problem:
         return after_step(caller, Outcome(2, "", problem), alive=False, changed=False)
@@ -211,6 +220,7 @@ def block(caller: Caller, ident: str | None, reason: str) -> Outcome:
 
 def unblock(caller: Caller, ident: str | None) -> Outcome:
     """Remove `blocked_reason` from the role's copy (or from the work in process)."""
+    ident = own_id(caller, ident)
 
     def step(caller: Caller, inbox: Inbox) -> Outcome:
         paths = inbox.set_header(ident, BLOCKED, None)

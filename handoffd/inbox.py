@@ -18,7 +18,7 @@ from handoffd import handoff as hf
 from handoffd.config import Box
 
 DEFAULT_PRIORITY = "50"
-SUFFIX = ".handoff"  # only these names are queue items: an editor's `x.handoff~` is not one
+SUFFIX = hf.SUFFIX  # only these names are queue items: an editor's `x.handoff~` is not one
 BLOCKED = "blocked_reason"
 
 
@@ -112,16 +112,9 @@ def current_work(listing: Listing) -> str | None:
     return shapes[0] if shapes else None
 
 
-def id_of(name: str) -> str:
-    """The handoff id a queue file name carries: `50_<stamp>_<seq>_from_a_to_b.handoff` →
-    `<stamp>_<seq>_from_a` (role names hold no `_`, so `_to_` ends it)."""
-    stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name
-    return stem[3:].partition("_to_")[0]
-
-
 def names_match(name: str, ident: str) -> bool:
     """Whether `ident` names the file `name`: by its id, its file name, or its name's stem."""
-    return ident in (name, name.removesuffix(SUFFIX)) or id_of(name) == ident
+    return ident in (name, name.removesuffix(SUFFIX)) or hf.name_id(name) == ident
 
 
 def is_item(entry: os.DirEntry[str]) -> bool:

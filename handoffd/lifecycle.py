@@ -247,6 +247,7 @@ def _wait_released(root: str, pid: int, timeout: float) -> bool:
 # --- what a reader sees: the daemon's state and its recent wake-ups --------------------
 
 LOG_TAIL = 256 * 1024  # bytes of the log read for wake-up counts
+Times = dict[str, list[float]]  # role -> times
 
 
 class DaemonState:
@@ -276,31 +277,40 @@ def daemon_state(root: str) -> DaemonState:
     return DaemonState(locker, True, started_at if pid == locker else None)
 
 
-def wake_times(root: str, tail: int = LOG_TAIL) -> dict[str, list[float]]:
-    """Wake-up times per role from the last `tail` bytes of the log: a bounded read, so
-    the counts cover the recent past only."""
+def wake_times(root: str, tail: int = LOG_TAIL) -> tuple[Times, Times]:
+    """The times of the mail wake-ups per role, those sent and those that failed, from the
+    last `tail` bytes of the log: a bounded read, so the counts cover the recent past only.
+    A line telling a sender its handoff was refused (`refused: true`) is not mail."""
     try:
         with open(daemon_path(root, "handoffd.log"), "rb") as log:
             size = log.seek(0, os.SEEK_END)
             log.seek(max(0, size - tail))
             lines = log.read().split(b"\n")[0 if size <= tail else 1 :]  # skip a cut line
     except OSError:
-        return {}
-    found: dict[str, list[float]] = {}
+        return {}, {}
+    sent: Times = {}
+    failed: Times = {}
     for line in lines:
-        if b'"wake"' in line:  # a cheap filter before parsing JSON
-            _add_wake(line, found)
-    return found
+        if b'"wake' in line:  # a cheap filter before parsing JSON
+            _add_wake(line, {"wake": sent, "wake_failed": failed})
+    return sent, failed
 
 
-def _add_wake(line: bytes, found: dict[str, list[float]]) -> None:
+def _add_wake(line: bytes, found: dict[str, Times]) -> None:
     import json
-    from datetime import datetime
+
+    from handoffd.handoff import epoch
 
     try:
         event = json.loads(line)
-        when = datetime.fromisoformat(event["timestamp"]).timestamp()
+        when = epoch(event["timestamp"])
+        times, role = found.get(event["event"]), event["role"]
     except (ValueError, KeyError, TypeError):
         return
-    if event.get("event") == "wake" and isinstance(event.get("role"), str):
-        found.setdefault(event["role"], []).append(when)
+    if (
+        when is not None
+        and times is not None
+        and isinstance(role, str)
+        and not event.get("refused")
+    ):
+        times.setdefault(role, []).append(when)

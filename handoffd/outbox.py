@@ -10,6 +10,10 @@ from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.draft import Draft, dependencies
 
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: swarm_handoff imports this module
+if TYPE_CHECKING:
+    from handoffd.scan import Entry
+
 SEQUENCE_FILE = "sequence"
 PREAMBLE = "Re-read your role and constitution."
 
@@ -118,25 +122,17 @@ def _publish(temp: str, data: bytes, outbox: str, name: str) -> bool:
     return True
 
 
-# where a handoff's files can be, per role: its sender's archives first (the id names the
-# sender), then any role's inbox
-_SENDER_BOXES = (Box.OUTBOX, Box.SENT, Box.FAILED)
-_INBOX_BOXES = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
-
-
 def handoff_exists(roles: dict[str, Role], ident: str) -> bool:
-    """Whether some role's handoff directory holds a file of handoff `ident`."""
+    """Whether some role's handoff directory holds a queue file (docs/protocol.md §8) of
+    handoff `ident`: its sender's originals first (the id names the sender), then every inbox."""
+    from handoffd import scan  # only a draft with `depends_on` pays for it
+
     sender = roles.get(ident.rpartition("_from_")[2]) if "_from_" in ident else None
-    if sender and any(_holds(sender.path(box), ident) for box in _SENDER_BOXES):
+    if sender and _holds(scan.listing(sender, scan.State.ORIGINALS), ident):
         return True
-    return any(_holds(role.path(box), ident) for role in roles.values() for box in _INBOX_BOXES)
+    copies = (scan.State.NEW, scan.State.IN_PROCESS, scan.State.COMPLETED)
+    return any(_holds(scan.listing(role, copies), ident) for role in roles.values())
 
 
-def _holds(directory: str, ident: str) -> bool:
-    """A file of `ident` in `directory` or in one of its batch folders."""
-    for entry in hf.visible(directory):
-        if entry.name[3:].startswith(ident + "_to_"):
-            return True
-        if entry.name.startswith("batch_") and _holds(entry.path, ident):
-            return True
-    return False
+def _holds(entries: list[Entry], ident: str) -> bool:
+    return any(hf.name_id(entry.name) == ident for entry in entries)

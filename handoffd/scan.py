@@ -26,18 +26,17 @@ import os
 import time
 
 from handoffd import config, heartbeat
+from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.heartbeat import Heartbeat
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
-if TYPE_CHECKING:
-    from handoffd.lifecycle import DaemonState
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers reach this module (the live file)
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator  # importing collections costs ~1.5 ms
 
-SUFFIX = ".handoff"
+    from handoffd.lifecycle import DaemonState
+
+SUFFIX = hf.SUFFIX
 HEADER_LIMIT = 64 * 1024  # the daemon refuses larger files; never read more of one
 CHUNK = 4096
 RESCANS = 5  # listings of one role before a file that keeps vanishing is left out
@@ -269,6 +268,7 @@ class Snapshot:
         self.report_ids: dict[str, set[str]] = {}  # role -> ids with a reports folder
         self.daemon: DaemonState | None = None  # set by `scan`; None: not looked at
         self.wakes: dict[str, list[float]] = {}  # role -> wake-up times in the log's tail
+        self.wake_failures: dict[str, list[float]] = {}  # role -> failed wake-ups, likewise
         self._once = once
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
@@ -298,7 +298,7 @@ class Snapshot:
             for relative in _lines_with(joined, f"_{ident}_to_"):
                 folder = self.roles[role].path(Box.COMPLETED)
                 batch, _, name = relative.rpartition("/")
-                if is_item(name) and name_id(name) == ident:
+                if is_item(name) and hf.name_id(name) == ident:
                     path, where = os.path.join(folder, relative), batch and folder + "/" + batch
                     found.append(Entry(role, State.COMPLETED, path, where or None))
         return found
@@ -346,7 +346,7 @@ def scan(
         snapshot.heartbeats[role.name] = heartbeat.read(role.handoffs)
         snapshot.report_ids[role.name] = set(_names(os.path.join(role.handoffs, "reports")))
     snapshot.daemon = lifecycle.daemon_state(root)
-    snapshot.wakes = lifecycle.wake_times(root)
+    snapshot.wakes, snapshot.wake_failures = lifecycle.wake_times(root)
     return snapshot
 
 
@@ -423,13 +423,6 @@ def _lines_with(joined: str, needle: str) -> Iterator[str]:
         end = joined.find("\n", at)
         yield joined[start:end]
         at = joined.find(needle, end)
-
-
-def name_id(name: str) -> str:
-    """The id a queue name spells, `<pri>_<id>_to_…`, by slicing (no parsing): a role name
-    holds no `_`, so the first `_to_` after the priority ends it."""
-    end = name.find("_to_", 3)
-    return name[3:end] if end > 0 else name
 
 
 def _scandir(directory: str) -> list[os.DirEntry[str]]:

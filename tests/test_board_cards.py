@@ -152,3 +152,11 @@ def test_wake_ups_since_a_card_arrived_are_counted() -> None:
     snap = snapshot(entry(1))  # enqueued 100 s before NOW
     snap.wakes = {"B": [NOW - 200, NOW - 90, NOW - 10], "C": [NOW - 5]}
     assert cards.project(snap, NOW).cards[0].detail == "waiting 1m, 2 wake-ups"
+
+
+def test_failed_wake_ups_since_a_card_arrived_are_counted_apart() -> None:
+    snap = snapshot(entry(1))  # enqueued 100 s before NOW
+    snap.wakes = {"B": [NOW - 50]}
+    snap.wake_failures = {"B": [NOW - 200, NOW - 40, NOW - 20]}
+    detail = cards.project(snap, NOW).cards[0].detail
+    assert detail == "waiting 1m, 1 wake-up, 2 failed (see the daemon's log)"

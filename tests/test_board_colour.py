@@ -81,6 +81,13 @@ def test_orange_counts_wake_ups() -> None:
     assert colour.paint(waiting, []) == ("orange", "waiting 2m, 3 wake-ups")
 
 
+def test_orange_says_when_its_wake_ups_fail() -> None:
+    # the agent cannot be reached (its session is gone, say): waiting alone would hide it
+    waiting = card("a")
+    waiting.wake_failures = 2
+    assert colour.paint(waiting, []) == ("orange", "waiting 2m, 2 failed (see the daemon's log)")
+
+
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [(0, "0s"), (59, "59s"), (60, "1m"), (3599, "59m"), (7380, "2h 03m"), (90000, "1d 01h")],

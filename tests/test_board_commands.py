@@ -181,6 +181,23 @@ def test_release_of_an_id_not_in_process_is_refused_and_moves_nothing(project: P
     assert listing(project.box("coder", "inbox/in_process")) == [name(ID1)]
 
 
+def test_a_card_copied_from_the_board_names_the_callers_own_copy(project: Project) -> None:
+    # status shows cards, `<id>@<role>` (docs/protocol.md §8): block, report and release
+    # take the caller's own card as its id
+    put(project, ID1)
+    run(project, "ready_for_next")
+    blocked = run(project, "block", f"{ID1}@coder", "--reason", "needs QA")
+    assert blocked.code == 0, blocked.err
+    taken = project.box("coder", "inbox/in_process") / name(ID1)
+    assert headers(taken)["blocked_reason"] == "needs QA"
+    reported = run(project, "report", f"{ID1}@coder", "--status", "RUNNING")
+    assert reported.code == 0 and len(stored(project, ID1)) == 1
+    released = run(project, "release", f"{ID1}@coder")
+    assert released.out.startswith("RELEASED: ")
+    # another role's card is not the caller's copy
+    assert run(project, "unblock", f"{ID1}@cleaner").err == f"UNKNOWN_HANDOFF: {ID1}@cleaner\n"
+
+
 def test_release_names_work_by_file_name_too(project: Project) -> None:
     put(project, ID1)
     run(project, "ready_for_next")
@@ -455,6 +472,16 @@ def test_a_draft_may_depend_on_a_handoff_that_exists_anywhere(project: Project) 
     (sent / first.name).unlink()
     put(project, ident, to="cleaner", box="inbox/completed/batch_20260101T000000Z_000001")
     assert queue_note(project, "QA", f"depends_on: {ident}\n").code == 0
+
+
+def test_a_dependency_only_an_editors_backup_names_is_unknown(project: Project) -> None:
+    # only `.handoff` names are queue items (docs/protocol.md §8): `x.handoff~` is no handoff
+    ident = "20260101T000000Z_000001_from_QA"
+    backup = put(project, ident, to="cleaner")
+    backup.rename(backup.with_name(backup.name + "~"))
+    result = queue_note(project, "coder", f"depends_on: {ident}\n")
+    assert result.code == 2
+    assert f"- Unknown dependency '{ident}'.\n" in result.err
 
 
 def test_a_draft_depending_on_an_unknown_id_is_refused_and_kept(project: Project) -> None:

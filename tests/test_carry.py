@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from handoffd.continuity.carry import choose
+from handoffd.continuity.history import File
 from tests.conftest import Project
 from tests.digest_support import report, run
 
@@ -99,3 +101,19 @@ def test_text_output_is_each_digest_in_turn(project):
     out = run("carry-forward", project).stdout
     assert out.count("\n---\nreceipt: ") == 3
     assert out.index("# Handoff ") < out.index("# Task old") < out.index("# Task new")
+
+
+def test_role_finds_a_thread_whose_file_is_an_archived_duplicate() -> None:
+    # `sent/` names a second original with the same name `….2.handoff` (docs/protocol.md §5.3):
+    # its last recipient is still `QA`, not `QA.2`
+    name = "50_20260101T000001Z_000001_from_coder_to_cleaner_QA.2.handoff"
+    file = File(
+        "coder", "sent", f"/p/.swarmforge/handoffs/sent/{name}", None, "2026-01-01T00:00:01Z"
+    )
+    assert [key for key, _ in choose([file], {}, 5, role="QA")] != []
+
+
+def test_an_unknown_role_is_refused_not_an_empty_answer(project):
+    make(project)
+    result = run("carry-forward", project, "--role", "nobody")
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", "Unknown role: nobody\n")

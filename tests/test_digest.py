@@ -11,7 +11,8 @@ import time
 import pytest
 
 from handoffd import scan
-from handoffd.continuity.digest import NOT_IN_HANDOFF
+from handoffd.board.reports import Report
+from handoffd.continuity.digest import NOT_IN_HANDOFF, report_rows
 from tests.conftest import Project, git
 from tests.digest_support import build_thread, commit_in, hf_epoch, report, run
 
@@ -179,3 +180,12 @@ def test_a_handoff_named_by_card_or_file_name_is_found(project, thread):
     name = next(p.name for p in project.box("coder", "sent").iterdir())
     assert digest(project, f"{thread['a']}@cleaner").stdout.splitlines()[:-1] == by_id
     assert digest(project, name).stdout.splitlines()[:-1] == by_id
+
+
+def test_a_report_without_text_says_so_in_its_row():
+    fields = {"status": "RUNNING", "role": "QA", "reported_at": "2026-06-15T14:05:31Z"}
+    path = "/p/.swarmforge/handoffs/reports/x/20260615T140531.000000Z_RUNNING.md"
+    assert report_rows([Report(path, fields, "")], "/p") == [
+        "- 2026-06-15 14:05Z RUNNING QA: (no text)   "
+        "[report .swarmforge/handoffs/reports/x/20260615T140531.000000Z_RUNNING.md]"
+    ]

@@ -153,3 +153,38 @@ def test_any_headers_and_body_round_trip_with_the_body_byte_identical(
     reparsed = hf.parse(again, "x")
     assert reparsed.body == body
     assert reparsed.get(key) == value
+
+
+def test_name_id_reads_the_id_a_file_name_carries() -> None:
+    name = "50_20260615T140531Z_000042_from_architect_to_coder_QA.handoff"
+    assert hf.name_id(name) == "20260615T140531Z_000042_from_architect"
+
+
+def test_name_id_of_an_archived_duplicate_is_the_originals() -> None:
+    name = "50_20260615T140531Z_000042_from_architect_to_coder.2.handoff"
+    assert hf.name_id(name) == "20260615T140531Z_000042_from_architect"
+
+
+@pytest.mark.parametrize(
+    ("stamp", "seconds"),
+    [
+        ("2026-06-15T14:05:31Z", 1781532331.0),
+        ("2026-06-15T14:05:31.5Z", 1781532331.5),
+        ("2026-06-15T14:05:31", 1781532331.0),  # no zone: UTC, whatever the machine's
+        ("2026-06-15T16:05:31+02:00", 1781532331.0),
+    ],
+)
+def test_epoch_reads_a_section_2_time(stamp: str, seconds: float) -> None:
+    assert hf.epoch(stamp) == seconds
+
+
+@pytest.mark.parametrize("stamp", ["", "yesterday", "2026-13-01T00:00:00Z"])
+def test_epoch_of_what_is_not_a_time_is_none(stamp: str) -> None:
+    assert hf.epoch(stamp) is None
+
+
+def test_iso_from_stamp_spells_an_id_or_report_stamp_as_a_section_2_time() -> None:
+    assert hf.iso_from_stamp("20260615T140531Z") == "2026-06-15T14:05:31Z"
+    assert hf.iso_from_stamp("20260615T140531.482113Z") == "2026-06-15T14:05:31.482113Z"
+    assert hf.iso_from_stamp("not a stamp") == "not a stamp"
+    assert hf.epoch(hf.iso_from_stamp(hf.id_stamp(1781532331.0))) == 1781532331.0

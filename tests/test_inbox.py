@@ -343,10 +343,6 @@ def test_finish_batch_with_a_broken_file_stamps_and_moves_nothing(box: Box) -> N
 NAME = "50_20260615T140531Z_000042_from_architect_to_coder_QA.handoff"
 
 
-def test_id_of_reads_the_id_a_file_name_carries() -> None:
-    assert inbox.id_of(NAME) == "20260615T140531Z_000042_from_architect"
-
-
 @pytest.mark.parametrize(
     "ident", ["20260615T140531Z_000042_from_architect", NAME, NAME.removesuffix(".handoff")]
 )

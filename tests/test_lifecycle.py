@@ -5,12 +5,14 @@ signalled.  Real processes and real signals throughout."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -295,3 +297,18 @@ def test_a_helper_locking_a_worktrees_swarmforge_folder_is_not_taken_for_the_dae
         lock.release()
     finally:
         os.close(fd)
+
+
+def test_wake_times_splits_sent_from_failed_and_skips_refusal_lines(tmp_path: Path) -> None:
+    log = tmp_path / ".swarmforge" / "daemon" / "handoffd.log"
+    log.parent.mkdir(parents=True)
+    lines = [
+        {"event": "wake", "role": "coder", "refused": False},
+        {"event": "wake", "role": "QA", "refused": True},  # a sender told of a refusal
+        {"event": "wake_failed", "role": "coder", "refused": False, "error": "no session"},
+        {"event": "delivered", "role": "coder"},
+    ]
+    stamp = "2026-06-15T14:05:31.000000Z"
+    log.write_text("".join(json.dumps({**line, "timestamp": stamp}) + "\n" for line in lines))
+    at = 1781532331.0
+    assert lifecycle.wake_times(str(tmp_path)) == ({"coder": [at]}, {"coder": [at]})

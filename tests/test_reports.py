@@ -46,6 +46,14 @@ def test_a_report_without_front_matter_takes_its_status_from_its_name(tmp_path: 
     path.write_text("just text\n")
     report = reports.read(str(path))
     assert (report.status, report.role, report.text) == ("BLOCKED", "", "just text")
+    assert report.reported_at == "2026-06-15T14:05:31.000000Z"  # so the board shows a time
+
+
+def test_first_line_is_the_first_line_that_is_not_blank(tmp_path: Path) -> None:
+    path = reports.store(str(tmp_path), ID, "RUNNING", "coder", "", "", "\n  Halfway.\nMore.", NOW)
+    assert reports.read(path).first_line == "Halfway."
+    empty = reports.store(str(tmp_path), ID, "RUNNING", "coder", "", "", "", NOW + 1)
+    assert reports.read(empty).first_line == ""
 
 
 def test_files_are_oldest_first_and_only_reports(tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ class Layout:
         first = self._first_open()
         completed = self.handoffs(ROLES[1], Box.COMPLETED)
         target = sorted(os.listdir(completed))[0]
-        ident = target[3 : target.index("_to_")]
+        ident = hf.name_id(target)
         handoff = hf.read(first)
         handoff.set("depends_on", ident)
         _write(first, handoff.render())

@@ -11,9 +11,9 @@ dependency that is no longer open.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
+from handoffd import handoff as hf
 from handoffd.board import colour
 from handoffd.scan import Entry, Snapshot, State
 
@@ -90,7 +90,7 @@ class Card:
     __slots__ = (
         "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
         "detail", "entry", "headers", "id", "latest_report", "red_reason", "role", "state",
-        "wakeups",
+        "wake_failures", "wakeups",
     )  # fmt: skip
 
     def __init__(self, entry: Entry, age_s: float | None, red_reason: str | None = None) -> None:
@@ -107,6 +107,7 @@ class Card:
         self.claim: Claim | None = None
         self.latest_report: LatestReport | None = None
         self.wakeups = 0
+        self.wake_failures = 0  # wake-ups the daemon tried and could not deliver
         self.closure: list[Card] = []
         self.colour = colour.ORANGE
         self.detail = ""
@@ -263,6 +264,7 @@ def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
     if card.state == State.NEW:
         since = now - (card.age_s or 0.0)
         card.wakeups = sum(1 for t in snapshot.wakes.get(card.role, ()) if t >= since)
+        card.wake_failures = sum(1 for t in snapshot.wake_failures.get(card.role, ()) if t >= since)
 
 
 def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:
@@ -284,13 +286,12 @@ def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | N
         report = reports.read(paths[-1])
     except (OSError, ValueError):
         return None
-    first = next((line.strip() for line in report.text.splitlines() if line.strip()), "")
     return LatestReport(
-        str(report.status),
-        str(report.role),
-        str(report.agent),
-        iso_text(report.reported_at),
-        first[:EXCERPT],
+        report.status,
+        report.role,
+        report.agent,
+        report.reported_at,
+        report.first_line[:EXCERPT],
         paths[-1],
     )
 
@@ -374,35 +375,17 @@ def _error_line(path: str) -> str | None:
 
 
 def epoch(value: object) -> float | None:
-    """Seconds since the epoch from a §2 timestamp, a datetime or a number; None if none."""
+    """Seconds since the epoch from a §2 timestamp or a number; None if none."""
     if value is None or value == "":
         return None
     if isinstance(value, int | float):
         return float(value)
-    if isinstance(value, datetime):
-        moment = value
-    else:
-        try:
-            moment = datetime.fromisoformat(str(value))
-        except ValueError:
-            return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
+    return hf.epoch(str(value))
 
 
 def iso(value: float | None) -> str | None:
     """A §2 timestamp for `value` seconds since the epoch."""
-    if value is None:
-        return None
-    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def iso_text(value: object) -> str:
-    """A report's `reported_at` as text, whatever YAML made of it."""
-    if isinstance(value, datetime):
-        return iso(value.timestamp()) or ""
-    return str(value)
+    return None if value is None else hf.iso_now(value)
 
 
 def _board_order(card: Card) -> tuple[int, str, str]:

@@ -72,6 +72,8 @@ def _waiting(card: Card) -> str:
     detail = f"waiting {ago(card.age_s)}"
     if card.wakeups:
         detail += f", {card.wakeups} wake-up" + ("s" if card.wakeups > 1 else "")
+    if card.wake_failures:  # the agent cannot be reached: the log's wake_failed says why
+        detail += f", {card.wake_failures} failed (see the daemon's log)"
     return detail
 
 

@@ -13,7 +13,16 @@ import time
 
 from handoffd import handoff as hf
 from handoffd.board import reports
-from handoffd.helpers import Caller, after_step, and_then, finish, locked, reason_problem, take
+from handoffd.helpers import (
+    Caller,
+    after_step,
+    and_then,
+    finish,
+    locked,
+    own_id,
+    reason_problem,
+    take,
+)
 from handoffd.inbox import (
     BLOCKED,
     Inbox,
@@ -21,7 +30,6 @@ from handoffd.inbox import (
     current_batch,
     current_task,
     current_work,
-    id_of,
 )
 from handoffd.outcome import Outcome
 
@@ -40,6 +48,7 @@ def report(
     """`handoffd report`: store the report on the work in process, then act on its status:
     RUNNING takes work first when there is none, BLOCKED sets the reason, DONE finishes.
     A refused report stores nothing."""
+    ident = own_id(caller, ident)
     refused, blocked = _report_checks(status, text, reason)
     if refused:
         return after_step(caller, refused, alive=False, changed=False)
@@ -128,5 +137,5 @@ def report_id(path: str) -> str:
     except hf.HandoffError:
         ident = ""
     if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
-        return id_of(os.path.basename(path))
+        return hf.name_id(os.path.basename(path))
     return ident

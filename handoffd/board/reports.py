@@ -16,7 +16,7 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 
 from handoffd import durable
-from handoffd.handoff import iso_now
+from handoffd.handoff import iso_from_stamp, iso_now
 
 KEEP = 50
 STATUSES = ("RUNNING", "BLOCKED", "DONE")
@@ -49,12 +49,18 @@ class Report:
         self.reported_at = fields.get("reported_at", "")
         self.text = text
 
+    @property
+    def first_line(self) -> str:
+        """Its text's first line that is not blank, stripped ('' for an empty report)."""
+        return next((line.strip() for line in self.text.splitlines() if line.strip()), "")
+
     def __repr__(self) -> str:
         return f"Report({self.status!r}, {self.role!r}, {self.reported_at!r}, {self.path!r})"
 
 
 def read(path: str) -> Report:
-    """Read a report; a field its front matter lacks (or a hand-broken one) reads as ''."""
+    """Read a report; a field its front matter lacks (or a hand-broken one) reads as '',
+    except the status and the time, which its file name also spells."""
     with open(path, encoding="utf-8", errors="replace") as file:
         text = file.read()
     try:
@@ -65,6 +71,8 @@ def read(path: str) -> Report:
     fields = {key: value for key, value in metadata.items() if isinstance(value, str)}
     if not fields.get("status"):
         fields["status"] = _status_of(os.path.basename(path))
+    if not fields.get("reported_at"):
+        fields["reported_at"] = iso_from_stamp(os.path.basename(path).partition("_")[0])
     return Report(path, fields, content)
 
 

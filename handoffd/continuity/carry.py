@@ -1,6 +1,6 @@
 """Which threads `carry-forward` shows (docs/protocol.md §11): the newest activity first,
-optionally only those a role took part in, or active since a time.  Pure but for
-`report_activity`, which lists the report folders."""
+optionally only those a role took part in, or active since a time.  Pure: the report
+folders come from the queue's scan (`report_activity`)."""
 
 from __future__ import annotations
 
@@ -8,29 +8,27 @@ import os
 from collections.abc import Iterable
 
 from handoffd import handoff as hf
-from handoffd.config import Role
-from handoffd.continuity.digest import epoch
+from handoffd import scan
 from handoffd.continuity.history import File, handoff_id
-from handoffd.continuity.threads import REPORTS, group, iso_from_report
+from handoffd.continuity.threads import group
 
 
 def roles_in(name: str) -> list[str]:
-    """The sender and recipients a queue file's name gives (§2)."""
-    stem = name.removesuffix(".handoff")
-    _, _, rest = stem.partition("_from_")
-    sender, _, to = rest.partition("_to_")
-    return [sender, *to.split("_")]
+    """The sender and recipients a queue file's name gives (§2); none if it is not in that
+    form.  `scan.parse_name` reads an archived duplicate (`….2.handoff`) as its original."""
+    parts = scan.parse_name(name)
+    return [parts.sender, *parts.recipients] if parts else []
 
 
-def report_activity(roles: dict[str, Role]) -> dict[str, str]:
+def report_activity(snapshot: scan.Snapshot) -> dict[str, str]:
     """Handoff id -> the time of its newest report, over every role's reports."""
     newest: dict[str, str] = {}
-    for role in roles.values():
-        for folder in hf.visible(os.path.join(role.handoffs, REPORTS)):
-            names = [e.name for e in hf.visible(folder.path) if e.name.endswith(".md")]
-            if names:
-                stamp = iso_from_report(max(names).partition("_")[0])
-                newest[folder.name] = max(newest.get(folder.name, ""), stamp)
+    for role, idents in snapshot.report_ids.items():
+        for ident in idents:
+            paths = snapshot.reports(role, ident)  # oldest first: names sort by time
+            if paths:
+                stamp = hf.iso_from_stamp(os.path.basename(paths[-1]).partition("_")[0])
+                newest[ident] = max(newest.get(ident, ""), stamp)
     return newest
 
 
@@ -38,7 +36,7 @@ def activity(files: Iterable[File], reports: dict[str, str]) -> float:
     """A thread's newest §2 timestamp or report, in seconds since the epoch."""
     stamps = [f.activity for f in files]
     stamps += [reports.get(handoff_id(f.name) or "", "") for f in files]
-    return max((epoch(s) or 0.0 for s in stamps if s), default=0.0)
+    return max((hf.epoch(s) or 0.0 for s in stamps if s), default=0.0)
 
 
 def choose(

@@ -11,13 +11,14 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from handoffd.board.reports import Report
 from handoffd.continuity import budget, evidence
 from handoffd.continuity.gitfacts import Commit, Facts
 from handoffd.continuity.threads import Item, Thread
+from handoffd.handoff import epoch as epoch  # re-exported: callers read it from here
+from handoffd.handoff import iso_from_stamp
 
 DEFAULT_LINES = 60
 MIN_LINES = 8
@@ -67,14 +68,6 @@ def iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
-def epoch(stamp: str) -> float | None:
-    """Seconds since the epoch of a §2 timestamp, or None if it is not one."""
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def short_time(stamp: str) -> str:
     """`2026-06-15 14:05Z` for a row; the stamp unchanged if it cannot be read."""
     when = epoch(stamp)
@@ -86,8 +79,7 @@ def sent_at(item: Item) -> str:
     created = item.header("created_at")
     if created:
         return created
-    stamp = item.id.split("_")[0]
-    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:{stamp[13:15]}Z"
+    return iso_from_stamp(item.id.split("_")[0])
 
 
 def sender(item: Item) -> str:
@@ -167,7 +159,7 @@ def file_rows(commits: Sequence[Commit]) -> list[str]:
 def report_rows(reports: Sequence[Report], root: str) -> list[str]:
     rows = []
     for report in reports:
-        first = next((line.strip() for line in report.text.splitlines() if line.strip()), "")
+        first = report.first_line or "(no text)"
         first = first if len(first) <= 160 else first[:159] + "…"
         when = short_time(report.reported_at)
         rows.append(

@@ -213,8 +213,8 @@ def as_json(results: list[Result]) -> dict[str, Any]:
     }
 
 
-def main(quick: bool, directory: str | None, keep: bool) -> None:
-    """Run the digest scenario and print its figures, then one JSON line."""
+def run(quick: bool, directory: str | None, keep: bool) -> tuple[str, dict[str, Any]]:
+    """Run the digest scenario: its table followed by its JSON line, and its figures."""
     shape = QUICK if quick else Shape()
     base = tempfile.mkdtemp(prefix="handoffd-bench-digest-", dir=directory)
     try:
@@ -224,8 +224,8 @@ def main(quick: bool, directory: str | None, keep: bool) -> None:
             _progress(f"kept {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
-    print(render(results, shape))
-    print(json.dumps(as_json(results), sort_keys=True))
+    figures = as_json(results)
+    return render(results, shape) + "\n" + json.dumps(figures, sort_keys=True), figures
 
 
 def _progress(text: str) -> None:

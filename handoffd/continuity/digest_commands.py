@@ -123,10 +123,13 @@ def carry_forward_of(
     role: str | None = None,
     now: float | None = None,
 ) -> list[Digest]:
-    """The last `n` threads of the project, newest activity first, each a compact digest."""
+    """The last `n` threads of the project, newest activity first, each a compact digest.
+    An unknown `role` is refused, as `status --role` refuses it, rather than showing nothing."""
     snapshot = scan.scan(root)
+    if role is not None and role not in snapshot.roles:
+        raise config.UnknownRole(role)
     files = threads.all_files(snapshot)
-    chosen = carry.choose(files, carry.report_activity(snapshot.roles), n, since, role)
+    chosen = carry.choose(files, carry.report_activity(snapshot), n, since, role)
     digests = []
     for key, members in chosen:
         inputs = gather(root, snapshot.roles, threads.build(key, members, snapshot))

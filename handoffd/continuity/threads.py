@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from handoffd import handoff as hf
 from handoffd import scan
 from handoffd.board import reports
 from handoffd.board.reports import Report
@@ -174,23 +175,16 @@ def _reports(ids: list[str], snapshot: scan.Snapshot, thread: Thread) -> Iterato
 
 
 def read_report(role: str, path: str) -> Report:
-    """A report, its role and time taken from its folder and name where it lacks them."""
+    """A report, its role taken from its folder where it lacks one (an unreadable one: its
+    time from its name)."""
     try:
         report = reports.read(path)
     except OSError:
-        report = Report(path, {}, "")
+        stamp = os.path.basename(path).partition("_")[0]
+        report = Report(path, {"reported_at": hf.iso_from_stamp(stamp)}, "")
     report.role = report.role or role
-    stamp = os.path.basename(path).partition("_")[0]
-    report.reported_at = report.reported_at or iso_from_report(stamp)
     report.status = report.status or "?"
     return report
-
-
-def iso_from_report(stamp: str) -> str:
-    """`20260615T140531.482113Z` -> `2026-06-15T14:05:31.482113Z`."""
-    if len(stamp) < 16 or stamp[8] != "T":
-        return stamp
-    return f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:{stamp[11:13]}:{stamp[13:]}"
 
 
 def _gap(thread: Thread, gap: str) -> None:
