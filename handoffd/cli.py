@@ -130,7 +130,16 @@ def caller(root: str | None, role: str | None, agent: str | None, conversation: 
         emit(Outcome(1, "", f"{error}\n"))
 
 
-root_argument = click.argument("root", required=False, type=click.Path(file_okay=False))
+def root_argument(function: Callable[..., Any]) -> Callable[..., Any]:
+    """An optional positional ROOT and `--root ROOT`, handed to the command as `root`:
+    every command takes the option (docs/protocol.md §8); a ROOT given in place wins."""
+
+    @functools.wraps(function)
+    def command(*args: Any, root: str | None, root_opt: str | None, **kwargs: Any) -> Any:
+        return function(*args, root=root or root_opt, **kwargs)
+
+    positional = click.argument("root", required=False, type=click.Path(file_okay=False))
+    return positional(root_option(command))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -220,7 +229,7 @@ def stop_handoff_daemon(root: str | None) -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="Swarm configuration (default: ROOT/.swarmforge/swarmforge.conf, else the sample).",
 )
-@click.argument("root", required=False, type=click.Path(file_okay=False))
+@root_argument
 def init(config_file: str | None, root: str | None) -> None:
     """Lay out a project: git worktrees, handoff folders, roles.tsv, tmux socket."""
     from handoffd import project

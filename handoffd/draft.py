@@ -192,9 +192,7 @@ def _recipients(to: str, known_roles: set[str]) -> tuple[list[str], list[str]]:
         elif name in recipients[:index]:
             errors.append(f"Duplicate recipient '{name}'.")
         elif name not in known_roles:
-            # the contract's text first (prompts match it), then what would have been right
-            known = ", ".join(sorted(known_roles))
-            errors.append(f"Unknown recipient role '{name}'. Known roles: {known}.")
+            errors.append(f"Unknown recipient role '{name}'.")
     return recipients, errors
 
 

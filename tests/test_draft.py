@@ -115,7 +115,7 @@ def test_all_errors_are_collected_in_protocol_order() -> None:
         "Header 'to' contains an empty recipient.",
         "Recipient role 'bad_name' is invalid; role names may not contain underscores.",
         "Duplicate recipient 'cleaner'.",
-        "Unknown recipient role 'ghost'. Known roles: QA, cleaner, coder.",
+        "Unknown recipient role 'ghost'.",
         "Header 'message' is not allowed for type 'git_handoff'.",
         "Header 'task' must be no longer than 80 characters; got 81.",
         "Header 'commit' must be exactly 10 hexadecimal characters; got '123'.",

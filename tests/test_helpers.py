@@ -675,7 +675,7 @@ INVALID: list[tuple[str, Callable[[Project], str], list[str]]] = [
     (
         "unknown-recipient",
         lambda p: note_draft(to="ghost"),
-        ["Unknown recipient role 'ghost'. Known roles: QA, cleaner, coder."],
+        ["Unknown recipient role 'ghost'."],
     ),
     (
         "field-not-for-type",

@@ -312,3 +312,28 @@ def test_wake_times_splits_sent_from_failed_and_skips_refusal_lines(tmp_path: Pa
     log.write_text("".join(json.dumps({**line, "timestamp": stamp}) + "\n" for line in lines))
     at = 1781532331.0
     assert lifecycle.wake_times(str(tmp_path)) == ({"coder": [at]}, {"coder": [at]})
+
+
+def test_run_start_and_stop_take_the_root_as_the_root_option_too(stopper: Project) -> None:
+    """docs/protocol.md §8: every `handoffd` command also takes `--root ROOT`; the daemon
+    commands of §5 answer to it as to their positional ROOT, from any working directory."""
+    project = stopper
+    root = str(project.root)
+    queue(project, "coder", ["cleaner"])
+
+    once = handoffd("run", "--once", "--root", root)
+    assert once.returncode == 0, once.stderr
+    assert inbox(project, "cleaner")  # delivered: the option named the project
+
+    started = handoffd("start", "--root", root)
+    assert started.returncode == 0, started.stderr
+    pid = running_pid(project)
+    assert pid and lifecycle.holder(root) == pid
+
+    stopped = handoffd("stop", "--root", root)
+    assert stopped.returncode == 0, stopped.stderr
+    assert_no_daemon(project, pid)
+    missing = handoffd("stop", "--root", root + "-missing")
+    assert missing.returncode == 1
+    shim = [os.path.join(BIN, "stop_handoff_daemon"), "--root", root]
+    assert subprocess.run(shim, capture_output=True, timeout=30, check=False).returncode == 0

@@ -50,13 +50,13 @@ def test_swarm_handoff_help_prints_the_usage_and_succeeds(project: Project) -> N
         assert (result.code, result.out, result.err) == (0, USAGE, "")
 
 
-def test_an_unknown_recipient_keeps_the_contract_text_then_lists_the_known_roles(
-    project: Project,
-) -> None:
+def test_an_unknown_recipient_is_reported_in_the_contract_exact_words(project: Project) -> None:
+    """docs/protocol.md §3: agents repair drafts from these texts, so the line is exactly
+    `Unknown recipient role '<r>'.` and nothing more."""
     draft = project.draft(project.note_draft(to="clenaer"))
     result = project.run("swarm_handoff", str(draft), role="coder")
     assert result.code == 2
-    assert "- Unknown recipient role 'clenaer'. Known roles: QA, cleaner, coder.\n" in result.err
+    assert "\nErrors:\n- Unknown recipient role 'clenaer'.\n\n" in result.err
 
 
 # --- a broken roles.tsv -------------------------------------------------------------------
