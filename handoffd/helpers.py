@@ -284,6 +284,10 @@ def _queue(
     if isinstance(result, list):
         errors = "".join(f"- {message}\n" for message in result)
         usage = USAGE + ("\n" + _packet_usage() if "type: packet" in text else "")
+        if any(message.startswith("Unknown recipient role") for message in result):
+            # The error line keeps the contract's exact words (agents match them); the
+            # roles to choose from close the usage text, which is ours to write.
+            usage += f"\nKnown roles: {', '.join(sorted(caller.roles))}.\n"
         report = f"HANDOFF INVALID: {draft_path}\n\nErrors:\n{errors}\n{usage}"
         raise Refusal(2, report.rstrip("\n"))
     path = outbox.queue(sender, result, time.time())

@@ -59,6 +59,16 @@ def test_an_unknown_recipient_is_reported_in_the_contract_exact_words(project: P
     assert "\nErrors:\n- Unknown recipient role 'clenaer'.\n\n" in result.err
 
 
+def test_an_unknown_recipient_ends_the_usage_with_the_known_roles(project: Project) -> None:
+    """Issue 9: say how to fix it: the roles there are, after the usage text (the error line
+    itself stays the contract's)."""
+    draft = project.draft(project.note_draft(to="clenaer"))
+    result = project.run("swarm_handoff", str(draft), role="coder")
+    assert result.err.endswith(USAGE + "\nKnown roles: QA, cleaner, coder.\n")
+    other = project.draft(project.note_draft(priority="5"), name="other.txt")
+    assert "Known roles" not in project.run("swarm_handoff", str(other), role="coder").err
+
+
 # --- a broken roles.tsv -------------------------------------------------------------------
 
 
