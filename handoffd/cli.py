@@ -164,21 +164,24 @@ renotify_option = click.option(
 @click.option("--once", is_flag=True, help="Deliver what is in the outboxes now, then exit.")
 @renotify_option
 @root_argument
-def run(once: bool, renotify_after: float, root: str | None) -> None:
+@root_option
+def run(once: bool, renotify_after: float, root: str | None, root_opt: str | None) -> None:
     """Run the daemon in the foreground."""
     from handoffd.daemon import serve
 
-    raise SystemExit(serve(_project(root), once=once, renotify_after=renotify_after))
+    project = _project(root or root_opt)
+    raise SystemExit(serve(project, once=once, renotify_after=renotify_after))
 
 
 @main.command()
 @renotify_option
 @root_argument
-def start(renotify_after: float, root: str | None) -> None:
+@root_option
+def start(renotify_after: float, root: str | None, root_opt: str | None) -> None:
     """Start the daemon in the background; returns once it runs."""
     from handoffd import lifecycle
 
-    project = _project(root)
+    project = _project(root or root_opt)
     try:
         pid = lifecycle.start(project, ["--renotify-after", str(renotify_after)])
     except lifecycle.AlreadyRunning as running:
@@ -192,9 +195,10 @@ def start(renotify_after: float, root: str | None) -> None:
 
 @main.command()
 @root_argument
-def stop(root: str | None) -> None:
+@root_option
+def stop(root: str | None, root_opt: str | None) -> None:
     """Stop the daemon: TERM, up to 5 s, then KILL. Succeeds if none runs."""
-    _stop(_root(root))
+    _stop(_root(root or root_opt))
 
 
 def _stop(project: str) -> None:
@@ -221,12 +225,13 @@ def stop_handoff_daemon(root: str | None) -> None:
     help="Swarm configuration (default: ROOT/.swarmforge/swarmforge.conf, else the sample).",
 )
 @click.argument("root", required=False, type=click.Path(file_okay=False))
-def init(config_file: str | None, root: str | None) -> None:
+@root_option
+def init(config_file: str | None, root: str | None, root_opt: str | None) -> None:
     """Lay out a project: git worktrees, handoff folders, roles.tsv, tmux socket."""
     from handoffd import project
 
     try:
-        base = project.locate(root, os.getcwd())
+        base = project.locate(root or root_opt, os.getcwd())
         chosen = project.configuration(base, config_file)
         if chosen is None:
             roles = ", ".join(config.load_roles(base))
@@ -270,17 +275,19 @@ def init(config_file: str | None, root: str | None) -> None:
 )
 @renotify_option
 @root_argument
+@root_option
 def up(
     agents: tuple[str, ...],
     check_after: float,
     register_mcp: bool,
     renotify_after: float,
     root: str | None,
+    root_opt: str | None,
 ) -> None:
     """Start the swarm: a tmux session per role, and the daemon."""
     from handoffd import lifecycle, swarm
 
-    project_root = _project(root)
+    project_root = _project(root or root_opt)
     commands = dict(_agent_pair(value) for value in agents)
     running = lifecycle.holder(project_root)
     try:
@@ -318,11 +325,12 @@ def _agent_pair(value: str) -> tuple[str, str]:
 
 @main.command()
 @root_argument
-def down(root: str | None) -> None:
+@root_option
+def down(root: str | None, root_opt: str | None) -> None:
     """Stop the daemon and this project's tmux server, nothing else."""
     from handoffd import swarm
 
-    pid, killed = swarm.down(_root(root))
+    pid, killed = swarm.down(_root(root or root_opt))
     click.echo(f"daemon: {'stopped pid ' + str(pid) if pid else 'was not running'}")
     click.echo(f"tmux server: {'stopped' if killed else 'was not running'}")
 

@@ -312,3 +312,30 @@ def test_wake_times_splits_sent_from_failed_and_skips_refusal_lines(tmp_path: Pa
     log.write_text("".join(json.dumps({**line, "timestamp": stamp}) + "\n" for line in lines))
     at = 1781532331.0
     assert lifecycle.wake_times(str(tmp_path)) == ({"coder": [at]}, {"coder": [at]})
+
+
+def test_run_start_and_stop_take_the_root_as_the_root_option_too(
+    stopper: Project, tmp_path: Path
+) -> None:
+    """docs/protocol.md §8: every `handoffd` command also takes `--root ROOT` (run from a
+    directory outside the project, so nothing is found from the working directory)."""
+    project = stopper
+    root = str(project.root)
+
+    def outside(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [os.path.join(BIN, "handoffd"), *args, "--root", root]
+        return subprocess.run(
+            command, cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False
+        )
+
+    path = queue(project, "coder", ["QA"])
+    once = outside("run", "--once")
+    assert once.returncode == 0, once.stderr
+    assert inbox(project, "QA") == [path.name]
+    started = outside("start")
+    assert started.returncode == 0, started.stderr
+    pid = running_pid(project)
+    assert pid and lifecycle.holder(root) == pid
+    stopped = outside("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert_no_daemon(project, pid)
