@@ -83,11 +83,18 @@ def resolve(
 
 
 def after_step(
-    caller: Caller, outcome: Outcome, *, alive: bool, changed: bool = True, sent_to: str = ""
+    caller: Caller,
+    outcome: Outcome,
+    *,
+    alive: bool,
+    changed: bool = True,
+    sent_to: str = "",
+    force: bool = False,
 ) -> Outcome:
     """The one place every operation passes after its step: the heartbeat of a role that
     showed life (`alive`), and the live file of a role whose state may have `changed`
-    (docs/protocol.md §10; `sent_to` names the recipients of a handoff it queued)."""
+    (docs/protocol.md §10; `sent_to` names the recipients of a handoff it queued; `force`
+    rewrites it even if only its time would change)."""
     if alive:
         try:
             heartbeat.renew(caller.role.handoffs, caller.agent, caller.conversation)
@@ -96,12 +103,14 @@ def after_step(
     if changed:  # also after a refusal: finishing may have completed work before refusing
         from handoffd.continuity import hook
 
-        hook.after_step(caller.role, sent_to)  # never raises: the step's work is done
+        # never raises: the step's work is done
+        hook.after_step(caller.role, sent_to, force=force or bool(sent_to))
     return outcome
 
 
-def locked(caller: Caller, step: Step, *, alive: bool) -> Outcome:
-    """Run `step` holding the role's inbox lock; a refusal or I/O error is an outcome."""
+def locked(caller: Caller, step: Step, *, alive: bool, force: bool = False) -> Outcome:
+    """Run `step` holding the role's inbox lock; a refusal or I/O error is an outcome;
+    `force` rewrites the live file after a step that succeeded."""
     try:
         with Inbox(caller.role.handoffs) as inbox:
             outcome = step(caller, inbox)
@@ -109,7 +118,7 @@ def locked(caller: Caller, step: Step, *, alive: bool) -> Outcome:
         outcome = Outcome(refusal.code, "", refusal.render())
     except OSError as error:
         outcome = Outcome(1, "", f"I/O error: {error}\n")
-    return after_step(caller, outcome, alive=alive)
+    return after_step(caller, outcome, alive=alive, force=force and outcome.code == 0)
 
 
 # --- taking and finishing work (docs/protocol.md §4) ------------------------------------

@@ -260,6 +260,24 @@ def test_a_call_that_changes_nothing_leaves_a_fresh_file_alone(project: Project)
     assert live.epoch(live_file(project, "QA").time) > live.epoch(live.parse(first.decode()).time)
 
 
+def test_sending_and_reporting_rewrite_the_file_even_when_only_its_time_changes(
+    project: Project,
+) -> None:
+    """docs/protocol.md §10: every command that changes the role's state rewrites the live
+    file — also `swarm_handoff` and `report` when the rest of the file would read the same
+    (neither shows in the queue folders' times that the skip above looks at)."""
+    project.put("QA", "50_20260615T140531Z_000001_from_coder_to_QA.handoff", task="slice-3",
+                id="20260615T140531Z_000001_from_coder")  # fmt: skip
+    assert project.run("ready_for_next", role="QA").code == 0
+    path = project.worktrees["QA"] / live.FILE
+    draft = str(project.draft(project.note_draft(to="coder")))
+    for args in (("handoffd", "report", "--status", "RUNNING"), ("swarm_handoff", draft)):
+        os.utime(path, (1, 1))  # a mark a rewrite would replace
+        result = project.run(*args, role="QA")
+        assert result.code == 0, result.err
+        assert path.stat().st_mtime != 1, f"{args[:2]} left the live file alone"
+
+
 @pytest.mark.parametrize(
     "stamp",
     ["2026-06-15T14:05:31.482113Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59.5Z",

@@ -83,3 +83,14 @@ def test_51_reports_keep_the_newest_50(tmp_path: Path) -> None:
     assert reports.read(kept[0]).text == "n1"  # n0, the oldest, is gone
     assert reports.read(kept[-1]).text == "n50"
     assert not [n for n in os.listdir(tmp_path / "reports" / ID) if n.startswith(".")]
+
+
+def test_reported_at_is_the_time_the_name_carries_to_the_microsecond(tmp_path: Path) -> None:
+    """docs/protocol.md §8: a report's name and its `reported_at` state one time; a clock
+    reading whose float is a hair under a microsecond boundary must not split them."""
+    now = 1_764_508_094.1792018  # times 10**6 this float lands a hair under a whole number
+    for _ in range(2):  # the second, in the same microsecond, takes the next one
+        path = reports.store(str(tmp_path), ID, "DONE", "r", "a", "", "x", now)
+        stamp = os.path.basename(path).split("_")[0]  # yyyymmddThhmmss.ffffffZ
+        reported = reports.read(path).reported_at
+        assert reported.replace("-", "").replace(":", "") == stamp, (path, reported)

@@ -264,3 +264,26 @@ def test_a_dependency_found_in_history_is_painted_green_in_its_dependents_closur
     board = cards.project(scan.scan(str(project.root)), time.time())
     (dependent,) = [card for card in board.cards if card.id == ident(2)]
     assert [(dep.id, dep.colour) for dep in dependent.closure] == [(ident(1), "green")]
+
+
+def test_a_dependency_done_by_one_recipient_and_open_at_another_has_both_in_the_closure(
+    project: Project,
+) -> None:
+    """docs/protocol.md §8: the closure is every card of every handoff depended on — the
+    copy one recipient completed as well as the one another still holds (the web board's
+    dependency rows are read from it)."""
+    from handoffd import scan
+    from handoffd.board import cards
+
+    both = {"to": "QA,cleaner", "enqueued_at": "2026-01-01T00:00:00Z"}
+    project.put("QA", name(1, to="QA_cleaner"), box="inbox/completed", id=ident(1),
+                recipient="QA", **both)  # fmt: skip
+    project.put("cleaner", name(1, to="QA_cleaner"), id=ident(1), recipient="cleaner", **both)
+    put(project, 2, role="coder", depends_on=ident(1))
+    board = cards.project(scan.scan(str(project.root)), time.time())
+    (dependent,) = [card for card in board.cards if card.id == ident(2)]
+    assert sorted((dep.card, dep.colour) for dep in dependent.closure) == [
+        (f"{ident(1)}@QA", "green"),
+        (f"{ident(1)}@cleaner", "orange"),
+    ]
+    assert f"{ident(1)}@QA" not in by_card(project)  # history still shows only under --all

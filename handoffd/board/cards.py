@@ -244,7 +244,13 @@ def _index(cards: Iterable[Card]) -> dict[str, list[Card]]:
 def _resolve(snapshot: Snapshot, by_id: dict[str, list[Card]], now: float) -> None:
     """Add the green cards of dependencies no longer open, looked up in history, and theirs
     in turn; history is listed (once) only if some dependency is not open."""
-    missing = [d for cards in list(by_id.values()) for d in cards[0].depends_on if d not in by_id]
+    named = {d for cards in list(by_id.values()) for d in cards[0].depends_on}
+    missing = [d for d in named if d not in by_id]
+    for ident in sorted(d for d in named if d in by_id and _partly_done(by_id[d])):
+        # every card of the handoff is in the closure (§8): its copies already done too
+        held = {card.role for card in by_id[ident]}
+        done = [e for e in snapshot.completed(ident) if e.role not in held]
+        by_id[ident] += [_green(entry, now) for entry in done]
     while missing:
         ident = missing.pop()
         if ident in by_id:
@@ -254,6 +260,13 @@ def _resolve(snapshot: Snapshot, by_id: dict[str, list[Card]], now: float) -> No
             continue  # unknown (a hand-edited id): nothing to colour by
         by_id[ident] = [_green(entry, now) for entry in found]
         missing += [d for d in by_id[ident][0].depends_on if d not in by_id]
+
+
+def _partly_done(cards: list[Card]) -> bool:
+    """Whether some recipients of a delivered handoff hold no open copy: theirs may be done."""
+    if any(card.state in (State.OUTBOX, State.FAILED) for card in cards):
+        return False  # never delivered: no copy can be completed
+    return bool(set(cards[0].recipients) - {card.role for card in cards})
 
 
 def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:

@@ -74,7 +74,7 @@ def report(
             return and_then(done, caller, inbox, finish)
         return Outcome(0, taken + done)
 
-    return locked(caller, step, alive=status != "BLOCKED")
+    return locked(caller, step, alive=status != "BLOCKED", force=True)  # a report was stored
 
 
 def _report_checks(status: str, text: str, reason: str | None) -> tuple[Outcome | None, str]:

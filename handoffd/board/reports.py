@@ -16,7 +16,7 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 
 from handoffd import durable
-from handoffd.handoff import iso_from_stamp, iso_now
+from handoffd.handoff import iso_from_stamp
 
 KEEP = 50
 STATUSES = ("RUNNING", "BLOCKED", "DONE")
@@ -125,9 +125,11 @@ def store(
     """Write a report durably (temp, fsync, rename), prune to the newest `KEEP`; its path."""
     folder = directory(handoffs, card_id)
     os.makedirs(folder, exist_ok=True)
-    fields = dict(zip(FIELDS, (status, role, agent, conversation, iso_now(now)), strict=True))
+    path, micros = _free_path(folder, now, status)
+    # reported_at is the name's own time, to the microsecond: the two never disagree
+    stamp = _iso(micros)
+    fields = dict(zip(FIELDS, (status, role, agent, conversation, stamp), strict=True))
     data = render(fields, text).encode("utf-8")
-    path = _free_path(folder, now, status)
     temp = durable.temp_name(folder, os.path.basename(path))
     durable.create(temp, data)
     try:
@@ -140,14 +142,21 @@ def store(
     return path
 
 
-def _free_path(folder: str, now: float, status: str) -> str:
-    """A report name no other report has: two in one microsecond take the next one."""
+def _free_path(folder: str, now: float, status: str) -> tuple[str, int]:
+    """A report name no other report has, and its time in epoch microseconds: two in one
+    microsecond take the next one."""
     micros = round(now * 1_000_000)
     while True:
         path = os.path.join(folder, f"{file_stamp(micros)}_{status}.md")
         if not os.path.lexists(path):
-            return path
+            return path, micros
         micros += 1
+
+
+def _iso(micros: int) -> str:
+    """The §2 timestamp of a time in epoch microseconds."""
+    seconds, fraction = divmod(micros, 1_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:06d}Z"
 
 
 def prune(handoffs: str, card_id: str, keep: int = KEEP) -> list[str]:

@@ -23,17 +23,25 @@ if TYPE_CHECKING:
 WAITING = "waiting for "
 
 
-def after_step(role: Role, sent_to: str = "", now: float | None = None) -> None:
+def after_step(
+    role: Role, sent_to: str = "", now: float | None = None, force: bool = False
+) -> None:
     """Rewrite `role`'s live file from its queue; `sent_to` names the recipients of a
-    handoff it just queued.  Errors are swallowed (see the module docstring)."""
+    handoff it just queued; `force` when the step changed state the queue folders' times
+    do not show (a queued handoff, a stored report).  Errors are swallowed (see the
+    module docstring)."""
     try:
-        refresh(role, sent_to, now)
+        refresh(role, sent_to, now, force=force)
     except (OSError, ValueError):
         pass
 
 
 def refresh(
-    role: Role, sent_to: str = "", now: float | None = None, edit: Edit | None = None
+    role: Role,
+    sent_to: str = "",
+    now: float | None = None,
+    edit: Edit | None = None,
+    force: bool = False,
 ) -> str:
     """Rewrite `role`'s live file from its queue; the text written ("" if nothing needed
     writing).  Under a lock on the
@@ -45,12 +53,14 @@ def refresh(
     fd = os.open(role.handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        return _rewrite(role, sent_to, now, edit)
+        return _rewrite(role, sent_to, now, edit, force)
     finally:
         os.close(fd)  # releases the lock
 
 
-def _rewrite(role: Role, sent_to: str, now: float | None, edit: Edit | None) -> str:
+def _rewrite(
+    role: Role, sent_to: str, now: float | None, edit: Edit | None, force: bool = False
+) -> str:
     previous = live.read(role.worktree)
     if edit is not None and previous is not None:
         # the agent's note: its sections change, handoffd's lines stay as they were
@@ -71,7 +81,8 @@ def _rewrite(role: Role, sent_to: str, now: float | None, edit: Edit | None) -> 
         summary.in_flight,
         summary.open_questions,
     )
-    if previous is not None and edit is None and _unchanged(role, state, previous):
+    # every command that changes the role's state rewrites the file (docs/protocol.md §10)
+    if previous is not None and edit is None and not force and _unchanged(role, state, previous):
         return ""  # nothing happened that the file does not already say, as fresh as ever
     return live.write(role.worktree, state, previous)
 
