@@ -43,10 +43,10 @@ def renew(handoffs: str, agent: str, conversation: str) -> None:
     temp = os.path.join(handoffs, f".{NAME}.{os.getpid()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(temp, flags)
+        fd = os.open(temp, flags, 0o644)
     except FileNotFoundError:  # a role that has never had mail has no handoff directory yet
         os.makedirs(handoffs, exist_ok=True)
-        fd = os.open(temp, flags)
+        fd = os.open(temp, flags, 0o644)
     try:
         os.write(fd, data)  # a few dozen bytes: one write is never short on a regular file
     finally:

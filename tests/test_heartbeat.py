@@ -51,3 +51,9 @@ def test_at_is_the_files_mtime(tmp_path: Path) -> None:
     os.utime(tmp_path / "heartbeat", (1_700_000_000, 1_700_000_000))
     beat = heartbeat.read(str(tmp_path))
     assert beat is not None and beat.at == 1_700_000_000
+
+
+def test_the_heartbeat_is_a_plain_readable_file_not_an_executable_one(tmp_path: Path) -> None:
+    """Created like any data file (0644 before the umask), never with execute bits."""
+    heartbeat.renew(str(tmp_path), "claude", "")
+    assert (tmp_path / heartbeat.NAME).stat().st_mode & 0o111 == 0
