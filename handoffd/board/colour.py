@@ -77,15 +77,20 @@ def _waiting(card: Card) -> str:
     return detail
 
 
-def ago(seconds: float | None) -> str:
-    """A short age: `45s`, `12m`, `2h 03m`, `3d 04h`."""
-    if seconds is None:
+# How a span is spelled: the terminal's compact words, or the web board's (`12 min ago`).
+SHORT = ("{}s", "{}m", "{}h {:02d}m", "{}d {:02d}h")
+SPELLED = ("{} s", "{} min", "{} h {:02d} min", "{} d {} h")
+
+
+def ago(seconds: float | None, spelling: tuple[str, str, str, str] = SHORT) -> str:
+    """A span: `45s`, `12m`, `2h 03m`, `3d 04h` (or spelled out); `?` when unknown."""
+    if seconds is None or seconds != seconds:  # None, or NaN
         return "?"
     s = max(0, int(seconds))
     if s < 60:
-        return f"{s}s"
+        return spelling[0].format(s)
     if s < 3600:
-        return f"{s // 60}m"
+        return spelling[1].format(s // 60)
     if s < 86400:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    return f"{s // 86400}d {s % 86400 // 3600:02d}h"
+        return spelling[2].format(s // 3600, s % 3600 // 60)
+    return spelling[3].format(s // 86400, s % 86400 // 3600)

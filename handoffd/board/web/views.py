@@ -54,16 +54,7 @@ def valid_name(name: str) -> bool:
 
 def duration(seconds: float | None) -> str:
     """A readable span: `45 s`, `12 min`, `2 h 03 min`, `3 d 4 h`."""
-    if seconds is None or math.isnan(seconds):
-        return "?"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
+    return colour.ago(seconds, colour.SPELLED)
 
 
 def ago(moment: object, now: float) -> str:
