@@ -23,7 +23,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from handoffd import mcp_tools as ops
-from handoffd.cli import _project, root_option
+from handoffd.cli import _project, root_argument
 from handoffd.mcp_tools import Args
 from handoffd.outcome import Outcome
 
@@ -367,9 +367,8 @@ def serve(root: str) -> None:
 
 
 @click.command("mcp")
-@click.argument("root", required=False, type=click.Path(file_okay=False))
-@root_option
-def mcp(root: str | None, root_opt: str | None) -> None:
+@root_argument
+def mcp(root: str | None) -> None:
     """Serve the queue's commands as MCP tools on stdio, for the calling role
     ($SWARMFORGE_ROLE, else the working directory's)."""
-    serve(_project(root_opt or root))
+    serve(_project(root))

@@ -287,3 +287,16 @@ def test_a_dependency_done_by_one_recipient_and_open_at_another_has_both_in_the_
         (f"{ident(1)}@cleaner", "orange"),
     ]
     assert f"{ident(1)}@QA" not in by_card(project)  # history still shows only under --all
+
+
+def test_a_root_given_in_place_wins_over_the_environments(project: Project) -> None:
+    """`status ROOT` reads ROOT even when $HANDOFFD_ROOT names another place, as every
+    command with a positional ROOT does; `--root` alone works too."""
+    put(project, 1)
+    env = {**os.environ, "HANDOFFD_ROOT": str(project.root / "elsewhere")}
+    in_place = subprocess.run([HANDOFFD, "status", "--json", str(project.root)], env=env,
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert in_place.returncode == 0, in_place.stderr
+    assert [card["id"] for card in json.loads(in_place.stdout)] == [ident(1)]
+    by_option = handoffd("status", "--json", "--root", str(project.root))
+    assert json.loads(by_option.stdout) == json.loads(in_place.stdout)

@@ -15,7 +15,7 @@ import click
 
 from handoffd import config, lifecycle, scan
 from handoffd.board import cards, colour
-from handoffd.cli import _project, root_option
+from handoffd.cli import _project, root_argument
 
 COLUMNS = ("STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
 TASK_WIDTH = 32
@@ -104,8 +104,7 @@ def use_colours() -> bool:
 
 
 @click.command("status")
-@click.argument("root", required=False, type=click.Path(file_okay=False))
-@root_option
+@root_argument
 @click.option("--role", "role", metavar="R", help="Only the cards of role R.")
 @click.option("--all", "show_all", is_flag=True, help="Completed (green) cards too.")
 @click.option("--json", "as_json", is_flag=True, help="The cards as a JSON list.")
@@ -120,7 +119,6 @@ def use_colours() -> bool:
 @click.option("--watch", is_flag=True, help=f"Redraw every {WATCH_EVERY:g} s until Ctrl-C.")
 def status(
     root: str | None,
-    root_opt: str | None,
     role: str | None,
     show_all: bool,
     as_json: bool,
@@ -128,7 +126,7 @@ def status(
     watch: bool,
 ) -> None:
     """The board: every open card in its colour, red first (docs/protocol.md §8)."""
-    project = _project(root_opt or root)
+    project = _project(root)
     if not watch:
         click.echo(_once(project, role, show_all, as_json, window * 60))
         return

@@ -12,7 +12,7 @@ import click
 
 from handoffd import config, scan
 from handoffd.board.reports import Report
-from handoffd.cli import _root, emit, root_option
+from handoffd.cli import _root, emit, root_argument, root_option
 from handoffd.config import Role
 from handoffd.continuity import budget, carry, gitfacts, threads
 from handoffd.continuity.digest import DEFAULT_LINES, MIN_LINES, Digest, Inputs, compose, epoch
@@ -159,20 +159,18 @@ def _since(value: str | None) -> float | None:
 @click.option("--since", help="Only threads active since this ISO 8601 time.")
 @click.option("--role", help="Only threads this role sent or received in.")
 @click.option("--json", "as_json", is_flag=True, help="A list of digest objects.")
-@root_option
-@click.argument("root", required=False, type=click.Path(file_okay=False))
+@root_argument
 def carry_forward(
     count: int,
     since: str | None,
     role: str | None,
     as_json: bool,
-    root_opt: str | None,
     root: str | None,
 ) -> None:
     """The latest threads, newest activity first, each a digest with its receipt."""
     when = _since(since)
     try:
-        digests = carry_forward_of(_root(root_opt or root), count, when, role)
+        digests = carry_forward_of(_root(root), count, when, role)
     except config.ConfigError as error:
         emit(Outcome(1, stderr=f"{error}\n"))
     emit(render_many(digests, as_json))

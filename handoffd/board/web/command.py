@@ -13,7 +13,7 @@ import sys
 import click
 
 from handoffd.board import cards
-from handoffd.cli import _project, root_option
+from handoffd.cli import _project, root_argument
 
 
 def is_loopback(host: str) -> bool:
@@ -48,8 +48,7 @@ def url(sock: socket.socket) -> str:
 
 
 @click.command("web")
-@click.argument("root", required=False, type=click.Path(file_okay=False))
-@root_option
+@root_argument
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
@@ -66,9 +65,9 @@ def url(sock: socket.socket) -> str:
     metavar="MINUTES",
     help="A claim is live while its heartbeat is younger than this.",
 )
-def web(root: str | None, root_opt: str | None, host: str, port: int, window: float) -> None:
+def web(root: str | None, host: str, port: int, window: float) -> None:
     """Serve the board in a browser: open cards live, the archive, each card's reports."""
-    project = _project(root_opt or root)
+    project = _project(root)
     try:
         import uvicorn
 
