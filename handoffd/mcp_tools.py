@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from handoffd import config, helpers
+from handoffd.continuity import packet
 from handoffd.outcome import Outcome
 
 Args = dict[str, Any]
@@ -56,15 +57,8 @@ def refused(message: str, code: int = 2) -> Reply:
 # --- sending (docs/protocol.md §3, §10) --------------------------------------------------
 
 HEADERS = ("type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason")
-SECTIONS = {
-    "objective": "Objective",
-    "decisions_made": "Decisions Made",
-    "ruled_out_paths": "Ruled-Out Paths",
-    "target_scope": "Target Scope",
-    "hard_constraints": "Hard Constraints",
-    "verification": "Verification",
-    "if_blocked": "If Blocked",
-}
+# a packet's sections by argument name (`ruled_out_paths`), in the contract's order
+SECTIONS = {packet.field(title): title for title in packet.SECTIONS}
 
 
 def draft_text(args: Args) -> str | Outcome:
@@ -83,9 +77,7 @@ def draft_text(args: Args) -> str | Outcome:
         return Outcome(2, "", f"INVALID_ARGUMENTS: '{given[0]}' is a section of a packet; "
                        "give type 'packet' or leave the sections out.\n")  # fmt: skip
     if args.get("type") == "packet" and given:
-        lines.append("\n")
-        for key in given:
-            lines.append(f"## {SECTIONS[key]}\n{args[key].rstrip(chr(10))}\n")
+        lines.append("\n" + packet.compose({key: args[key] for key in given}))
     return "".join(lines)
 
 

@@ -424,24 +424,13 @@ def test_a_packet_from_its_sections_queues_what_swarm_handoff_queues_from_its_dr
     with agent(project, "coder", log) as coder:
         head = {"type": "packet", "to": "QA", "priority": "30", "task": "cli-wiring"}
         ok(coder.call("send_handoff", **head, **PACKET))
-    sections = "".join(f"## {title}\n{PACKET[key]}\n" for key, title in SECTION_TITLES.items())
+    sections = "".join(f"## {title}\n{PACKET[key]}\n" for key, title in packet_sections())
     draft = "type: packet\nto: QA\npriority: 30\ntask: cli-wiring\n\n" + sections
     assert project.run("swarm_handoff", str(project.draft(draft)), role="coder").code == 0
     by_tool, by_helper = sorted(project.box("coder", "outbox").glob("*.handoff"))
     unstamped = re.compile(r"^(id|created_at): .*$", re.M)
     assert unstamped.sub("", by_tool.read_text()) == unstamped.sub("", by_helper.read_text())
     assert "## If Blocked\nReport BLOCKED with what failed.\n" in by_tool.read_text()
-
-
-SECTION_TITLES = {
-    "objective": "Objective",
-    "decisions_made": "Decisions Made",
-    "ruled_out_paths": "Ruled-Out Paths",
-    "target_scope": "Target Scope",
-    "hard_constraints": "Hard Constraints",
-    "verification": "Verification",
-    "if_blocked": "If Blocked",
-}
 
 
 def test_an_unknown_tool_is_a_protocol_error_and_the_server_goes_on(
@@ -457,3 +446,11 @@ def test_mcp_outside_a_project_exits_1_before_serving(tmp_path: Path) -> None:
     done = run_command("handoffd", "mcp", cwd=tmp_path, role="coder")
     assert done.code == 1 and done.out == ""
     assert "Cannot find SwarmForge project root" in done.err
+
+
+def packet_sections() -> list[tuple[str, str]]:
+    """(argument name, section title) in the contract's order, spelled out here so the
+    tool's own table is checked rather than reused."""
+    titles = ["Objective", "Decisions Made", "Ruled-Out Paths", "Target Scope",
+              "Hard Constraints", "Verification", "If Blocked"]  # fmt: skip
+    return [(title.lower().replace("-", "_").replace(" ", "_"), title) for title in titles]
