@@ -318,7 +318,11 @@ def startup(project: Project, runs: int) -> tuple[float, float]:
     compileall.compile_dir(os.path.dirname(os.path.abspath(__file__)), quiet=1)
     helper = os.path.join(os.path.dirname(sys.executable), "ready_for_next")
     if not os.path.exists(helper):
-        helper_cmd = [sys.executable, "-c", "from handoffd.helpers import ready_for_next as r; r()"]
+        helper_cmd = [
+            sys.executable,
+            "-c",
+            "from handoffd.adapters.console import ready_for_next as r; r()",
+        ]
     else:
         helper_cmd = [helper]
     env = {**os.environ, "SWARMFORGE_ROLE": RECIPIENTS[0]}
@@ -343,7 +347,8 @@ def take_and_finish(project: Project, runs: int) -> tuple[float, float]:
         [os.path.join(bin_dir, name)] for name in ("ready_for_next", "done_with_current")
     ]
     if not os.path.exists(take[0]):
-        take, finish = [[sys.executable, "-c", f"from handoffd.helpers import {n} as h; h()"]
+        script = "from handoffd.adapters.console import {} as h; h()"
+        take, finish = [[sys.executable, "-c", script.format(n)]
                         for n in ("ready_for_next", "done_with_current")]  # fmt: skip
     take_times, finish_times = [], []
     for _ in range(runs):
@@ -496,7 +501,7 @@ def _bytecode() -> str:
     """Whether the helpers start from cached bytecode: without it each call compiles them."""
     import importlib.util
 
-    from handoffd import helpers
+    from handoffd.adapters import console as helpers
 
     cached = os.path.exists(importlib.util.cache_from_source(helpers.__file__))
     note = " (PYTHONDONTWRITEBYTECODE is set)" if sys.flags.dont_write_bytecode else ""

@@ -1,162 +1,60 @@
-"""The `handoffd` command: thin click commands that parse options and hand off.
+"""The `handoffd` command: the table's operations as click commands, and the commands
+that run the daemon and the swarm (`run`, `start`, `init`, `up`…).
 
-Commands defined elsewhere (the board, continuity, MCP…) are registered by name in
-`LAZY` and imported only when invoked, so `handoffd --help` and the daemon commands
-never pay for the web stack or the MCP SDK.
+The operations' commands are made from their declarations (`handoffd.adapters.commands`)
+when invoked; `web` and `mcp` import their stacks only when run, so `handoffd --help`
+and the daemon commands never pay for the web stack or the MCP SDK.  Nothing imports
+this module: it is the console script's entry point.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
-from collections.abc import Callable
-from typing import Any
 
 import click
 
 from handoffd import config
-from handoffd.outcome import Outcome
+from handoffd.adapters.commands import project_of, root_argument, root_of
+from handoffd.ops.table import BY_NAME
 
-# name -> ("module:attribute" of a click command, its one-line help).  Imported on
-# first use; `handoffd --help` shows the help line without importing anything.
+# commands defined elsewhere, imported on first use: name -> ("module:attribute", help)
 LAZY: dict[str, tuple[str, str]] = {
-    "status": ("handoffd.board.status:status", "The board: every open card in its colour."),
-    "heartbeat": ("handoffd.board.commands:heartbeat", "Renew the role's heartbeat (its claim)."),
-    "release": ("handoffd.board.commands:release", "Put the work in process back into new/."),
-    "block": ("handoffd.board.commands:block", "Set a handoff's blocked reason."),
-    "unblock": ("handoffd.board.commands:unblock", "Remove a handoff's blocked reason."),
-    "report": ("handoffd.board.commands:report", "Report on the work: RUNNING, BLOCKED or DONE."),
-    "resume": ("handoffd.continuity.commands:resume", "Where were we: state and next step."),
-    "note": ("handoffd.continuity.commands:note", "Add a decision, ruled-out path or check."),
-    "digest": ("handoffd.continuity.digest_commands:digest", "A thread's digest, with receipts."),
-    "carry-forward": (
-        "handoffd.continuity.digest_commands:carry_forward",
-        "The latest threads, newest first, each a digest.",
-    ),
-    "mcp": ("handoffd.mcp:mcp", "Serve the commands as MCP tools on stdio."),
     "web": ("handoffd.board.web.command:web", "Serve the board in a browser, live."),
 }
 
 
-class LazyGroup(click.Group):
-    """A click group whose commands in `LAZY` are imported only when run."""
+class Group(click.Group):
+    """The `handoffd` group: its own commands, the table's, and the `LAZY` ones."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *LAZY})
+        return sorted({*super().list_commands(ctx), *BY_NAME, *LAZY})
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in LAZY and name not in self.commands:
+        if name not in self.commands and name in BY_NAME:
+            from handoffd.adapters.commands import command
+
+            self.add_command(command(BY_NAME[name]), name)
+        elif name not in self.commands and name in LAZY:
             module, _, attribute = LAZY[name][0].partition(":")
-            command = getattr(__import__(module, fromlist=[attribute]), attribute)
-            self.add_command(command, name)
+            self.add_command(getattr(__import__(module, fromlist=[attribute]), attribute), name)
         return super().get_command(ctx, name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = []
+        width, rows = formatter.width - 20, []
         for name in self.list_commands(ctx):
-            if name in LAZY and name not in self.commands:
-                rows.append((name, LAZY[name][1]))
-            elif (command := self.get_command(ctx, name)) and not command.hidden:
-                rows.append((name, command.get_short_help_str(formatter.width - 20)))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+            if name in self.commands:
+                rows.append((name, self.commands[name].get_short_help_str(width)))
+            else:
+                line = BY_NAME[name].help if name in BY_NAME else LAZY[name][1]
+                rows.append((name, click.utils.make_default_short_help(line, width)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
-def emit(outcome: Outcome) -> None:
-    """Render an operation's outcome as a command: its text, then its exit code (the
-    contract's, e.g. 2 for a refusal, never click's generic 1)."""
-    if outcome.stdout:
-        sys.stdout.write(outcome.stdout)
-        sys.stdout.flush()
-    if outcome.stderr:
-        sys.stderr.write(outcome.stderr)
-    raise SystemExit(outcome.code)
-
-
-def root_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    """`--root ROOT` (env HANDOFFD_ROOT): the project root, found from the working
-    directory when absent.  Every command takes it."""
-    return click.option(
-        "--root",
-        "root_opt",
-        envvar="HANDOFFD_ROOT",
-        type=click.Path(file_okay=False),
-        help="Project root (default: found from the working directory).",
-    )(function)
-
-
-def _root(value: str | None) -> str:
-    """The project root given on the command line, or found from the working directory."""
-    try:
-        return os.path.abspath(value) if value else config.find_root()
-    except config.ConfigError as error:
-        raise click.ClickException(str(error)) from None
-
-
-def role_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """`--role R`, `--agent NAME`, `--conversation ID` (docs/protocol.md §8) and `--root`,
-    handed to the command as one resolved `me` (a `helpers.Caller`): the role acted for
-    (default: the calling role of §1) and who runs it (default: $SWARMFORGE_AGENT, else
-    roles.tsv column 6; $SWARMFORGE_CONVERSATION)."""
-
-    @functools.wraps(function)
-    def command(
-        role: str | None, agent: str | None, conversation: str | None, root_opt: str | None,
-        **kwargs: Any,
-    ) -> Any:  # fmt: skip
-        return function(me=caller(root_opt, role, agent, conversation), **kwargs)
-
-    options = (
-        click.option("--role", help="Act for this role (default: the calling role)."),
-        click.option("--agent", help="Agent name (default: $SWARMFORGE_AGENT, else roles.tsv)."),
-        click.option("--conversation", help="Conversation (default: $SWARMFORGE_CONVERSATION)."),
-        root_option,
-    )  # fmt: skip
-    wrapped: Callable[..., Any] = command
-    for option in reversed(options):
-        wrapped = option(wrapped)
-    return wrapped
-
-
-def caller(root: str | None, role: str | None, agent: str | None, conversation: str | None) -> Any:
-    """The `helpers.Caller` the options name; no project or no role is exit 1, as in §1."""
-    from handoffd import helpers
-
-    try:
-        return helpers.resolve(_root(root) if root else None, role, agent, conversation)
-    except config.ConfigError as error:
-        emit(Outcome(1, "", f"{error}\n"))
-
-
-def root_argument(function: Callable[..., Any]) -> Callable[..., Any]:
-    """An optional positional ROOT and `--root ROOT`, handed to the command as `root`:
-    every command takes the option (docs/protocol.md §8); a ROOT given in place wins."""
-
-    @functools.wraps(function)
-    def command(*args: Any, root: str | None, root_opt: str | None, **kwargs: Any) -> Any:
-        return function(*args, root=root or root_opt, **kwargs)
-
-    positional = click.argument("root", required=False, type=click.Path(file_okay=False))
-    return positional(root_option(command))
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="handoffd")
 def main() -> None:
     """handoffd: the post office between AI coding agents."""
-
-
-def _project(value: str | None) -> str:
-    """A root that is a handoffd project: it has a .swarmforge directory."""
-    root = _root(value)
-    if not os.path.isdir(os.path.join(root, config.SWARMFORGE)):
-        raise click.ClickException(
-            f"{root} is not a handoffd project (no {config.SWARMFORGE}/); "
-            "run `handoffd init` there first, or pass the project root"
-        )
-    return root
 
 
 renotify_option = click.option(
@@ -177,7 +75,7 @@ def run(once: bool, renotify_after: float, root: str | None) -> None:
     """Run the daemon in the foreground."""
     from handoffd.daemon import serve
 
-    raise SystemExit(serve(_project(root), once=once, renotify_after=renotify_after))
+    raise SystemExit(serve(project_of(root), once=once, renotify_after=renotify_after))
 
 
 @main.command()
@@ -187,7 +85,7 @@ def start(renotify_after: float, root: str | None) -> None:
     """Start the daemon in the background; returns once it runs."""
     from handoffd import lifecycle
 
-    project = _project(root)
+    project = project_of(root)
     try:
         pid = lifecycle.start(project, ["--renotify-after", str(renotify_after)])
     except lifecycle.AlreadyRunning as running:
@@ -203,7 +101,7 @@ def start(renotify_after: float, root: str | None) -> None:
 @root_argument
 def stop(root: str | None) -> None:
     """Stop the daemon: TERM, up to 5 s, then KILL. Succeeds if none runs."""
-    _stop(_root(root))
+    _stop(root_of(root))
 
 
 def _stop(project: str) -> None:
@@ -219,7 +117,7 @@ def _stop(project: str) -> None:
 @root_argument
 def stop_handoff_daemon(root: str | None) -> None:
     """Stop the handoffd daemon of ROOT (default: the project of the working directory)."""
-    _stop(_root(root))
+    _stop(root_of(root))
 
 
 @main.command()
@@ -289,7 +187,7 @@ def up(
     """Start the swarm: a tmux session per role, and the daemon."""
     from handoffd import lifecycle, swarm
 
-    project_root = _project(root)
+    project_root = project_of(root)
     commands = dict(_agent_pair(value) for value in agents)
     running = lifecycle.holder(project_root)
     try:
@@ -331,7 +229,7 @@ def down(root: str | None) -> None:
     """Stop the daemon and this project's tmux server, nothing else."""
     from handoffd import swarm
 
-    pid, killed = swarm.down(_root(root))
+    pid, killed = swarm.down(root_of(root))
     click.echo(f"daemon: {'stopped pid ' + str(pid) if pid else 'was not running'}")
     click.echo(f"tmux server: {'stopped' if killed else 'was not running'}")
 
@@ -364,3 +262,22 @@ def bench(args: tuple[str, ...]) -> None:
     from handoffd import bench as benchmark  # its options live there: `handoffd bench --help`
 
     benchmark.main.main(list(args), prog_name="handoffd bench")
+
+
+@main.command()
+@root_argument
+def mcp(root: str | None) -> None:
+    """Serve the queue's commands as MCP tools on stdio, for the calling role
+    ($SWARMFORGE_ROLE, else the working directory's)."""
+    project = project_of(root)
+    from handoffd.adapters import mcp as tools  # the SDK: only for this command
+
+    tools.serve(project)
+
+
+def resume() -> None:
+    """The console script `resume`: `handoffd resume` under its own name (docs/protocol.md
+    §10; the shim `resume.sh` runs it)."""
+    from handoffd.adapters.commands import command
+
+    command(BY_NAME["resume"]).main(prog_name="resume")

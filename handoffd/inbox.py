@@ -16,23 +16,11 @@ import os
 from handoffd import durable
 from handoffd import handoff as hf
 from handoffd.config import Box
+from handoffd.outcome import Exit, Refusal
 
 DEFAULT_PRIORITY = "50"
 SUFFIX = hf.SUFFIX  # only these names are queue items: an editor's `x.handoff~` is not one
 BLOCKED = "blocked_reason"
-
-
-class Refusal(Exception):
-    """A state the command will not act on: its token line, paths and exit code."""
-
-    def __init__(self, code: int, message: str, paths: list[str] | tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.paths = list(paths)
-
-    def render(self) -> str:
-        return "".join(f"{line}\n" for line in [self.message, *(f"- {p}" for p in self.paths)])
 
 
 class Listing:
@@ -80,10 +68,12 @@ def current_task(listing: Listing, *, finishing: bool) -> str | None:
             if finishing
             else "TASK_IN_PROCESS_IS_BATCH: use ready_for_next.sh or done_with_current.sh."
         )
-        raise Refusal(2, message, listing.batches)
+        raise Refusal(Exit.REFUSED, message, listing.batches)
     if len(listing.files) > 1:
         verb = "are" if finishing else "are already"
-        raise Refusal(2, f"AMBIGUOUS_TASK_STATE: multiple tasks {verb} in process.", listing.files)
+        raise Refusal(
+            Exit.REFUSED, f"AMBIGUOUS_TASK_STATE: multiple tasks {verb} in process.", listing.files
+        )
     return listing.files[0] if listing.files else None
 
 
@@ -95,11 +85,13 @@ def current_batch(listing: Listing, *, finishing: bool) -> str | None:
             if finishing
             else "TASK_IN_PROCESS_IS_SINGLE: use ready_for_next.sh or done_with_current.sh."
         )
-        raise Refusal(2, message, listing.files)
+        raise Refusal(Exit.REFUSED, message, listing.files)
     if len(listing.batches) > 1:
         verb = "are" if finishing else "are already"
         raise Refusal(
-            2, f"AMBIGUOUS_TASK_STATE: multiple batches {verb} in process.", listing.batches
+            Exit.REFUSED,
+            f"AMBIGUOUS_TASK_STATE: multiple batches {verb} in process.",
+            listing.batches,
         )
     return listing.batches[0] if listing.batches else None
 
@@ -108,7 +100,7 @@ def current_work(listing: Listing) -> str | None:
     """The one task file or batch dir in process, whatever the mode (None if idle)."""
     shapes = listing.files + listing.batches
     if len(shapes) > 1:
-        raise Refusal(2, "AMBIGUOUS_TASK_STATE: multiple tasks are in process.", shapes)
+        raise Refusal(Exit.REFUSED, "AMBIGUOUS_TASK_STATE: multiple tasks are in process.", shapes)
     return shapes[0] if shapes else None
 
 
@@ -199,7 +191,7 @@ class Inbox:
         """The work in process, whatever its shape; refuses when there is none."""
         found = current_work(self.listing())
         if found is None:
-            raise Refusal(1, "NO_CURRENT_TASK")
+            raise Refusal(Exit.FAILED, "NO_CURRENT_TASK")
         return self.work(found)
 
     def in_process_named(self, ident: str) -> tuple[Work, str] | None:
@@ -236,7 +228,7 @@ class Inbox:
         """Complete the task in process; returns its path in `completed/`."""
         current = current_task(self.listing(), finishing=True)
         if current is None:
-            raise Refusal(1, "NO_CURRENT_TASK")
+            raise Refusal(Exit.FAILED, "NO_CURRENT_TASK")
         item = _complete(_load(current), hf.iso_now())
         target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
         _move(item.path, target)
@@ -266,7 +258,7 @@ class Inbox:
         """Complete the batch in process; returns its dir in `completed/` and its files."""
         current = current_batch(self.listing(), finishing=True)
         if current is None:
-            raise Refusal(1, "NO_CURRENT_BATCH")
+            raise Refusal(Exit.FAILED, "NO_CURRENT_BATCH")
         items = [_load(path) for path in self.batch_items(current)]
         stamp = hf.iso_now()  # one completed_at for the batch: audits group its files by it
         for item in items:
@@ -284,7 +276,9 @@ class Inbox:
         items = [_load(path) for path in work.files]
         clashes = [i.path for i in items if os.path.lexists(os.path.join(self.new, _name(i.path)))]
         if clashes:
-            raise Refusal(2, "RELEASE_CONFLICT: a file of that name is already in new/.", clashes)
+            raise Refusal(
+                Exit.REFUSED, "RELEASE_CONFLICT: a file of that name is already in new/.", clashes
+            )
         stamp = hf.iso_now(now)
         # stamp in place first, then rename: a crash between leaves the work in process
         # (resumable, releasable again), never a half-stamped file in new/
@@ -304,8 +298,8 @@ class Inbox:
         found = self.in_process_named(ident)
         if found is None:
             if current_work(self.listing()) is None:
-                raise Refusal(1, "NO_CURRENT_TASK")
-            raise Refusal(2, f"NOT_IN_PROCESS: {ident}")
+                raise Refusal(Exit.FAILED, "NO_CURRENT_TASK")
+            raise Refusal(Exit.REFUSED, f"NOT_IN_PROCESS: {ident}")
         return found[0]
 
     def set_header(self, ident: str | None, key: str, value: str | None) -> list[str]:
@@ -316,7 +310,7 @@ class Inbox:
         else:
             paths = self.copies_named(ident)
             if not paths:
-                raise Refusal(2, f"UNKNOWN_HANDOFF: {ident}")
+                raise Refusal(Exit.REFUSED, f"UNKNOWN_HANDOFF: {ident}")
         for item in [_load(path) for path in paths]:  # every file read before any is written
             if value is not None:
                 item.handoff.set(key, value)
@@ -356,7 +350,7 @@ def _load(path: str) -> Item:
         return Item(path, hf.read(path))
     except hf.HandoffError as error:
         raise Refusal(
-            2,
+            Exit.REFUSED,
             f"INVALID_HANDOFF: {error}. Move the file out of the inbox to go on.",
             [path],
         ) from None

@@ -1,27 +1,76 @@
-"""What a command step returns: an exit code and the text for stdout and stderr.
+"""What an operation returns, and the contract's exit codes by name.
 
-Operations (taking work, reporting, releasing…) return an `Outcome` instead of
-printing and exiting from deep inside, so the console scripts, the click commands
-and the MCP tools are each a thin adapter that renders the same result.  Helpers
-import this module, so it uses nothing at all.
+Operations (taking work, reporting, answering…) return a `Result` instead of printing and
+exiting from deep inside, so the console scripts, the click commands, the MCP tools and
+the web forms are each a thin adapter that renders the same result.  A state an operation
+will not act on is a `Refusal`, raised from wherever it is found and turned into a result
+in one place.  Helpers import this module, so it uses nothing at all.
 """
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-class Outcome:
-    """A finished step: `code` is the process exit code the contract names."""
 
-    __slots__ = ("code", "stderr", "stdout")
+class Exit:
+    """The exit codes of docs/protocol.md §3, §4, §8, by name."""
 
-    def __init__(self, code: int = 0, stdout: str = "", stderr: str = "") -> None:
+    OK = 0
+    FAILED = 1  # nothing to act on (`NO_CURRENT_TASK`), or no project or role to act for
+    REFUSED = 2  # the input or the queue's state is refused; nothing was changed
+
+
+class Result:
+    """A finished operation: `code` is the process exit code the contract names, `out` and
+    `err` the text a command prints, `data` the structure its `--json` prints (or None)."""
+
+    __slots__ = ("code", "data", "err", "out")
+
+    def __init__(self, code: int = Exit.OK, out: str = "", err: str = "", data: object = None):
         self.code = code
-        self.stdout = stdout
-        self.stderr = stderr
+        self.out = out
+        self.err = err
+        self.data = data
 
     @property
     def ok(self) -> bool:
-        return self.code == 0
+        return self.code == Exit.OK
+
+    # the older names, which the operations' tests and a few adapters still read
+    @property
+    def stdout(self) -> str:
+        return self.out
+
+    @property
+    def stderr(self) -> str:
+        return self.err
 
     def __repr__(self) -> str:
-        return f"Outcome({self.code}, stdout={self.stdout!r}, stderr={self.stderr!r})"
+        return f"Result({self.code}, out={self.out!r}, err={self.err!r})"
+
+
+class Refusal(Exception):
+    """A state the operation will not act on: its token line, the paths involved, its code."""
+
+    def __init__(self, code: int, message: str, paths: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.paths = list(paths)
+
+    def render(self) -> str:
+        return "".join(f"{line}\n" for line in [self.message, *(f"- {p}" for p in self.paths)])
+
+    def result(self, out: str = "") -> Result:
+        """The refusal as a result; `out` is what was done (and printed) before it."""
+        return Result(self.code, out, self.render())
+
+
+def refused(message: str, code: int = Exit.REFUSED) -> Result:
+    """A one-line refusal, as every adapter prints it."""
+    return Result(code, "", message.rstrip("\n") + "\n")
+
+
+Outcome = Result  # the name the operations had before they carried data

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import handoff as hf
-from handoffd.helpers import USAGE
+from handoffd.ops.queue import USAGE
 from tests.conftest import Project, Result, git, run_command, snapshot, without_daemon_warning
 
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"
@@ -927,7 +927,7 @@ sys.path.insert(0, {repo!r})
 before = set(sys.modules)
 atexit.register(lambda: print(" ".join(sorted(set(sys.modules) - before)), file=sys.stderr))
 sys.argv = [{name!r}, *{args!r}]
-from handoffd import helpers
+from handoffd.adapters import console as helpers
 getattr(helpers, {name!r})()
 """
 

@@ -14,7 +14,8 @@ import pytest
 
 from handoffd import handoff as hf
 from handoffd import inbox
-from handoffd.inbox import Inbox, Listing, Refusal
+from handoffd.inbox import Inbox, Listing
+from handoffd.outcome import Refusal
 from tests.conftest import snapshot
 
 STAMP = "20260615T140531Z"

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from handoffd import lifecycle
-from handoffd.helpers import USAGE
+from handoffd.ops.queue import USAGE
 from tests.conftest import NO_DAEMON, Project, run_command
 from tests.swarm_support import command_env, handoffd
 
@@ -112,7 +112,7 @@ def test_stop_handoff_daemon_without_an_argument_outside_a_project_says_why(
 ) -> None:
     result = run_command("stop_handoff_daemon", cwd=tmp_path, role=None)
     assert result.code == 1
-    assert result.err.startswith("Error: Cannot find SwarmForge project root\n")
+    assert result.err.startswith("Cannot find SwarmForge project root\n")
 
 
 # --- handoffd -h --------------------------------------------------------------------------

@@ -18,12 +18,16 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from handoffd import draft, git, helpers
+from handoffd import draft, git
 from handoffd import handoff as hf
+from handoffd.adapters.sources import read_draft
 from handoffd.audit import audit
 from handoffd.config import Box, Role
 from handoffd.delivery import Courier
-from handoffd.inbox import Inbox, Refusal
+from handoffd.inbox import Inbox
+from handoffd.ops.context import Context
+from handoffd.ops.queue import send
+from handoffd.outcome import Refusal
 from tests.conftest import Project
 from tests.fault_support import RecordingLog, hidden_temps, queue_note, roles_of
 
@@ -119,7 +123,7 @@ def test_any_draft_is_queued_exactly_once_or_refused_with_nothing_queued(
 ) -> None:
     """In-process (the command's own `queue` operation, real git), over 150 generated drafts."""
     roles = roles_of(project.root)
-    caller = helpers.Caller(str(project.root), roles, roles["coder"])
+    caller = Context(str(project.root), roles, roles["coder"])
     outcomes: Counter[str] = Counter()
 
     @settings(max_examples=150, deadline=None, suppress_health_check=FIXTURE_OK)
@@ -128,7 +132,7 @@ def test_any_draft_is_queued_exactly_once_or_refused_with_nothing_queued(
         before = outbox_state(project, "coder")
         path = project.draft(text)
         path.write_bytes(text.encode())
-        outcome = helpers.queue(caller, str(path))
+        outcome = send(caller, read_draft(str(path)), str(path), path.unlink)
         if outcome.code:
             assert outcome.stderr.startswith(f"HANDOFF INVALID: {path}\n\nErrors:\n- ")
         else:

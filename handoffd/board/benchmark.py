@@ -25,7 +25,6 @@ from collections.abc import Callable
 from typing import Any
 
 from handoffd import handoff as hf
-from handoffd.board import status
 from handoffd.config import Box
 
 ROLES = ("lead", "coder", "cleaner", "QA", "docs", "ops")
@@ -168,7 +167,10 @@ def _read_heads(directory: str) -> int:
 
 def board_json(layout: Layout) -> int:
     """`handoffd status --json` in process: scan, projection and the JSON text."""
-    return len(status._once(layout.root, None, False, True, 3600.0))
+    from handoffd.ops import views
+    from handoffd.ops.context import resolve_context
+
+    return len(views.status(resolve_context(layout.root, needs_role=False), json=True).out)
 
 
 def timed(function: Callable[[], Any]) -> float:

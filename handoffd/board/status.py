@@ -1,25 +1,15 @@
-"""`handoffd status`: the board in the terminal (docs/protocol.md §8).
-
-Rendering is a pure function of a `Board` (lines in, lines out); the command scans,
-projects, renders and prints, or prints the cards as JSON.
-"""
+"""The board in the terminal (docs/protocol.md §8): `board` scans and projects once,
+`render` is a pure function of the result (lines in, lines out)."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import time
-
-import click
 
 from handoffd import config, lifecycle, scan
 from handoffd.board import cards, colour
-from handoffd.cli import _project, root_argument
 
 COLUMNS = ("STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
 TASK_WIDTH = 32
-WATCH_EVERY = 2.0  # seconds between redraws under --watch
 _SGR = {  # terminal colours of the STATUS cell; orange needs the 256-colour palette
     colour.RED: "\033[1;31m",
     colour.YELLOW: "\033[33m",
@@ -30,11 +20,17 @@ _RESET = "\033[0m"
 
 
 def board(
-    root: str, role: str | None, show_all: bool, window_s: float, now: float | None = None
+    root: str,
+    role: str | None,
+    show_all: bool,
+    window_s: float,
+    now: float | None = None,
+    roles: dict[str, config.Role] | None = None,
 ) -> cards.Board:
-    """Scan `root` and project its board; `role` keeps only that role's cards."""
+    """Scan `root` (whose `roles` are read unless given) and project its board; `role` keeps
+    only that role's cards."""
     now = time.time() if now is None else now
-    snapshot = scan.scan(root, now=now)
+    snapshot = scan.scan(root, roles, now=now)
     if role is not None and role not in snapshot.roles:
         raise config.UnknownRole(role)
     result = cards.project(snapshot, now, window_s, include_green=show_all)
@@ -96,58 +92,3 @@ def _table(rows: list[list[str]], tints: list[str], colours: bool) -> list[str]:
 def _line(cells: list[str], widths: list[int]) -> str:
     padded = [cell.ljust(width) for cell, width in zip(cells[:-1], widths, strict=False)]
     return "  ".join([*padded, cells[-1]]).rstrip()
-
-
-def use_colours() -> bool:
-    """Colour codes only on a terminal, and never when `NO_COLOR` is set (no-color.org)."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
-
-@click.command("status")
-@root_argument
-@click.option("--role", "role", metavar="R", help="Only the cards of role R.")
-@click.option("--all", "show_all", is_flag=True, help="Completed (green) cards too.")
-@click.option("--json", "as_json", is_flag=True, help="The cards as a JSON list.")
-@click.option(
-    "--window",
-    type=click.FloatRange(min=0, min_open=True),
-    default=60.0,
-    show_default=True,
-    metavar="MINUTES",
-    help="A claim is live while its heartbeat is younger than this.",
-)
-@click.option("--watch", is_flag=True, help=f"Redraw every {WATCH_EVERY:g} s until Ctrl-C.")
-def status(
-    root: str | None,
-    role: str | None,
-    show_all: bool,
-    as_json: bool,
-    window: float,
-    watch: bool,
-) -> None:
-    """The board: every open card in its colour, red first (docs/protocol.md §8)."""
-    project = _project(root)
-    if not watch:
-        click.echo(_once(project, role, show_all, as_json, window * 60))
-        return
-    clear = "\033[H\033[2J" if sys.stdout.isatty() else ""
-    try:
-        while True:
-            click.echo(clear + _once(project, role, show_all, as_json, window * 60))
-            sys.stdout.flush()
-            time.sleep(WATCH_EVERY)
-    except KeyboardInterrupt:  # Ctrl-C is how a watch ends: no traceback, exit 0
-        return
-
-
-def _once(project: str, role: str | None, show_all: bool, as_json: bool, window_s: float) -> str:
-    now = time.time()
-    try:
-        result = board(project, role, show_all, window_s, now)
-    except config.ConfigError as error:
-        raise click.ClickException(str(error)) from None
-    if as_json:
-        for cycle in result.cycles:
-            click.echo(cycle, err=True)
-        return json.dumps([card.to_json() for card in result.cards], ensure_ascii=False)
-    return "\n".join(render(result, now, show_all, use_colours()))

@@ -12,8 +12,8 @@ import sys
 
 import click
 
+from handoffd.adapters.commands import project_of, root_argument
 from handoffd.board import cards
-from handoffd.cli import _project, root_argument
 
 
 def is_loopback(host: str) -> bool:
@@ -67,7 +67,7 @@ def url(sock: socket.socket) -> str:
 )
 def web(root: str | None, host: str, port: int, window: float) -> None:
     """Serve the board in a browser: open cards live, the archive, each card's reports."""
-    project = _project(root)
+    project = project_of(root)
     try:
         import uvicorn
 

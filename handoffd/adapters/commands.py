@@ -1,0 +1,186 @@
+"""The `handoffd` click commands, made from the table of operations, and the options the
+hand-written commands (`run`, `start`, `web`…) share with them.
+
+A command parses its options, resolves the context, runs the operation and renders its
+result: the text on stdout and stderr, the contract's exit code (2 for a refusal, never
+click's generic 1).  Nothing here knows what an operation does.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+
+from handoffd import config
+from handoffd.adapters import sources
+from handoffd.ops import spec
+from handoffd.ops.context import config_refusal, resolve_context
+from handoffd.ops.spec import Op, Param
+from handoffd.outcome import Result
+
+WATCH_EVERY = 2.0  # seconds between redraws under --watch
+ROLE_KEYS = ("role", "agent", "conversation")
+
+
+def emit(result: Result) -> NoReturn:
+    """Print a result as a command does, then exit with its code."""
+    if result.out:
+        # surrogateescape: a file name that is not UTF-8 prints as its bytes, not a traceback
+        sys.stdout.buffer.write(result.out.encode("utf-8", "surrogateescape"))
+        sys.stdout.flush()
+    if result.err:
+        sys.stderr.write(result.err)
+    raise SystemExit(result.code)
+
+
+def use_colours() -> bool:
+    """Colour codes only on a terminal, and never when `NO_COLOR` is set (no-color.org)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+# --- the shared options -------------------------------------------------------------------
+
+
+def root_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`--root ROOT` (env HANDOFFD_ROOT): every command takes it (docs/protocol.md §8)."""
+    return click.option(
+        "--root",
+        "root_opt",
+        envvar="HANDOFFD_ROOT",
+        type=click.Path(file_okay=False),
+        help="Project root (default: found from the working directory).",
+    )(function)
+
+
+def root_argument(function: Callable[..., Any]) -> Callable[..., Any]:
+    """An optional positional ROOT and `--root ROOT`, handed on as `root`: a ROOT given in
+    place wins (docs/protocol.md §8)."""
+
+    @functools.wraps(function)
+    def command(*args: Any, root: str | None, root_opt: str | None, **kwargs: Any) -> Any:
+        return function(*args, root=root or root_opt, **kwargs)
+
+    positional = click.argument("root", required=False, type=click.Path(file_okay=False))
+    return positional(root_option(command))
+
+
+def root_of(root: str | None) -> str:
+    """The root a hand-written command names (absolute), or the one found from the working
+    directory; none found is exit 1, said plainly."""
+    try:
+        return os.path.abspath(root) if root else config.find_root()
+    except config.ConfigError as error:
+        emit(config_refusal(error))
+
+
+def project_of(root: str | None) -> str:
+    """The project root a hand-written command acts on; no project is exit 1, said plainly."""
+    from handoffd.ops.context import project_root
+
+    try:
+        return project_root(root)
+    except config.ConfigError as error:
+        emit(config_refusal(error))
+
+
+# --- commands from the table --------------------------------------------------------------
+
+
+def command(op: Op) -> click.Command:
+    """The click command of `op`."""
+
+    def callback(**values: Any) -> None:
+        positional, option = values.pop("root_arg", None), values.pop("root_opt", None)
+        root = positional or option  # a ROOT given in place wins (docs/protocol.md §8)
+        watch = values.pop("watch", False)
+        emit(_watch(op, root, values) if watch else run(op, root, values))
+
+    params: list[click.Parameter] = [
+        click_param(p) for p in op.arguments("cli") if p.name != "root"
+    ]
+    folder = click.Path(file_okay=False)
+    if op.root_positional:
+        params.append(click.Argument(["root_arg"], required=False, metavar="[ROOT]", type=folder))
+    params.append(
+        click.Option(["--root", "root_opt"], envvar="HANDOFFD_ROOT", type=folder, help=_ROOT_HELP)
+    )
+    if op.watch:
+        redraw = f"Redraw every {WATCH_EVERY:g} s until Ctrl-C."
+        params.append(click.Option(["--watch"], is_flag=True, help=redraw))
+    return click.Command(
+        op.name,
+        callback=callback,
+        params=params,
+        help=op.help,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+
+_ROOT_HELP = "Project root (default: found from the working directory)."
+
+
+def run(op: Op, root: str | None, values: dict[str, Any], colours: bool | None = None) -> Result:
+    """Resolve the context the options name, fetch the texts, run `op`."""
+    who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
+    try:
+        context = resolve_context(
+            root, **who, needs_role=op.needs == "role",
+            colours=use_colours() if colours is None else colours,
+        )  # fmt: skip
+    except config.ConfigError as error:
+        return config_refusal(error, op.unknown_role)
+    fetched = sources.from_command_line(op, values)
+    if isinstance(fetched, Result):
+        return fetched
+    return op.run(context, **fetched)
+
+
+def _watch(op: Op, root: str | None, values: dict[str, Any]) -> Result:
+    """`--watch`: redraw the result every few seconds until Ctrl-C (exit 0)."""
+    clear = "\033[H\033[2J" if sys.stdout.isatty() else ""
+    try:
+        while True:
+            result = run(op, root, dict(values))
+            if not result.ok:
+                return result
+            sys.stdout.write(clear + result.out)
+            sys.stdout.flush()
+            time.sleep(WATCH_EVERY)
+    except KeyboardInterrupt:  # Ctrl-C is how a watch ends: no traceback, exit 0
+        return Result()
+
+
+def click_param(param: Param) -> click.Parameter:
+    """The click argument or option that spells `param` on the command line."""
+    if param.kind == spec.TEXT:
+        helped = param.help + " From a file (- for stdin)."
+        return click.Option(["--file", param.name], metavar="F|-", help=helped)
+    if param.positional:
+        kind = click.Path(dir_okay=False) if param.kind == spec.DRAFT else None
+        return click.Argument(
+            [param.name], required=param.required, metavar=param.metavar, type=kind
+        )
+    names = [param.flag or param.option, param.name]
+    options: dict[str, Any] = {"help": param.help, "metavar": param.metavar}
+    if param.kind == spec.FLAG:
+        return click.Option(names, is_flag=True, help=param.help)
+    if param.kind == spec.CHOICE:
+        options["type"] = click.Choice(param.choices)
+        options.pop("metavar")
+    elif param.kind in (spec.INT, spec.FLOAT):
+        options.update(type=_number(param), show_default=True)
+    if param.default is not None:
+        options["default"] = param.default
+    return click.Option(names, required=param.required, **options)
+
+
+def _number(param: Param) -> click.ParamType[Any]:
+    if param.kind == spec.INT:
+        return click.INT if param.minimum is None else click.IntRange(min=int(param.minimum))
+    return click.FloatRange(min=param.minimum, min_open=param.open_minimum)

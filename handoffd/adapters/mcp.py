@@ -1,0 +1,186 @@
+"""`handoffd mcp [ROOT]`: the table's operations as Model Context Protocol tools on stdio
+(docs/protocol.md §12).
+
+Each tool is made from its operation's declaration: its name, its description, its
+argument schema (checked before the call), its result schema where the command has
+`--json`.  A call resolves the calling role the way the command does, runs the same
+operation and wraps its result: the printed text as content, the `--json` structure as
+structuredContent, and a refusal as a result with `isError` whose text is the command's
+message (never a protocol error).  Only this module imports the SDK, and only `handoffd
+mcp` imports this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any
+
+import jsonschema
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from handoffd import config
+from handoffd.adapters import sources
+from handoffd.ops import spec
+from handoffd.ops.context import config_refusal, resolve_context
+from handoffd.ops.spec import Op, Param
+from handoffd.ops.table import TOOLS
+from handoffd.outcome import Exit, Result, refused
+
+INSTRUCTIONS = """\
+handoffd's queue for your role (the same files and rules as the *.sh helpers).
+Start a session with `resume`. Take work with `ready_for_next`, send results with
+`send_handoff`, then `done_with_current`. On long work `report` RUNNING; when stuck
+`report` BLOCKED (or `block`). `note` keeps decisions for the next session."""
+ROLE_KEYS = ("role", "agent", "conversation")
+
+
+# --- schemas --------------------------------------------------------------------------------
+
+
+def input_schema(op: Op) -> dict[str, Any]:
+    """The JSON schema of the tool's arguments, from its operation's parameters."""
+    properties: dict[str, Any] = {}
+    required = []
+    for param in op.arguments("tool"):
+        properties.update(_properties(param))
+        if param.required:
+            required.append(param.name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties,
+                              "additionalProperties": False}  # fmt: skip
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _properties(param: Param) -> dict[str, Any]:
+    if param.kind == spec.TEXT:  # a tool gives a text inline, or names a file in its worktree
+        return {
+            "text": {"type": "string", "description": param.help},
+            "file": {"type": "string", "description": "Or: a file inside your worktree "
+                     "holding it, read by the server."},
+        }  # fmt: skip
+    schema: dict[str, Any] = {"description": param.help}
+    if param.schema is not None:
+        schema.update(param.schema)
+    elif param.kind == spec.NAMES:  # one name, a comma-separated list, or a JSON list
+        schema["anyOf"] = [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+    elif param.kind == spec.CHOICE:
+        schema.update(type="string", enum=list(param.choices))
+    else:
+        schema["type"] = {spec.INT: "integer", spec.FLOAT: "number", spec.FLAG: "boolean"}.get(
+            param.kind, "string"
+        )
+    if param.minimum is not None:
+        schema["exclusiveMinimum" if param.open_minimum else "minimum"] = param.minimum
+    if param.default not in (None, ""):
+        schema["default"] = param.default
+    return {param.name: schema}
+
+
+def listing() -> list[types.Tool]:
+    """Every tool with its argument schema, and its result schema where it has `--json`."""
+    return [
+        types.Tool(
+            name=name,
+            description=op.about or op.help,
+            input_schema=input_schema(op),
+            output_schema=op.output,
+        )
+        for name, op in TOOLS.items()
+    ]
+
+
+def problems(op: Op, args: dict[str, Any]) -> str | None:
+    """What is wrong with the arguments, checked against the tool's schema (None: nothing)."""
+    validator = jsonschema.Draft202012Validator(input_schema(op))
+    found = sorted(validator.iter_errors(args), key=lambda error: list(error.path))
+    if not found:
+        return None
+    where = [".".join(str(part) for part in error.path) or op.tool_name for error in found]
+    lines = [f"{at}: {error.message}" for at, error in zip(where, found, strict=True)]
+    return "INVALID_ARGUMENTS: " + "; ".join(lines)
+
+
+# --- calls ----------------------------------------------------------------------------------
+
+
+def call(root: str, name: str, args: dict[str, Any]) -> types.CallToolResult:
+    """Run tool `name` for the project at `root`; an unknown tool is a protocol error."""
+    op = TOOLS.get(name)
+    if op is None:
+        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
+    problem = problems(op, args)
+    if problem is not None:
+        return result(op, refused(problem))
+    # Stray prints from anything below must not reach stdout: it carries the protocol.
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            return result(op, run(op, root, args))
+        except Exception as error:  # a bug below must still be a one-line tool error
+            return result(op, Result(Exit.FAILED, "", f"INTERNAL_ERROR: {error!r}\n"))
+
+
+def run(op: Op, root: str, args: dict[str, Any]) -> Result:
+    """The operation the tool stands for, run as its command runs it."""
+    values = dict(args)
+    who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
+    try:
+        context = resolve_context(root, **who, needs_role=op.needs == "role")
+    except config.ConfigError as error:
+        return config_refusal(error, op.unknown_role)
+    fetched = sources.from_tool(op, values, context)
+    if isinstance(fetched, Result):
+        return fetched
+    return op.run(context, **fetched)
+
+
+def result(op: Op, outcome: Result) -> types.CallToolResult:
+    """The result as a tool result: stdout, then stderr, each one text block."""
+    texts = [text for text in (outcome.out, outcome.err) if text] or [""]
+    data = outcome.data
+    structured = {"items": data} if isinstance(data, list) else data
+    return types.CallToolResult(
+        content=[types.TextContent(text=text) for text in texts],
+        structured_content=structured if outcome.ok and op.output else None,
+        is_error=not outcome.ok,
+        _meta={"exit_code": outcome.code},
+    )
+
+
+def server(root: str) -> Server[Any]:
+    """The MCP server of the project at `root`."""
+
+    async def list_tools(
+        ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listing())
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return call(root, params.name, dict(params.arguments or {}))
+
+    from importlib.metadata import version
+
+    return Server(
+        "handoffd",
+        version=version("handoffd"),
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def serve(root: str) -> None:
+    """Serve the tools on stdin and stdout until the client closes them."""
+    import anyio
+
+    app = server(root)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await app.run(read, write, app.create_initialization_options())
+
+    anyio.run(main)

@@ -1,0 +1,180 @@
+"""The operations on a role's claims (docs/protocol.md §8): `heartbeat`, `release`,
+`block`, `unblock` and `report`, each under the role's inbox lock."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from handoffd import handoff as hf
+from handoffd import heartbeat as beat
+from handoffd.inbox import BLOCKED, Inbox, current_batch, current_task, current_work
+from handoffd.ops.context import Context
+from handoffd.ops.queue import finish_step, take_step
+from handoffd.ops.steps import after_step, and_then, locked, own_id
+from handoffd.outcome import Exit, Refusal, Result, refused
+
+MAX_REASON = 200
+MAX_REPORT = 64 * 1024
+STATUSES = ("RUNNING", "BLOCKED", "DONE")
+
+
+def heartbeat(context: Context) -> Result:
+    """`handoffd heartbeat`: the role shows life."""
+    me = context.me
+    beat.renew(me.handoffs, context.agent, context.conversation)
+    done = Result(Exit.OK, f"HEARTBEAT: {os.path.join(me.handoffs, beat.NAME)}\n")
+    return after_step(context, done, alive=False, changed=False)
+
+
+def release(context: Context, id: str | None = None) -> Result:
+    """Put the work in process (or the work holding `id`) back into `new/`."""
+    ident = own_id(context, id)
+
+    def step(context: Context, inbox: Inbox) -> Result:
+        return Result(Exit.OK, "".join(f"RELEASED: {p}\n" for p in inbox.release(ident)))
+
+    return locked(context, step, alive=False)
+
+
+def block(context: Context, reason: str, id: str | None = None) -> Result:
+    """Set `blocked_reason` on the role's copy (or on the work in process)."""
+    ident = own_id(context, id)
+    problem = reason_problem(reason)
+    if problem:
+        return after_step(context, refused(problem), alive=False, changed=False)
+
+    def step(context: Context, inbox: Inbox) -> Result:
+        paths = inbox.set_header(ident, BLOCKED, reason.strip())
+        return Result(Exit.OK, "".join(f"BLOCKED: {p}\n" for p in paths))
+
+    return locked(context, step, alive=False)
+
+
+def unblock(context: Context, id: str | None = None) -> Result:
+    """Remove `blocked_reason` from the role's copy (or from the work in process)."""
+    ident = own_id(context, id)
+
+    def step(context: Context, inbox: Inbox) -> Result:
+        paths = inbox.set_header(ident, BLOCKED, None)
+        return Result(Exit.OK, "".join(f"UNBLOCKED: {p}\n" for p in paths))
+
+    return locked(context, step, alive=False)
+
+
+def reason_problem(reason: str) -> str | None:
+    """Why `reason` cannot be a `blocked_reason` (one line of 1 to 200 characters), or None."""
+    text = reason.strip()
+    if "\n" in text or "\r" in text or not 1 <= len(text) <= MAX_REASON:
+        return f"INVALID_REASON: a blocked reason is one line of 1 to {MAX_REASON} characters."
+    return None
+
+
+# --- reports ----------------------------------------------------------------------------
+
+
+def report(
+    context: Context,
+    status: str,
+    text: str = "",
+    reason: str | None = None,
+    id: str | None = None,
+    now: float | None = None,
+) -> Result:
+    """`handoffd report`: store the report on the work in process, then act on its status:
+    RUNNING takes work first when there is none, BLOCKED sets the reason, DONE finishes.
+    A refused report stores nothing."""
+    ident = own_id(context, id)
+    problem, blocked = _report_checks(status, text, reason)
+    if problem:
+        return after_step(context, problem, alive=False, changed=False)
+
+    def step(context: Context, inbox: Inbox) -> Result:
+        taken = ""
+        if status == "RUNNING" and current_work(inbox.listing()) is None:
+            taken = take_step(context, inbox).out
+        try:
+            return act(context, inbox, taken)
+        except Refusal as refusal:  # what was taken is shown, even if the report is refused
+            return refusal.result("" if taken == "NO_TASK\n" else taken)
+
+    def act(context: Context, inbox: Inbox, taken: str) -> Result:
+        files = _reported_files(inbox, ident)
+        if status == "DONE":
+            _check_finishable(context, inbox)
+        stored = _store(context, files, status, text, time.time() if now is None else now)
+        done = "".join(f"REPORTED: {path}\n" for path in stored)
+        if status == "BLOCKED":
+            done += "".join(f"BLOCKED: {p}\n" for p in inbox.set_header(ident, BLOCKED, blocked))
+        if status == "DONE":
+            return and_then(done, context, inbox, finish_step)
+        return Result(Exit.OK, taken + done)
+
+    return locked(context, step, alive=status != "BLOCKED", force=True)  # a report was stored
+
+
+def _report_checks(status: str, text: str, reason: str | None) -> tuple[Result | None, str]:
+    """A refusal of the report before anything is touched, and the blocked reason."""
+    if status not in STATUSES:
+        return refused(f"INVALID_STATUS: {status} (RUNNING, BLOCKED or DONE)"), ""
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size > MAX_REPORT:
+        return refused(f"REPORT_TOO_LARGE: {size} bytes; at most {MAX_REPORT}"), ""
+    if status != "BLOCKED":
+        return None, ""
+    blocked = reason if reason is not None else blockers_line(text)
+    if blocked is None:
+        return refused("NO_BLOCKED_REASON: give --reason TEXT or a report line starting "
+                       "'Blockers:'"), ""  # fmt: skip
+    problem = reason_problem(blocked)
+    return (refused(problem) if problem else None), blocked.strip()
+
+
+def blockers_line(text: str) -> str | None:
+    """The report's first line starting `Blockers:`, without that word (None if none)."""
+    for line in text.split("\n"):
+        if line.startswith("Blockers:"):
+            return line[len("Blockers:") :].strip()
+    return None
+
+
+def _reported_files(inbox: Inbox, ident: str | None) -> list[str]:
+    """The files the report is about: the one `ident` names, else all the work in process."""
+    if ident is None:
+        return inbox.current().files
+    found = inbox.in_process_named(ident)
+    if found is None:
+        raise Refusal(Exit.REFUSED, f"NOT_IN_PROCESS: {ident}")
+    return [found[1]]
+
+
+def _check_finishable(context: Context, inbox: Inbox) -> None:
+    """Refuse DONE, before storing, when done_with_current would refuse to finish."""
+    mode = context.me.mode
+    if mode not in ("task", "batch"):
+        raise Refusal(Exit.REFUSED, f"INVALID_RECEIVE_MODE: {mode}")
+    decide = current_task if mode == "task" else current_batch
+    if decide(inbox.listing(), finishing=True) is None:
+        raise Refusal(Exit.FAILED, "NO_CURRENT_TASK" if mode == "task" else "NO_CURRENT_BATCH")
+
+
+def _store(context: Context, files: list[str], status: str, text: str, now: float) -> list[str]:
+    from handoffd.board import reports  # front matter and YAML: only when a report is stored
+
+    role, stored = context.me, []
+    for path in files:
+        who = (role.name, context.agent, context.conversation)
+        stored.append(reports.store(role.handoffs, report_id(path), status, *who, text, now))
+    return stored
+
+
+def report_id(path: str) -> str:
+    """The id a report on the file at `path` is filed under: its `id` header, unless that
+    could name a folder outside `reports/`, then the id its file name carries."""
+    try:
+        ident = hf.read(path).get("id") or ""
+    except hf.HandoffError:
+        ident = ""
+    if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
+        return hf.name_id(os.path.basename(path))
+    return ident

@@ -1,0 +1,89 @@
+"""Who an operation acts for: the project root, its roles, the role and who runs it.
+
+`resolve_context` is the one place that finds them (docs/protocol.md §1, §8): the
+adapter's options first, then the environment, then roles.tsv and the working directory.
+Helpers import this module, so it uses only cheap standard modules.
+"""
+
+from __future__ import annotations
+
+import os
+
+from handoffd import config
+from handoffd.outcome import Exit, Result
+
+
+class Context:
+    """The project at `root`, its `roles`, the `role` acted for (None for an operation on
+    the project as a whole) and who runs it (`agent`, `conversation`).  `colours`: the
+    text may carry terminal colours (a command whose stdout is a terminal)."""
+
+    __slots__ = ("agent", "colours", "conversation", "role", "roles", "root")
+
+    def __init__(
+        self,
+        root: str,
+        roles: dict[str, config.Role],
+        role: config.Role | None = None,
+        agent: str = "",
+        conversation: str = "",
+        colours: bool = False,
+    ) -> None:
+        self.root = root
+        self.roles = roles
+        self.role = role
+        self.agent = agent or (role.agent if role else "")
+        self.conversation = conversation
+        self.colours = colours
+
+    @property
+    def me(self) -> config.Role:
+        """The role acted for; only operations that need one are given a context without."""
+        assert self.role is not None, "an operation on a role was given no role"
+        return self.role
+
+    def __repr__(self) -> str:
+        return f"Context({self.root!r}, role={self.role and self.role.name!r})"
+
+
+def resolve_context(
+    root: str | None = None,
+    role: str | None = None,
+    agent: str | None = None,
+    conversation: str | None = None,
+    *,
+    needs_role: bool = True,
+    colours: bool = False,
+) -> Context:
+    """The context the options name.  Raises `config.ConfigError` (exit 1) when there is no
+    project, or (if `needs_role`) no role to act for."""
+    root = project_root(root)
+    roles = config.load_roles(root)
+    if not needs_role:
+        return Context(root, roles, colours=colours)
+    me = config.calling_role(roles, role or os.environ.get("SWARMFORGE_ROLE"))
+    agent = agent or os.environ.get("SWARMFORGE_AGENT") or me.agent
+    if conversation is None:
+        conversation = os.environ.get("SWARMFORGE_CONVERSATION", "")
+    return Context(root, roles, me, agent, conversation, colours)
+
+
+def project_root(given: str | None) -> str:
+    """The root given (absolute), else the one found from the working directory
+    (docs/protocol.md §1); a root given that is no project is refused by name."""
+    if not given:
+        return config.find_root()
+    root = os.path.abspath(given)
+    if not os.path.isdir(os.path.join(root, config.SWARMFORGE)):
+        raise config.ConfigError(
+            f"{root} is not a handoffd project (no {config.SWARMFORGE}/); "
+            "run `handoffd init` there first, or pass the project root"
+        )
+    return root
+
+
+def config_refusal(error: config.ConfigError, unknown_role: str = "Unknown role: {}") -> Result:
+    """How every adapter says that the project or the role cannot be found (exit 1)."""
+    if isinstance(error, config.UnknownRole):
+        return Result(Exit.FAILED, "", unknown_role.format(error.name) + "\n")
+    return Result(Exit.FAILED, "", f"{error}\n")

@@ -1,0 +1,182 @@
+"""Queueing, taking and finishing work (docs/protocol.md §3, §4): the operations the
+agents' helpers run, each one inbox or outbox step under the role's lock.
+
+Start-up cost is part of the contract (an agent runs these constantly), so this module
+and what it imports at the top use only cheap standard modules (a test pins the list).
+"""
+
+from __future__ import annotations
+
+import time
+
+from handoffd import blocks
+from handoffd.inbox import Inbox
+from handoffd.ops.context import Context
+from handoffd.ops.steps import after_step, and_then, locked
+from handoffd.outcome import Exit, Refusal, Result
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from handoffd.ops.steps import Step
+
+USAGE = """\
+Usage: swarm_handoff.sh <draft-file>
+
+Write a draft of header lines only; swarm_handoff.sh adds the rest and queues it.
+
+type: git_handoff
+to: <role>[,<role>...]
+priority: <00-99>
+task: <short-stable-task-name, at most 80 characters>
+commit: <10-hex-digit commit abbreviation>
+
+type: note
+to: <role>[,<role>...]
+priority: <00-99>
+message: <one line, at most 80 characters>
+
+Optional for any type: depends_on: <id>[,<id>...] and blocked_reason: <one line>.
+"""
+
+
+# --- taking and finishing work (docs/protocol.md §4) ------------------------------------
+
+
+def _take_task(context: Context, inbox: Inbox) -> Result:
+    item = inbox.take_task()
+    return Result(Exit.OK, "NO_TASK\n" if item is None else blocks.task(item))
+
+
+def _take_batch(context: Context, inbox: Inbox) -> Result:
+    taken = inbox.take_batch()
+    return Result(Exit.OK, "NO_TASK\n" if taken is None else blocks.batch(*taken))
+
+
+def _finish_task(context: Context, inbox: Inbox) -> Result:
+    done = blocks.completed(inbox.finish_task())
+    return and_then(done, context, inbox, _take_task)
+
+
+def _finish_batch(context: Context, inbox: Inbox) -> Result:
+    directory, files = inbox.finish_batch()
+    done = blocks.completed(files) + f"COMPLETED_BATCH: {directory}\n"
+    return and_then(done, context, inbox, _take_batch)
+
+
+def by_mode(task: Step, batch: Step) -> Step:
+    """The step for the role's receive mode in roles.tsv."""
+
+    def step(context: Context, inbox: Inbox) -> Result:
+        mode = context.me.mode
+        if mode not in ("task", "batch"):
+            raise Refusal(Exit.REFUSED, f"INVALID_RECEIVE_MODE: {mode}")
+        return task(context, inbox) if mode == "task" else batch(context, inbox)
+
+    return step
+
+
+take_step = by_mode(_take_task, _take_batch)
+finish_step = by_mode(_finish_task, _finish_batch)
+
+
+def take(context: Context) -> Result:
+    """`ready_for_next`: the role's next work, in its receive mode."""
+    return locked(context, take_step, alive=True)
+
+
+def take_task(context: Context) -> Result:
+    return locked(context, _take_task, alive=True)
+
+
+def take_batch(context: Context) -> Result:
+    return locked(context, _take_batch, alive=True)
+
+
+def finish(context: Context) -> Result:
+    """`done_with_current`: complete the work in process, then take the next."""
+    return locked(context, finish_step, alive=True)
+
+
+def finish_task(context: Context) -> Result:
+    return locked(context, _finish_task, alive=True)
+
+
+def finish_batch(context: Context) -> Result:
+    return locked(context, _finish_batch, alive=True)
+
+
+# --- queueing work (docs/protocol.md §3) ----------------------------------------------------
+
+
+def send(
+    context: Context,
+    draft: str,
+    name: str = "send_handoff",
+    consumed: Callable[[], None] | None = None,
+) -> Result:
+    """`swarm_handoff DRAFT` and the tool `send_handoff`: check the draft text (called
+    `name` in a refusal), queue it, then `consumed()` (the draft file is deleted)."""
+    sent_to = ""
+    try:
+        result, sent_to = _queue(context, draft, name, consumed)
+    except Refusal as refusal:
+        result = refusal.result()
+    except OSError as error:
+        result = Result(Exit.FAILED, "", f"I/O error: {error}\n")
+    return after_step(context, result, alive=True, changed=bool(sent_to), sent_to=sent_to)
+
+
+def _queue(
+    context: Context, text: str, name: str, consumed: Callable[[], None] | None
+) -> tuple[Result, str]:
+    """The result, and the recipients of the handoff queued."""
+    from handoffd import draft, git, outbox
+
+    sender = context.me
+    checked = draft.check(
+        text,
+        set(context.roles),
+        lambda c: git.resolve_commit(sender.worktree, c),
+        lambda ident: outbox.handoff_exists(context.roles, ident),
+    )
+    if not isinstance(checked, list) and (too_long := outbox.name_problem(checked, sender.name)):
+        checked = [too_long]
+    if isinstance(checked, list):
+        raise Refusal(Exit.REFUSED, invalid(context, checked, text, name))
+    path = outbox.queue(sender, checked, time.time())
+    if consumed is not None:
+        consumed()
+    queued = Result(Exit.OK, f"HANDOFF QUEUED: {path}\n", _no_daemon_warning(context.root))
+    return queued, ",".join(checked.recipients)
+
+
+def invalid(context: Context, errors: list[str], text: str, name: str) -> str:
+    """The `HANDOFF INVALID` report of a refused draft (docs/protocol.md §3)."""
+    listed = "".join(f"- {message}\n" for message in errors)
+    usage = USAGE + ("\n" + _packet_usage() if "type: packet" in text else "")
+    if any(message.startswith("Unknown recipient role") for message in errors):
+        # The error line keeps the contract's exact words (agents match them); the
+        # roles to choose from close the usage text, which is ours to write.
+        usage += f"\nKnown roles: {', '.join(sorted(context.roles))}.\n"
+    return f"HANDOFF INVALID: {name}\n\nErrors:\n{listed}\n{usage}".rstrip("\n")
+
+
+def _packet_usage() -> str:
+    from handoffd.continuity import packet
+
+    return packet.USAGE
+
+
+def _no_daemon_warning(root: str) -> str:
+    """One line when nothing will deliver the handoff (the exit code stays 0: prompts rely
+    on it); empty when a daemon holds the project's lock."""
+    from handoffd import lifecycle  # ~2 ms (socket, select), paid only by swarm_handoff
+
+    if lifecycle.holder(root) is not None:
+        return ""
+    return (
+        f"WARNING: no handoffd daemon is running for {root}; this handoff waits in outbox/ "
+        f"until one does. Start it with: handoffd start {root}\n"
+    )

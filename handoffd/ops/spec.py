@@ -1,0 +1,155 @@
+"""How an operation is declared: its parameters, where its function lives, what it returns.
+
+A declaration is data, cheap to import (a helper reads the table on every call): the
+function is named by `"module:attribute"` and imported only when the operation runs.
+Every adapter reads the same declaration, so a parameter is spelled once and the click
+command, the MCP tool's schema and the web form cannot drift apart.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from handoffd.ops.context import Context
+    from handoffd.outcome import Result
+
+# What a parameter holds.  TEXT and DRAFT are texts each adapter fetches its own way: the
+# command line from a file (or stdin), a tool from its arguments, the web from a form.
+STR, INT, FLOAT, FLAG, CHOICE, NAMES, TEXT, DRAFT = (
+    "str", "int", "float", "flag", "choice", "names", "text", "draft",
+)  # fmt: skip
+
+
+class Param:
+    """One parameter: its name (the function's keyword and the tool's argument), its kind,
+    the help a person or an agent reads, and how the command line spells it."""
+
+    __slots__ = (
+        "choices", "cli", "default", "flag", "help", "kind", "limit", "metavar", "minimum",
+        "name", "open_minimum", "positional", "required", "schema", "tool",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        help: str,
+        *,
+        default: object = None,
+        required: bool = False,
+        positional: bool = False,
+        flag: str | None = None,
+        metavar: str | None = None,
+        choices: tuple[str, ...] = (),
+        minimum: float | None = None,
+        open_minimum: bool = False,
+        limit: int = 0,
+        cli: bool = True,
+        tool: bool = True,
+        schema: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.help = help
+        self.default = default
+        self.required = required
+        self.positional = positional  # an argument on the command line, not an --option
+        self.flag = flag  # the command line's spelling(s), e.g. "-n"; default --the-name
+        self.metavar = metavar
+        self.choices = choices
+        self.minimum = minimum
+        self.open_minimum = open_minimum  # the minimum itself is not allowed
+        self.limit = limit  # TEXT: bytes at most (an adapter reads no more than one past it)
+        self.cli = cli  # on the command line
+        self.tool = tool  # an argument of the MCP tool
+        self.schema = schema  # the tool's JSON schema of it, where the kind's is not right
+
+    @property
+    def option(self) -> str:
+        """The long option of the command line: `--max-lines` for `max_lines`."""
+        return "--" + self.name.replace("_", "-")
+
+    def __repr__(self) -> str:
+        return f"Param({self.name!r}, {self.kind})"
+
+
+class Op:
+    """One operation: its command name, its function, its parameters and its adapters.
+
+    `needs` is what the operation acts for: `role` (the calling role, or `--role`, with its
+    agent and conversation), `project` (the project alone; a role may be a filter).
+    """
+
+    __slots__ = (
+        "about", "form", "help", "name", "needs", "output", "params", "root_positional",
+        "target", "tool", "tool_params", "unknown_role", "watch",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,
+        target: str,
+        help: str,
+        params: tuple[Param, ...] = (),
+        *,
+        about: str = "",
+        needs: str = "role",
+        root_positional: bool = False,
+        tool: bool = True,
+        tool_params: tuple[Param, ...] | None = None,
+        output: dict[str, Any] | None = None,
+        unknown_role: str = "Unknown role: {}",
+        watch: bool = False,
+        form: str = "",
+    ) -> None:
+        self.name = name
+        self.target = target
+        self.help = help  # one line: the command's short help, the tool's first sentence
+        self.about = about  # what an agent reads about the tool beyond that line
+        self.params = params
+        self.needs = needs
+        self.root_positional = root_positional  # `[ROOT]` as in docs/protocol.md
+        self.tool = tool
+        self.tool_params = tool_params  # the tool's own parameters, where they differ
+        self.output = output  # the MCP result schema of its `--json` structure
+        self.unknown_role = unknown_role  # how a role missing from roles.tsv is named
+        self.watch = watch  # the command may redraw it (`--watch`)
+        self.form = form  # the web board's action name, for an operator's action
+
+    @property
+    def tool_name(self) -> str:
+        return self.name.replace("-", "_")
+
+    def arguments(self, adapter: str) -> tuple[Param, ...]:
+        """The parameters `adapter` ("cli" or "tool") offers."""
+        if adapter == "tool":
+            given = self.params if self.tool_params is None else self.tool_params
+            return tuple(p for p in given if p.tool)
+        return tuple(p for p in self.params if p.cli)
+
+    def function(self) -> Callable[..., Result]:
+        """The operation's function, imported now."""
+        module, _, attribute = self.target.partition(":")
+        return getattr(__import__(module, fromlist=[attribute]), attribute)  # type: ignore[no-any-return]
+
+    def run(self, context: Context, **values: object) -> Result:
+        """Run the operation; a refusal, a configuration or an I/O error from anywhere below
+        is its result."""
+        from handoffd.config import ConfigError
+        from handoffd.ops.context import config_refusal
+        from handoffd.outcome import Exit, Refusal, Result
+
+        try:
+            return self.function()(context, **values)
+        except Refusal as refusal:
+            return refusal.result()
+        except ConfigError as error:  # roles.tsv broken since the context read it, say
+            return config_refusal(error)
+        except OSError as error:
+            return Result(Exit.FAILED, "", f"I/O error: {error}\n")
+
+    def __repr__(self) -> str:
+        return f"Op({self.name!r})"

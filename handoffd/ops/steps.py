@@ -1,0 +1,70 @@
+"""What every operation on a role does around its step: the lock, the heartbeat, the
+live file (docs/protocol.md §8, §10).  Helpers import this module: standard `os` only."""
+
+from __future__ import annotations
+
+from handoffd import heartbeat
+from handoffd.inbox import Inbox
+from handoffd.ops.context import Context
+from handoffd.outcome import Refusal, Result
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs ~15 ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Step = Callable[[Context, Inbox], Result]
+
+
+def after_step(
+    context: Context,
+    result: Result,
+    *,
+    alive: bool,
+    changed: bool = True,
+    sent_to: str = "",
+    force: bool = False,
+) -> Result:
+    """The one place every operation on a role passes after its step: the heartbeat of a
+    role that showed life (`alive`), and the live file of a role whose state may have
+    `changed` (`sent_to` names the recipients of a handoff it queued; `force` rewrites the
+    file even if only its time would change)."""
+    if alive:
+        try:
+            heartbeat.renew(context.me.handoffs, context.agent, context.conversation)
+        except OSError:
+            pass  # a liveness hint: never fail the step that earned it
+    if changed:  # also after a refusal: finishing may have completed work before refusing
+        from handoffd.continuity import hook
+
+        # never raises: the step's work is done
+        hook.after_step(context.me, sent_to, force=force or bool(sent_to))
+    return result
+
+
+def locked(context: Context, step: Step, *, alive: bool, force: bool = False) -> Result:
+    """Run `step` holding the role's inbox lock; a refusal or an I/O error is its result;
+    `force` rewrites the live file after a step that succeeded."""
+    try:
+        with Inbox(context.me.handoffs) as inbox:
+            result = step(context, inbox)
+    except Refusal as refusal:
+        result = refusal.result()
+    except OSError as error:
+        result = Result(1, "", f"I/O error: {error}\n")
+    return after_step(context, result, alive=alive, force=force and result.ok)
+
+
+def and_then(done: str, context: Context, inbox: Inbox, take: Step) -> Result:
+    """What was completed, then the next take: done is done, even if that take is refused."""
+    try:
+        following = take(context, inbox)
+    except Refusal as refusal:
+        following = refusal.result()
+    return Result(following.code, done + following.out, following.err)
+
+
+def own_id(context: Context, ident: str | None) -> str | None:
+    """An ID as a person copies it from the board: a card of the role's own, `<id>@<role>`
+    (docs/protocol.md §8), names that id; anything else is left as given."""
+    suffix = "@" + context.me.name
+    return ident[: -len(suffix)] if ident and ident.endswith(suffix) else ident

@@ -1,0 +1,194 @@
+"""The table of operations: every operation of docs/protocol.md §3, §4, §8, §10 to §14,
+declared once.
+
+The console scripts, the `handoffd` click commands, the MCP tools (their schemas
+included) and the web board's forms are all made from these declarations
+(`handoffd.adapters`), so a new operation is one entry here and one function.  This
+module is data: helpers read it on every call, and it imports nothing but the spec.
+"""
+
+from __future__ import annotations
+
+from handoffd.ops.spec import CHOICE, DRAFT, FLAG, FLOAT, INT, NAMES, STR, TEXT, Op, Param
+
+# --- parameters many operations share ---------------------------------------------------
+
+ROOT = Param("root", STR, "Project root (default: found from the working directory).",
+             metavar="DIRECTORY", tool=False)  # fmt: skip
+ROLE = Param("role", STR, "Act for this role (default: the calling role).")
+AGENT = Param("agent", STR, "Agent name (default: $SWARMFORGE_AGENT, else roles.tsv).")
+CONVERSATION = Param("conversation", STR, "Conversation (default: $SWARMFORGE_CONVERSATION).")
+WHO = (ROLE, AGENT, CONVERSATION)
+ID = Param("id", STR, "A handoff id (its `id` header, or its card). Default: the work in process.",
+           positional=True, metavar="[ID]")  # fmt: skip
+JSON = Param("json", FLAG, "The command's --json output as the text.", default=False)
+WINDOW = Param("window", FLOAT, "A claim is live while its heartbeat is younger than this.",
+               default=60.0, minimum=0, open_minimum=True, metavar="MINUTES")  # fmt: skip
+REPORT_LIMIT = 64 * 1024
+
+# --- sending (docs/protocol.md §3, §10) ---------------------------------------------------
+
+SEND_FIELDS = (
+    Param("type", CHOICE, "git_handoff (work on a commit), note (one line) or packet (a brief).",
+          choices=("git_handoff", "note", "packet"), required=True),
+    Param("to", NAMES, "Recipient roles, in order: 'cleaner', 'architect,QA' or a list.",
+          required=True),
+    Param("priority", STR, "Two digits, 00 (first) to 99: '50' (a number is written as it reads).",
+          required=True, schema={"type": ["string", "integer"]}),
+    Param("task", STR, "git_handoff and packet: a short stable task name (≤ 80 characters)."),
+    Param("commit", STR, "git_handoff: the commit, `git rev-parse --short=10 HEAD` of your "
+          "worktree."),
+    Param("message", STR, "note: the note, one line of at most 80 characters."),
+    Param("depends_on", NAMES, "Ids of existing handoffs this one depends on (any type)."),
+    Param("blocked_reason", STR, "Filed blocked from the start: why (one line, ≤ 200 "
+          "characters)."),
+    Param("objective", STR, "packet: one sentence on one line."),
+    Param("decisions_made", STR, "packet: choices already made, not to be re-litigated."),
+    Param("ruled_out_paths", STR, "packet: approaches tried and why they failed."),
+    Param("target_scope", STR, "packet: the files and areas to change, and what to leave alone."),
+    Param("hard_constraints", STR, "packet: what must not break or change."),
+    Param("verification", STR, "packet: the commands that show the work is done."),
+    Param("if_blocked", STR, "packet: what to do when stuck."),
+)  # fmt: skip
+DRAFT_FILE = Param("draft", DRAFT, "The draft file: header lines (a packet adds its sections).",
+                   positional=True, required=True, metavar="DRAFT", tool=False)  # fmt: skip
+
+# --- what the tools' structured results look like ----------------------------------------
+
+ITEMS = {"type": "object", "properties": {"items": {"type": "array"}}, "required": ["items"]}
+RESUME_OUT = {
+    "type": "object",
+    "properties": {
+        "source": {"enum": ["live_file", "queue", "git", "cold_start"]},
+        "role": {"type": "string"},
+        "branch": {"type": "string"},
+        "open_question": {"type": ["string", "null"]},
+        "state": {"type": ["string", "null"]},
+        "next_step": {"type": ["string", "null"]},
+        "lines": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["source", "role", "branch", "open_question", "state", "next_step", "lines"],
+}
+DIGEST_OUT = {
+    "type": "object",
+    "properties": {
+        "markdown": {"type": "string"},
+        "receipt": {"type": "object"},
+        "gaps": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["markdown", "receipt", "gaps"],
+}
+
+QUEUE = "handoffd.ops.queue:"
+CLAIMS = "handoffd.ops.claims:"
+VIEWS = "handoffd.ops.views:"
+
+OPS = (
+    Op("send-handoff", QUEUE + "send", "Check a draft and queue it (as swarm_handoff does).",
+       (DRAFT_FILE, *WHO, ROOT), tool_params=SEND_FIELDS,
+       unknown_role="Unknown sender role: {}",
+       about="Send work to other roles: checks the draft these fields make and queues it, "
+       "exactly as swarm_handoff.sh does with a draft file. git_handoff needs to, priority, "
+       "task and commit; note needs to, priority and message; packet needs to, priority, "
+       "task and all seven sections. Prints 'HANDOFF QUEUED: <path>'; a bad draft is refused "
+       "with every error listed ('HANDOFF INVALID'): fix the fields and send again."),
+    Op("ready-for-next", QUEUE + "take", "Take the next work in the role's receive mode.",
+       (*WHO, ROOT), tool_params=(),
+       about="Take your next work (as ready_for_next.sh): prints a TASK block (task mode) or a "
+       "BATCH block (batch mode) with the payload to act on, the same block again if you "
+       "already hold work, or NO_TASK when your inbox is empty."),
+    Op("ready-for-next-task", QUEUE + "take_task", "Take the next task (task mode).",
+       (*WHO, ROOT), tool=False),
+    Op("ready-for-next-batch", QUEUE + "take_batch", "Take the next batch (batch mode).",
+       (*WHO, ROOT), tool=False),
+    Op("done-with-current", QUEUE + "finish", "Finish the work in process, then take the next.",
+       (*WHO, ROOT), tool_params=(),
+       about="Finish the work you hold (as done_with_current.sh): prints COMPLETED: <path> per "
+       "file, then takes and prints your next work (or NO_TASK). Send your results with "
+       "send_handoff first. Refused with NO_CURRENT_TASK when you hold nothing."),
+    Op("done-with-current-task", QUEUE + "finish_task", "Finish the task in process (task mode).",
+       (*WHO, ROOT), tool=False),
+    Op("done-with-current-batch", QUEUE + "finish_batch",
+       "Finish the batch in process (batch mode).", (*WHO, ROOT), tool=False),
+    Op("heartbeat", CLAIMS + "heartbeat", "Renew the role's heartbeat: its claims stay live.",
+       (*WHO, ROOT),
+       about="Show you are alive on long work: your claims stay live (yellow on the board). "
+       "Every other tool that acts for you renews it too."),
+    Op("release", CLAIMS + "release",
+       "Put the work in process (a whole batch, whichever file ID names) back into new/.",
+       (ID, *WHO, ROOT),
+       about="Give back the work you hold (or the work holding id): it returns to your inbox's "
+       "new/ for a later take, unclaimed. Prints RELEASED: <path> per file."),
+    Op("block", CLAIMS + "block",
+       "Set blocked_reason on the role's copy of ID (default: the work in process).",
+       (ID, Param("reason", STR, "Why it is blocked: one line, 1 to 200 characters.",
+                  required=True), *WHO, ROOT),
+       about="Mark your work in process (or the handoff id in your inbox) blocked, with the "
+       "reason the operator sees in red on the board. Undo with unblock."),
+    Op("unblock", CLAIMS + "unblock",
+       "Remove blocked_reason from the role's copy of ID (default: the work in process).",
+       (ID, *WHO, ROOT),
+       about="Remove the blocked reason from your work in process (or from the handoff id)."),
+    Op("report", CLAIMS + "report",
+       "Store a report on the work in process (or on ID) and act on its status.",
+       (ID,
+        Param("status", CHOICE, "RUNNING renews the claim (taking work if none is in process); "
+              "BLOCKED sets the reason; DONE finishes the work as done_with_current does.",
+              choices=("RUNNING", "BLOCKED", "DONE"), required=True),
+        Param("text", TEXT, "The report, Markdown (at most 64 KiB).", limit=REPORT_LIMIT,
+              default=""),
+        Param("reason", STR, "For BLOCKED (default: the report's first 'Blockers:' line)."),
+        *WHO, ROOT),
+       about="Report on your work in Markdown. RUNNING: progress (takes work first if you hold "
+       "none); BLOCKED: sets the blocked reason (reason, else the report's first 'Blockers:' "
+       "line); DONE: stores the report, then finishes as done_with_current."),
+    Op("note", VIEWS + "note", "Add to the agent's sections of the live file HANDOFF.md.",
+       (Param("decision", STR, "Add a choice not to be re-litigated to Decisions."),
+        Param("ruled_out", STR, "Add '<approach>: <why it failed>' to Ruled Out."),
+        Param("verify", STR, "Set the command that checks the work (Verify)."),
+        ROLE, ROOT),
+       about="Record in your live file HANDOFF.md what the next session must not redo: a "
+       "decision, a ruled-out approach ('<approach>: <why it failed>') or the command that "
+       "verifies the work. Give at least one."),
+    Op("status", VIEWS + "status",
+       "The board: every open card in its colour, red first (docs/protocol.md §8).",
+       (Param("role", STR, "Only the cards of role R.", metavar="R"),
+        Param("all", FLAG, "Completed (green) cards too.", default=False),
+        Param("json", FLAG, "The cards as a JSON list.", default=False),
+        WINDOW, ROOT),
+       needs="project", root_positional=True, watch=True, output=ITEMS,
+       about="The board: every open card (red blocked or failed, yellow claimed, orange "
+       "waiting) with its detail; structuredContent.items holds one object per card."),
+    Op("resume", VIEWS + "resume",
+       "Where were we: the role's state and next step, in at most five lines.",
+       (ROLE, Param("json", FLAG, "One JSON object instead of lines.", default=False), ROOT),
+       output=RESUME_OUT,
+       about="Where were we: your role's state and next step, from the live file, the queue "
+       "or git, in at most five lines (COLD_START when there is no history). Call it first in "
+       "a new session."),
+    Op("digest", VIEWS + "digest",
+       "A thread written by the machine from the queue, its reports and git, with receipts.",
+       (Param("id", STR, "A handoff id: its task's thread (or the handoff alone).",
+              positional=True, metavar="[ID]"),
+        Param("task", STR, "Digest every handoff with this task header."),
+        Param("max_lines", INT, "At most this many lines (8 or more); the receipt is never "
+              "dropped.", default=60),
+        Param("json", FLAG, "markdown, receipt and gaps as JSON.", default=False),
+        ROOT),
+       needs="project", output=DIGEST_OUT,
+       about="A thread's history written from the files (handoffs, commits, files, reports), "
+       "every line citing its source, with a receipt of the ids it covers. Give id or task."),
+    Op("carry-forward", VIEWS + "carry_forward",
+       "The latest threads, newest activity first, each a digest with its receipt.",
+       (Param("n", INT, "How many threads.", default=5, minimum=1, flag="-n"),
+        Param("since", STR, "Only threads active since this ISO 8601 time."),
+        Param("role", STR, "Only threads this role sent or received in."),
+        Param("json", FLAG, "A list of digest objects.", default=False),
+        ROOT),
+       needs="project", root_positional=True, output=ITEMS,
+       about="What happened here recently: the latest threads, newest activity first, each as "
+       "a compact digest with its receipt. structuredContent.items holds the digests."),
+)  # fmt: skip
+
+BY_NAME = {op.name: op for op in OPS}
+TOOLS = {op.tool_name: op for op in OPS if op.tool}

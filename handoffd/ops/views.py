@@ -1,0 +1,123 @@
+"""The operations that read the project (docs/protocol.md §8, §10, §11): the board
+(`status`), `resume`, `digest`, `carry-forward`; and `note`, the agent's own lines of its
+live file.  Each returns its text and, where the command has `--json`, its structure."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import time
+
+from handoffd import config
+from handoffd.ops.context import Context, config_refusal
+from handoffd.outcome import Exit, Result, refused
+
+
+def status(
+    context: Context,
+    role: str | None = None,
+    all: bool = False,
+    json: bool = False,
+    window: float = 60.0,
+) -> Result:
+    """The board: its text (or its JSON), and its cards as data."""
+    from handoffd.board import status as board
+
+    now = time.time()
+    if role is not None and role not in context.roles:
+        return config_refusal(config.UnknownRole(role))
+    shown = board.board(context.root, role, all, window * 60, now, context.roles)
+    items = [card.to_json() for card in shown.cards]
+    if json:
+        cycles = "".join(f"{cycle}\n" for cycle in shown.cycles)
+        return Result(Exit.OK, _dumps(items) + "\n", cycles, items)
+    text = "\n".join(board.render(shown, now, all, context.colours)) + "\n"
+    return Result(Exit.OK, text, "", items)
+
+
+def resume(context: Context, json: bool = False) -> Result:
+    """Where were we: the role's answer, climbed once (the git rung writes the live file)."""
+    from handoffd.continuity import resume as ladder
+
+    answer = ladder.climb(context.me, context.root)
+    shown = answer.as_json()
+    if json:
+        return Result(Exit.OK, _dumps(shown) + "\n", "", shown)
+    return Result(Exit.OK, "".join(f"{line}\n" for line in answer.lines()), "", shown)
+
+
+def note(
+    context: Context,
+    decision: str | None = None,
+    ruled_out: str | None = None,
+    verify: str | None = None,
+) -> Result:
+    """Add to the agent's sections of the live file HANDOFF.md."""
+    from handoffd.continuity import hook, live
+
+    given = {"Decisions": decision, "Ruled Out": ruled_out, "Verify": verify}
+    given = {name: live.one_line(text) for name, text in given.items() if text is not None}
+    if not given or not all(given.values()):
+        return refused("NOTE_EMPTY: give --decision, --ruled-out or --verify text.")
+
+    def edit(sections: dict[str, list[str]]) -> None:
+        for name, text in given.items():
+            if name == "Verify":
+                sections[name] = [f"`{text}`"]
+            else:
+                sections[name] = live.add_bullet(sections.get(name, []), f"- {text}")
+
+    hook.refresh(context.me, edit=edit)
+    return Result(Exit.OK, f"NOTED: {live.path(context.me.worktree)}\n")
+
+
+def digest(
+    context: Context,
+    id: str | None = None,
+    task: str | None = None,
+    max_lines: int = 60,
+    json: bool = False,
+) -> Result:
+    """The digest of a handoff's thread, or of a task's."""
+    from handoffd.continuity import budget
+    from handoffd.continuity import digest_commands as digests
+
+    if (id is None) == (task is None):
+        return refused("INVALID_ARGUMENTS: give a handoff ID or --task T (one of them)")
+    try:
+        made = digests.digest_of(context.root, id, task, max_lines)
+    except budget.BudgetTooSmall as error:
+        return refused(f"BUDGET_TOO_SMALL: {error}")
+    if isinstance(made, Result):
+        return made
+    shown = made.as_json()
+    if json:
+        return Result(Exit.OK, _dumps(shown, indent=2) + "\n", "", shown)
+    return Result(Exit.OK, made.markdown, "", shown)
+
+
+def carry_forward(
+    context: Context,
+    n: int = 5,
+    since: str | None = None,
+    role: str | None = None,
+    json: bool = False,
+) -> Result:
+    """The last `n` threads, newest activity first, each a compact digest."""
+    from handoffd.continuity import digest_commands as digests
+    from handoffd.handoff import epoch
+
+    when = None if since is None else epoch(since)
+    if since is not None and when is None:
+        return refused(f"INVALID_ARGUMENTS: --since is not an ISO 8601 time: {since!r}")
+    if role is not None and role not in context.roles:
+        return config_refusal(config.UnknownRole(role))
+    made = digests.carry_forward_of(context.root, n, when, role)
+    items = [one.as_json() for one in made]
+    if json:
+        return Result(Exit.OK, _dumps(items, indent=2) + "\n", "", items)
+    text = "\n".join(d.markdown for d in made) if made else "NO_THREADS\n"
+    return Result(Exit.OK, text, "", items)
+
+
+def _dumps(data: object, indent: int | None = None) -> str:
+    return jsonlib.dumps(data, ensure_ascii=False, indent=indent)
