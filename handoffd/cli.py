@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import click
+from click.utils import make_default_short_help
 
 from handoffd import config
 from handoffd.adapters.commands import project_of, root_argument, root_of
@@ -46,7 +47,7 @@ class Group(click.Group):
                 rows.append((name, self.commands[name].get_short_help_str(width)))
             else:
                 line = BY_NAME[name].help if name in BY_NAME else LAZY[name][1]
-                rows.append((name, click.utils.make_default_short_help(line, width)))
+                rows.append((name, make_default_short_help(line, width)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
