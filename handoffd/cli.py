@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 
 import click
-from click.utils import make_default_short_help
 
 from handoffd import config
 from handoffd.adapters.commands import project_of, root_argument, root_of
@@ -41,13 +40,12 @@ class Group(click.Group):
         return super().get_command(ctx, name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        width, rows = formatter.width - 20, []
+        rows = []
         for name in self.list_commands(ctx):
-            if name in self.commands:
-                rows.append((name, self.commands[name].get_short_help_str(width)))
-            else:
-                line = BY_NAME[name].help if name in BY_NAME else LAZY[name][1]
-                rows.append((name, make_default_short_help(line, width)))
+            # a command not made yet is shown by its one line, without importing it
+            line = BY_NAME[name].help if name in BY_NAME else LAZY.get(name, ("", ""))[1]
+            shown = self.commands.get(name) or click.Command(name, help=line)
+            rows.append((name, shown.get_short_help_str(formatter.width - 20)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
