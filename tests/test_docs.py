@@ -8,8 +8,10 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 PROTOCOL = CHECKOUT / "docs" / "protocol.md"
+OPERATIONS = CHECKOUT / "docs" / "operations.md"
+DOCUMENTS = [CHECKOUT / "README.md", *sorted((CHECKOUT / "docs").glob("*.md"))]
 CITING = [*(CHECKOUT / "handoffd").rglob("*.py"), *(CHECKOUT / "tests").rglob("*.py"),
-          CHECKOUT / "README.md"]  # fmt: skip
+          *DOCUMENTS]  # fmt: skip
 
 
 def sections() -> set[int]:
@@ -35,3 +37,44 @@ def test_every_citation_names_a_section_of_docs_protocol_md() -> None:
 def test_nothing_cites_a_protocol_file_outside_the_repository() -> None:
     strays = [str(p.relative_to(CHECKOUT)) for p in CITING if "PROTOCOL.md" in p.read_text()]
     assert strays == [str(Path(__file__).relative_to(CHECKOUT))]  # this test's own text
+
+
+def test_the_citations_checked_include_the_reference_moved_out_of_the_readme() -> None:
+    names = {str(p.relative_to(CHECKOUT)) for p in CITING}
+    assert {"docs/operations.md", "docs/performance.md", "docs/agent-instructions.md"} <= names
+
+
+# --- the documents point at each other, and at the code, truthfully -----------------------
+
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")  # a Markdown link or image: ](target)
+
+
+def test_the_readme_links_every_document_and_every_link_of_the_docs_resolves() -> None:
+    readme = (CHECKOUT / "README.md").read_text(encoding="utf-8")
+    assert set(LINK.findall(readme)) >= {
+        "docs/protocol.md", "docs/operations.md", "docs/performance.md",
+        "docs/agent-instructions.md",
+    }  # fmt: skip
+    broken = [
+        f"{document.relative_to(CHECKOUT)}: {target}"
+        for document in DOCUMENTS
+        for target in LINK.findall(document.read_text(encoding="utf-8"))
+        if "://" not in target and not (document.parent / target).exists()
+    ]
+    assert broken == []
+
+
+def modules() -> set[str]:
+    """Every module of the package, as the map names it: `scan`, `board/web/app`."""
+    package = CHECKOUT / "handoffd"
+    return {str(path.relative_to(package).with_suffix("")) for path in package.rglob("*.py")}
+
+
+def test_the_module_map_of_docs_operations_md_names_every_module_and_no_other() -> None:
+    text = OPERATIONS.read_text(encoding="utf-8")
+    section = text[text.index("Every module under `handoffd/`") :]
+    named = set(re.findall(r"^ *- `([\w/]+)` — ", section, re.M))
+    listed = {name for name in named if not name.endswith("/")}
+    assert {"mcp", "bench", "outcome", "board/web/app", "board/reports"} <= modules()
+    assert sorted(modules() - listed) == []
+    assert sorted(listed - modules()) == []
