@@ -190,9 +190,9 @@ def cli(project: Project, role: str | None, *command: str, cwd: Path | None = No
 def test_every_refusal_is_a_tool_error_with_the_commands_exit_code_and_message(
     project: Project, log: Path, tmp_path: Path
 ) -> None:
-    big = tmp_path / "big.md"
+    big = project.worktrees["QA"] / "big.md"  # a tool reads files in its worktree only
     big.write_text("x" * (64 * 1024 + 1))
-    missing = str(tmp_path / "missing.md")
+    missing = str(project.worktrees["QA"] / "missing.md")
     taken = "50_20260101T000000Z_000001_from_coder_to_QA.handoff"
     cases: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
         ("QA", "done_with_current", {}, ("done_with_current",)),

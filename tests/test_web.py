@@ -30,7 +30,9 @@ NOW = time.time()
 
 
 def client(project: Project, now: float | None = None) -> TestClient:
-    return TestClient(create_app(str(project.root), clock=lambda: now or time.time()))
+    """A client of the board as served on its default address (a `Host` it answers to)."""
+    app = create_app(str(project.root), clock=lambda: now or time.time())
+    return TestClient(app, base_url="http://127.0.0.1:8765")
 
 
 # --- the API ---------------------------------------------------------------------------
@@ -111,7 +113,7 @@ def raw_status(app: Any, path: str) -> int:
     """The status the ASGI `app` answers to a GET of `path`, exactly as given."""
     scope = {"type": "http", "http_version": "1.1", "method": "GET", "path": path,
              "raw_path": path.encode(), "root_path": "", "scheme": "http",
-             "query_string": b"", "headers": [(b"host", b"board")],
+             "query_string": b"", "headers": [(b"host", b"127.0.0.1:8765")],
              "client": ("127.0.0.1", 1), "server": None}  # fmt: skip
     sent: list[dict[str, Any]] = []
 
