@@ -148,21 +148,21 @@ def within(project: Project, *command: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("command", "prints"),
-    [
-        (("ready_for_next",), "TASK: "),
-        (("handoffd", "heartbeat"), "HEARTBEAT: "),
-        (("handoffd", "status"), "daemon: "),
-        (("handoffd", "status", "--json", "--all"), "["),
-        (("handoffd", "resume"), "RESUMING: coder"),
-        (("handoffd", "unblock"), "UNBLOCKED: "),
-        (("handoffd", "digest", TAKEN), "# Task t-1"),
-        (("handoffd", "carry-forward"), ""),
-        (("handoffd", "report", "--status", "RUNNING"), "REPORTED: "),
-        (("handoffd", "note", "--decision", "keep it"), "NOTED: "),
-    ],
-)  # fmt: skip
+COMMANDS = {
+    "ready_for_next": (("ready_for_next",), "TASK: "),
+    "heartbeat": (("handoffd", "heartbeat"), "HEARTBEAT: "),
+    "status": (("handoffd", "status"), "daemon: "),
+    "status-json-all": (("handoffd", "status", "--json", "--all"), "["),
+    "resume": (("handoffd", "resume"), "RESUMING: coder"),
+    "unblock": (("handoffd", "unblock"), "UNBLOCKED: "),
+    "digest": (("handoffd", "digest", TAKEN), "# Task t-1"),
+    "carry-forward": (("handoffd", "carry-forward"), ""),
+    "report": (("handoffd", "report", "--status", "RUNNING"), "REPORTED: "),
+    "note": (("handoffd", "note", "--decision", "keep it"), "NOTED: "),
+}
+
+
+@pytest.mark.parametrize(("command", "prints"), COMMANDS.values(), ids=COMMANDS)
 def test_no_command_blocks_on_a_fifo_where_a_file_should_be(
     project: Project, command: tuple[str, ...], prints: str
 ) -> None:
