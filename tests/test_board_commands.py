@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import handoff as hf
+from handoffd import heartbeat
 from handoffd.board import reports
 from tests.conftest import Project, Result, helper_env
 
@@ -129,6 +130,26 @@ def test_swarm_handoff_renews_the_senders_heartbeat(project: Project) -> None:
     draft = project.draft(project.note_draft())
     assert run(project, "swarm_handoff", str(draft)).code == 0
     assert beat(project, "coder") == "agent: claude\nconversation:\n"
+
+
+def test_a_heartbeat_linked_outside_is_replaced_and_its_target_never_touched(
+    project: Project, tmp_path: Path
+) -> None:
+    """The target holds exactly what the heartbeat would: a reader that follows the link
+    sees nothing to rewrite and touches (utime) the target instead."""
+    target = tmp_path / "precious"
+    target.write_bytes(heartbeat.content("claude", ""))
+    os.utime(target, (1_000_000, 1_000_000))
+    link = project.handoffs("coder") / "heartbeat"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    for command in (("heartbeat",), ("ready_for_next",)):
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        result = run(project, *command)
+        assert result.code == 0, result.err
+        assert target.stat().st_mtime == 1_000_000, command
+        assert not link.is_symlink() and link.read_bytes() == target.read_bytes()
 
 
 # --- release ---------------------------------------------------------------------------------
