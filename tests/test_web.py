@@ -375,7 +375,7 @@ def test_help_never_imports_the_web_stack(tmp_path: Path) -> None:
     assert result.stdout.strip().splitlines()[-1] == "[]"  # ...and nothing of it imported
 
 
-# --- the Host header (docs/protocol.md §13: DNS rebinding) ------------------------------------
+# --- the Host header (docs/protocol.md §9: DNS rebinding) -------------------------------------
 
 
 def status_for(url: str, path: str, host: str, method: str = "GET") -> int:
