@@ -182,7 +182,7 @@ def read_inside(source: str, worktree: str) -> str | Outcome:
         data = safeio.read_regular(path, MAX_REPORT, below=below)
     except safeio.TooLarge:
         return too_large(f"more than {MAX_REPORT} bytes")
-    except safeio.Refused:  # a link on the way, a FIFO, a device, a folder
+    except (safeio.Refused, ValueError):  # a link on the way, a FIFO, a folder; a NUL
         return Outcome(2, "", OUTSIDE)
     except OSError as error:
         return Outcome(1, "", f"Cannot read report file: {source}: {error.strerror}\n")
