@@ -328,7 +328,8 @@ def test_a_report_or_error_linked_outside_never_puts_its_target_on_the_board(
     planted = plant_links(project, tmp_path)
     shown = by_card(project, "--all")
     assert shown[planted["error"]]["color"] == "red"
-    assert SECRET not in shown[planted["error"]]["detail"]  # skipped, never followed
+    detail = shown[planted["error"]]["detail"]
+    assert SECRET not in detail and "its .error is not read: a symbolic link" in detail
     assert shown[planted["report"]]["latest_report"] is None
     for args in (("--json", "--all"), ("--all",)):
         printed = handoffd("status", "--root", str(project.root), *args)

@@ -383,6 +383,8 @@ def _error_line(path: str) -> str | None:
     """The one line of a failed original's `<name>.error`."""
     try:  # the careful reader: an `.error` linked to /dev/zero or to a secret is skipped
         return safeio.read_line(path + ".error") or None
+    except safeio.Refused as refusal:
+        return f"(its .error is not read: {refusal.why})"
     except OSError:
         return None
 
