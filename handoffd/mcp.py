@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -316,7 +317,18 @@ def call(root: str, name: str, args: dict[str, Any]) -> types.CallToolResult:
         return result(ops.Reply(Outcome(2, "", problem)))
     # Stray prints from anything below must not reach stdout: it carries the protocol.
     with contextlib.redirect_stdout(sys.stderr):
-        return result(tool.run(root, args))
+        try:
+            return result(tool.run(root, args))
+        except Exception as error:  # a bug below is a tool error, never a protocol one
+            return result(ops.Reply(Outcome(1, "", unexpected(name, error))))
+
+
+def unexpected(name: str, error: Exception) -> str:
+    """The one line a tool answers when something below it raised: the traceback goes to
+    the server's stderr (its log), the agent gets the error's type and message."""
+    traceback.print_exception(error, file=sys.stderr)
+    message = " ".join(str(error).split()) or "no message"
+    return f"INTERNAL_ERROR: {name} failed: {type(error).__name__}: {message}\n"
 
 
 def result(reply: ops.Reply) -> types.CallToolResult:

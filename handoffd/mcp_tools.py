@@ -120,19 +120,23 @@ def unblock(root: str, args: Args) -> Reply:
 
 def report(root: str, args: Args) -> Reply:
     from handoffd.board import reporting
-    from handoffd.board.commands import report_text
 
     if args.get("file") is not None and args.get("text") is not None:
         return refused("INVALID_ARGUMENTS: give the report as 'text' or as 'file', not both.")
     if args.get("file") == "-":
         return refused("INVALID_ARGUMENTS: a tool has no stdin; give the report as 'text'.")
-    text = args.get("text")
-    if text is None:
-        text = report_text(args.get("file"))
-        if isinstance(text, Outcome):
-            return Reply(text)
     ident, status, reason = args.get("id"), args["status"], args.get("reason")
-    return _as(root, args, lambda me: reporting.report(me, ident, status, text, reason))
+
+    def step(me: helpers.Caller) -> Outcome:
+        text = args.get("text")
+        if text is None and args.get("file") is not None:
+            # the caller first: the file must lie inside its own worktree (§12)
+            text = reporting.read_inside(args["file"], me.role.worktree)
+        if isinstance(text, Outcome):
+            return text
+        return reporting.report(me, ident, status, text or "", reason)
+
+    return _as(root, args, step)
 
 
 # --- the board, the live file, resume, digests (docs/protocol.md §8, §10, §11) ------------

@@ -8,8 +8,6 @@ and renders its `Outcome` with the contract's exit code.
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from handoffd import helpers
@@ -69,21 +67,8 @@ def report(
     ident: str | None, status: str, source: str | None, reason: str | None, me: Caller
 ) -> None:
     """Store a report on the work in process (or on ID) and act on its status."""
-    text = report_text(source)
+    text = reporting.read_text(source)
     if isinstance(text, Outcome):
         emit(text)
         raise AssertionError("unreachable")
     emit(reporting.report(me, ident, status, text, reason))
-
-
-def report_text(source: str | None) -> str | Outcome:
-    """The report text from a file, stdin (`-`), or none at all; or the refusal to print."""
-    if source is None:
-        return ""
-    try:
-        if source == "-":
-            return sys.stdin.buffer.read().decode("utf-8", "replace")
-        with open(source, encoding="utf-8", errors="replace") as file:
-            return file.read()
-    except OSError as error:
-        return Outcome(1, "", f"Cannot read report file: {source}: {error.strerror}\n")

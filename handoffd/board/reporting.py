@@ -9,9 +9,12 @@ library, which the helpers' start-up budget cannot pay for.
 from __future__ import annotations
 
 import os
+import stat
+import sys
 import time
 
 from handoffd import handoff as hf
+from handoffd import safeio
 from handoffd.board import reports
 from handoffd.helpers import (
     Caller,
@@ -33,8 +36,9 @@ from handoffd.inbox import (
 )
 from handoffd.outcome import Outcome
 
-MAX_REPORT = 64 * 1024
+MAX_REPORT = reports.MAX_TEXT
 STATUSES = reports.STATUSES
+OUTSIDE = "INVALID_ARGUMENTS: file must be inside the worktree\n"
 
 
 def report(
@@ -83,7 +87,7 @@ def _report_checks(status: str, text: str, reason: str | None) -> tuple[Outcome 
         return Outcome(2, "", f"INVALID_STATUS: {status} (RUNNING, BLOCKED or DONE)\n"), ""
     size = len(text.encode("utf-8", "surrogateescape"))
     if size > MAX_REPORT:
-        return Outcome(2, "", f"REPORT_TOO_LARGE: {size} bytes; at most {MAX_REPORT}\n"), ""
+        return too_large(f"{size} bytes"), ""
     if status != "BLOCKED":
         return None, ""
     blocked = reason if reason is not None else blockers_line(text)
@@ -139,3 +143,73 @@ def report_id(path: str) -> str:
     if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
         return hf.name_id(os.path.basename(path))
     return ident
+
+
+def too_large(size: str) -> Outcome:
+    return Outcome(2, "", f"REPORT_TOO_LARGE: {size}; at most {MAX_REPORT}\n")
+
+
+# --- where the text comes from ------------------------------------------------------------
+# Never more than the limit + 1 bytes is read, so `--file /dev/zero` or `yes | … --file -`
+# is refused at once instead of filling the memory first.
+
+
+def read_text(source: str | None) -> str | Outcome:
+    """The command's report text: from the file `source`, stdin (`-`), or none at all; or
+    the refusal to print.  The caller names the file, so a link to it is followed; a
+    FIFO or a folder is refused without being opened (stdin is the way to pipe a text)."""
+    if source is None:
+        return ""
+    try:
+        data = _stdin() if source == "-" else _named(source)
+    except safeio.Refused as refusal:
+        return Outcome(2, "", f"REPORT_FILE_INVALID: {refusal}\n")
+    except OSError as error:
+        return Outcome(1, "", f"Cannot read report file: {source}: {error.strerror}\n")
+    return _decoded(data)
+
+
+def read_inside(source: str, worktree: str) -> str | Outcome:
+    """The MCP tool's report text from `source`, a regular file inside `worktree` (a
+    relative one is taken from there) reached through no link: a tool never reads outside
+    the calling role's worktree nor blocks on a FIFO (docs/protocol.md §12)."""
+    path = os.path.join(worktree, source)
+    spellings = (worktree, os.path.realpath(worktree))  # roles.tsv may name it through a link
+    below = next((w for w in spellings if safeio.inside(path, w) is not None), None)
+    if below is None:
+        return Outcome(2, "", OUTSIDE)
+    try:
+        data = safeio.read_regular(path, MAX_REPORT, below=below)
+    except safeio.TooLarge:
+        return too_large(f"more than {MAX_REPORT} bytes")
+    except (safeio.Refused, ValueError):  # a link on the way, a FIFO, a folder; a NUL
+        return Outcome(2, "", OUTSIDE)
+    except OSError as error:
+        return Outcome(1, "", f"Cannot read report file: {source}: {error.strerror}\n")
+    return data.decode("utf-8", "replace")
+
+
+def _decoded(data: bytes) -> str | Outcome:
+    if len(data) > MAX_REPORT:
+        return too_large(f"more than {MAX_REPORT} bytes")
+    return data.decode("utf-8", "replace")
+
+
+def _stdin() -> bytes:
+    return safeio.read_fd(sys.stdin.fileno(), MAX_REPORT + 1)
+
+
+def _named(path: str) -> bytes:
+    """At most the limit + 1 bytes of a regular file, or of a device (`/dev/null`)."""
+    _readable(path, os.stat(path).st_mode)  # before the open: a FIFO is never opened
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        _readable(path, os.fstat(fd).st_mode)
+        return safeio.read_fd(fd, MAX_REPORT + 1)
+    finally:
+        os.close(fd)
+
+
+def _readable(path: str, mode: int) -> None:
+    if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+        raise safeio.NotRegular(path, f"{safeio.kind(mode)}, not a file; give '-' to pipe a text")

@@ -98,5 +98,8 @@ def run_note(
             else:
                 sections[name] = live.add_bullet(sections.get(name, []), f"- {text}")
 
-    hook.refresh(role, edit=edit)
+    try:
+        hook.refresh(role, edit=edit)
+    except OSError as error:  # a folder where the file should be, a full disk: one line
+        return Outcome(1, stderr=f"NOTE_NOT_WRITTEN: {error}\n")
     return Outcome(0, f"NOTED: {live.path(role.worktree)}\n")
