@@ -7,10 +7,8 @@ with a one-line reason for the `.error` file.
 
 from __future__ import annotations
 
-import os
-import stat
-
 from handoffd import handoff as hf
+from handoffd import safeio
 from handoffd.config import valid_role_name
 
 MAX_BYTES = 64 * 1024
@@ -27,46 +25,13 @@ class UnknownRecipient(Refused):
 
 def read_entry(path: str) -> bytes:
     """The bytes of a regular file at `path`, refusing links, FIFOs, directories and
-    oversized files without reading them."""
-    kind = _kind(os.lstat(path).st_mode)
-    if kind:
-        raise Refused(f"{kind}, not a regular file; it was not followed or read")
-    # O_NOFOLLOW and O_NONBLOCK: if the entry was swapped for a link or a FIFO since the
-    # lstat, the open fails or returns at once instead of following it or hanging.
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    oversized files without reading them (the careful reader, `safeio`)."""
     try:
-        kind = _kind(os.fstat(fd).st_mode)
-        if kind:
-            raise Refused(f"{kind}, not a regular file; it was not read")
-        data = _read_at_most(fd, MAX_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise Refused(f"larger than the {MAX_BYTES}-byte limit")
-    return data
-
-
-def _kind(mode: int) -> str | None:
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    return "a special file"
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks, size = [], 0
-    while size < limit:
-        chunk = os.read(fd, limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
+        return safeio.read_regular(path, MAX_BYTES)
+    except safeio.TooLarge:
+        raise Refused(f"larger than the {MAX_BYTES}-byte limit") from None
+    except safeio.NotRegular as refusal:
+        raise Refused(refusal.why) from None
 
 
 def inspect(data: bytes, name: str, sender: str, roles: set[str]) -> tuple[hf.Handoff, list[str]]:

@@ -25,13 +25,14 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def create(path: str, data: bytes, mode: int = 0o644) -> None:
-    """Create `path` (never an existing file or symlink) holding `data`, fsynced.
+def create(path: str, data: bytes, mode: int = 0o644, *, dir_fd: int | None = None) -> None:
+    """Create `path` (never an existing file or symlink; relative to the folder `dir_fd`
+    if given) holding `data`, fsynced.
 
     On any error the partial file is removed: nothing half-written stays behind.
     A failed fsync is never retried, since the kernel may have dropped the pages.
     """
-    fd = os.open(path, _CREATE, mode)
+    fd = os.open(path, _CREATE, mode, dir_fd=dir_fd)
     try:
         try:
             write_all(fd, data)
@@ -43,7 +44,7 @@ def create(path: str, data: bytes, mode: int = 0o644) -> None:
         finally:
             os.close(fd)  # a failed close still frees the fd (Linux): never close twice
     except BaseException:
-        unlink_quietly(path)
+        unlink_quietly(path, dir_fd=dir_fd)
         raise
 
 
@@ -83,10 +84,10 @@ def replace(path: str, data: bytes) -> None:
         raise
 
 
-def unlink_quietly(path: str) -> None:
+def unlink_quietly(path: str, *, dir_fd: int | None = None) -> None:
     """Remove `path` if it is there; already gone is the outcome we wanted."""
     try:
-        os.unlink(path)
+        os.unlink(path, dir_fd=dir_fd)
     except FileNotFoundError:
         pass
 

@@ -2,15 +2,20 @@
 
 The file holds two lines, `agent: <name>` and `conversation: <id or empty>`
 (docs/protocol.md §8).  Every helper renews it, so it costs one `os.utime` when
-nothing changed, and imports `os` only.  It is a liveness hint, not a record: it is
-replaced atomically (a reader never sees half of it) but never fsynced.
+nothing changed, and imports `os` and the careful reader only.  It is a liveness hint,
+not a record: it is replaced atomically (a reader never sees half of it) but never
+fsynced.  A link, FIFO or folder in its place is never followed, read or touched: a
+renewal replaces it with a file of our own.
 """
 
 from __future__ import annotations
 
 import os
 
+from handoffd import safeio
+
 NAME = "heartbeat"
+LIMIT = 4096  # two short lines; never read more of it
 
 
 class Heartbeat:
@@ -36,8 +41,7 @@ def renew(handoffs: str, agent: str, conversation: str) -> None:
     """Mark the role alive now: touch the file, or rewrite it when its content changes."""
     path = os.path.join(handoffs, NAME)
     data = content(agent, conversation)
-    if _current(path) == data:
-        os.utime(path)
+    if _touched(path, data):
         return
     # write beside it and rename: a reader sees the old content or the new, never a mix
     temp = os.path.join(handoffs, f".{NAME}.{os.getpid()}.tmp")
@@ -54,23 +58,36 @@ def renew(handoffs: str, agent: str, conversation: str) -> None:
     os.rename(temp, path)
 
 
-def _current(path: str) -> bytes | None:
+def _touched(path: str, data: bytes) -> bool:
+    """Touch the heartbeat if it is a regular file that holds `data`.  The time is set on
+    the descriptor we read, never by name: a link swapped in meanwhile is never followed."""
     try:
-        with open(path, "rb") as file:
-            return file.read(4096)
-    except OSError:
-        return None
+        fd = safeio.open_regular(path)
+    except OSError:  # missing, or not ours to touch (a link, a FIFO): rewrite it
+        return False
+    try:
+        if safeio.read_fd(fd, LIMIT) != data:
+            return False
+        os.utime(fd)
+        return True
+    finally:
+        os.close(fd)
 
 
 def read(handoffs: str) -> Heartbeat | None:
-    """The role's heartbeat, or None when it has never beaten."""
+    """The role's heartbeat, or None when it has never beaten (or is not a regular file)."""
     path = os.path.join(handoffs, NAME)
     try:
-        with open(path, "rb") as file:
-            text = file.read(4096).decode("utf-8", "replace")
-            at = os.fstat(file.fileno()).st_mtime
+        fd = safeio.open_regular(path)
     except OSError:
         return None
+    try:
+        text = safeio.read_fd(fd, LIMIT).decode("utf-8", "replace")
+        at = os.fstat(fd).st_mtime
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     fields = {}
     for line in text.split("\n"):
         key, _, value = line.partition(":")

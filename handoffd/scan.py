@@ -23,9 +23,10 @@ Only names ending in `.handoff` are queue items (docs/protocol.md §8).
 from __future__ import annotations
 
 import os
+import stat
 import time
 
-from handoffd import config, heartbeat
+from handoffd import config, heartbeat, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.heartbeat import Heartbeat
@@ -151,8 +152,9 @@ def _well_formed(priority: str, stamp: str, seq: str, sender: str, to: list[str]
 
 def read_headers(path: str) -> dict[str, str]:
     """The header block of the file at `path`, read in chunks up to its first empty line;
-    the body is never read.  Raises `FileNotFoundError` if the file is gone (it moved)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    the body is never read.  Raises `FileNotFoundError` if the file is gone (it moved), and
+    `safeio.Refused` for a link, FIFO or anything else that is not a regular file."""
+    fd = safeio.open_regular(path)
     try:
         return parse_headers(_head(fd))
     finally:
@@ -323,8 +325,7 @@ class Snapshot:
             return []
         key = (role, ident)
         if key not in self._reports:
-            folder = os.path.join(self.roles[role].handoffs, "reports", ident)
-            self._reports[key] = [os.path.join(folder, n) for n in _names(folder, ".md")]
+            self._reports[key] = report_paths(self.roles[role].handoffs, ident)
         return self._reports[key]
 
 
@@ -344,7 +345,7 @@ def scan(
     for role in roles.values():
         snapshot.open += scan_role(role, State.OPEN, once=once)
         snapshot.heartbeats[role.name] = heartbeat.read(role.handoffs)
-        snapshot.report_ids[role.name] = set(_names(os.path.join(role.handoffs, "reports")))
+        snapshot.report_ids[role.name] = report_ids(role.handoffs)
     snapshot.daemon = lifecycle.daemon_state(root)
     snapshot.wakes, snapshot.wake_failures = lifecycle.wake_times(root)
     return snapshot
@@ -467,7 +468,7 @@ def _load_open(entries: list[Entry], seen: dict[str, tuple[dict[str, str], float
 def _read_open(path: str) -> tuple[dict[str, str], float | None]:
     """An open file's header block and mtime, from one open; an unreadable file has none."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = safeio.open_regular(path)  # never a FIFO swapped in since the listing
     except FileNotFoundError:
         raise
     except OSError:
@@ -480,7 +481,56 @@ def _read_open(path: str) -> tuple[dict[str, str], float | None]:
         os.close(fd)
 
 
-def _names(directory: str, suffix: str = "") -> list[str]:
-    """Visible names in `directory` ending in `suffix`, sorted; none if it is missing."""
-    names = (e.name for e in _scandir(directory) if not e.name.startswith("."))
-    return sorted(n for n in names if n.endswith(suffix))
+# --- report folders (`H/reports/<id>/`) ------------------------------------------------------
+
+
+def report_ids(handoffs: str) -> set[str]:
+    """The ids with a report folder in `H/reports/`.  A link where `reports/` or one of its
+    folders should be is not followed: it holds no reports (docs/protocol.md Part II)."""
+    try:
+        fd = safeio.open_dir(os.path.join(handoffs, "reports"), below=handoffs)
+    except OSError:
+        return set()
+    try:
+        with os.scandir(fd) as entries:
+            return {e.name for e in entries if _visible(e.name) and e.is_dir(follow_symlinks=False)}
+    except OSError:
+        return set()
+    finally:
+        os.close(fd)
+
+
+def report_paths(handoffs: str, ident: str) -> list[str]:
+    """The paths of the reports in `H/reports/<ident>/`, oldest first (`written_order`);
+    none when that folder, or `reports/`, is missing or a link."""
+    folder = os.path.join(handoffs, "reports", ident)
+    try:
+        fd = safeio.open_dir(folder, below=handoffs)
+    except OSError:
+        return []
+    try:
+        return [os.path.join(folder, name) for name in written_order(fd, ".md")]
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+
+
+def written_order(fd: int, suffix: str) -> list[str]:
+    """The visible regular files named `*<suffix>` in the folder open at `fd`, oldest first
+    by mtime, then by name.  Not by name alone: a name carries the writer's clock, and a
+    clock set back (or a planted `2999…` name) must not make a new report the oldest."""
+    found = []
+    for name in os.listdir(fd):
+        if _visible(name) and name.endswith(suffix):
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:  # pruned since the listing
+                continue
+            if stat.S_ISREG(info.st_mode):  # a link or a FIFO is no report
+                found.append((info.st_mtime_ns, name))
+    return [name for _, name in sorted(found)]
+
+
+def _visible(name: str) -> bool:
+    return not name.startswith(".")

@@ -17,14 +17,16 @@ from tests.conftest import BIN, Project, helper_env
 
 
 class Agent:
-    """One client session with one server: `call` a tool, `tools` to list them."""
+    """One client session with one server: `call` a tool, `tools` to list them.  A call that
+    gets no answer within `timeout` seconds fails (the client raises), never stalls a test."""
 
     def __init__(self, portal: BlockingPortal, session: ClientSession) -> None:
         self.portal = portal
         self.session = session
+        self.timeout = 60.0
 
     def call(self, name: str, **args: Any) -> types.CallToolResult:
-        return self.portal.call(self.session.call_tool, name, args)
+        return self.portal.call(self.session.call_tool, name, args, self.timeout)
 
     def tools(self) -> list[types.Tool]:
         return self.portal.call(self.session.list_tools).tools

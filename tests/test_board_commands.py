@@ -7,13 +7,17 @@ agent `codex`), QA (task mode).
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from handoffd import handoff as hf
+from handoffd import heartbeat
 from handoffd.board import reports
 from tests.conftest import Project, Result, helper_env
 
@@ -126,6 +130,26 @@ def test_swarm_handoff_renews_the_senders_heartbeat(project: Project) -> None:
     draft = project.draft(project.note_draft())
     assert run(project, "swarm_handoff", str(draft)).code == 0
     assert beat(project, "coder") == "agent: claude\nconversation:\n"
+
+
+def test_a_heartbeat_linked_outside_is_replaced_and_its_target_never_touched(
+    project: Project, tmp_path: Path
+) -> None:
+    """The target holds exactly what the heartbeat would: a reader that follows the link
+    sees nothing to rewrite and touches (utime) the target instead."""
+    target = tmp_path / "precious"
+    target.write_bytes(heartbeat.content("claude", ""))
+    os.utime(target, (1_000_000, 1_000_000))
+    link = project.handoffs("coder") / "heartbeat"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    for command in (("heartbeat",), ("ready_for_next",)):
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        result = run(project, *command)
+        assert result.code == 0, result.err
+        assert target.stat().st_mtime == 1_000_000, command
+        assert not link.is_symlink() and link.read_bytes() == target.read_bytes()
 
 
 # --- release ---------------------------------------------------------------------------------
@@ -399,6 +423,151 @@ def test_51_reports_through_the_command_keep_50(project: Project) -> None:
     assert run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"newest").code == 0
     kept = stored(project, ID1)
     assert len(kept) == 50 and kept[0].text == "1" and kept[-1].text == "newest"
+
+
+# --- reports facing a hostile .swarmforge (docs/protocol.md Part II) ----------------------------
+
+
+def outside_folder(folder: Path, count: int = 60) -> dict[str, bytes]:
+    """A folder outside the project with `count` report-named files; what it holds."""
+    folder.mkdir(parents=True)
+    for n in range(count):
+        (folder / f"2020010{n // 10}T0000{n % 10:02d}.000000Z_RUNNING.md").write_text(f"{n}\n")
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_a_report_folder_linked_outside_is_replaced_never_written_or_pruned_through(
+    project: Project, tmp_path: Path
+) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    outside = tmp_path / "outside"
+    before = outside_folder(outside)
+    (project.handoffs("coder") / "reports").mkdir()
+    folder = project.handoffs("coder") / "reports" / ID1
+    folder.symlink_to(outside)
+    result = run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"ours")
+    assert result.code == 0, result.err
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before  # not one file lost
+    assert not folder.is_symlink() and folder.is_dir()
+    [report] = stored(project, ID1)
+    assert report.text == "ours" and result.out == f"REPORTED: {report.path}\n"
+
+
+def test_a_reports_folder_linked_outside_is_replaced_never_written_or_pruned_through(
+    project: Project, tmp_path: Path
+) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    before = outside_folder(tmp_path / "x" / ID1)  # what reports/<ID1>/ would lead to
+    (project.handoffs("coder") / "reports").symlink_to(tmp_path / "x")
+    result = run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"ours")
+    assert result.code == 0, result.err
+    assert {p.name: p.read_bytes() for p in (tmp_path / "x" / ID1).iterdir()} == before
+    assert not (project.handoffs("coder") / "reports").is_symlink()
+    assert [r.text for r in stored(project, ID1)] == ["ours"]
+
+
+def plant_reports(project: Project, names: list[str], mtime: float) -> Path:
+    """Report files by these names in coder's folder for ID1, all with this mtime."""
+    folder = project.handoffs("coder") / "reports" / ID1
+    folder.mkdir(parents=True)
+    for n, report_name in enumerate(names):
+        (folder / report_name).write_text(f"---\nstatus: RUNNING\n---\nplanted {n}\n")
+        os.utime(folder / report_name, (mtime, mtime))
+    return folder
+
+
+def test_a_report_written_while_the_clock_is_an_hour_behind_is_kept(project: Project) -> None:
+    """Fifty reports written an hour 'later' (names and mtimes), then one now: by name and by
+    time it is the oldest, yet retention never removes the report it has just written."""
+    put(project, ID1)
+    run(project, "ready_for_next")
+    ahead = time.time() + 3600
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(ahead))
+    folder = plant_reports(project, [f"{stamp}.{n:06d}Z_RUNNING.md" for n in range(50)], ahead)
+    result = run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"now")
+    assert result.code == 0, result.err
+    written = result.out.removeprefix("REPORTED: ").strip()
+    assert os.path.exists(written), "the report REPORTED: names was removed"
+    assert len(os.listdir(folder)) == 50
+
+
+def test_the_latest_report_is_the_one_written_last_not_a_planted_name(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    names = [f"2026010{n // 10}T0000{n % 10:02d}.000000Z_RUNNING.md" for n in range(49)]
+    folder = plant_reports(project, [*names, "29991231T235959.999999Z_DONE.md"], time.time() - 60)
+    result = run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"the newest")
+    assert result.code == 0, result.err
+    assert os.path.exists(result.out.removeprefix("REPORTED: ").strip())
+    assert len(os.listdir(folder)) == 50
+    [card] = json.loads(run(project, "status", "--json").out)
+    assert card["latest_report"]["excerpt"] == "the newest"
+
+
+# The limit is checked on at most limit + 1 bytes: a regression that reads everything first
+# hits this cap (MemoryError) instead of eating the machine.
+MEMORY_CAP = 400 * 1024 * 1024
+
+
+def capped(project: Project, *args: str, stdin: int | None = None) -> Result:
+    """`handoffd ARGS` as coder, its address space capped at 400 MB, bounded in time."""
+    proc = subprocess.run(
+        ["handoffd", *args], cwd=project.worktrees["coder"], env=helper_env("coder"),
+        stdin=stdin, capture_output=True, timeout=10, check=False,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP)),
+    )  # fmt: skip
+    return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), proc.stdout)
+
+
+def test_a_report_from_dev_zero_is_refused_after_the_limit(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    result = capped(project, "report", "--status", "RUNNING", "--file", "/dev/zero")
+    assert (result.code, result.err) == (
+        2,
+        "REPORT_TOO_LARGE: more than 65536 bytes; at most 65536\n",
+    )
+    assert stored(project, ID1) == []
+
+
+def test_an_endless_stdin_is_refused_after_the_limit(project: Project) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    yes = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+    try:
+        result = capped(project, "report", "--status", "RUNNING", "--file", "-", stdin=yes.stdout)
+    finally:
+        yes.kill()
+        yes.wait()
+    assert (result.code, result.err) == (
+        2,
+        "REPORT_TOO_LARGE: more than 65536 bytes; at most 65536\n",
+    )
+    assert stored(project, ID1) == []
+
+
+def test_a_fifo_named_as_the_report_file_is_refused_without_waiting(
+    project: Project, tmp_path: Path
+) -> None:
+    put(project, ID1)
+    run(project, "ready_for_next")
+    os.mkfifo(tmp_path / "fifo")
+    result = capped(project, "report", "--status", "RUNNING", "--file", str(tmp_path / "fifo"))
+    assert result.code == 2 and result.err.startswith("REPORT_FILE_INVALID: "), result.err
+    assert "a FIFO" in result.err and result.err.count("\n") == 1
+    assert stored(project, ID1) == []
+
+
+def test_an_error_file_linked_to_dev_zero_costs_status_nothing(project: Project) -> None:
+    failed = name(ID1, to="ghost").replace("_from_QA", "_from_coder")
+    project.put("coder", failed, box="failed", id=ID1.replace("QA", "coder"), to="ghost")
+    (project.box("coder", "failed") / f"{failed}.error").symlink_to("/dev/zero")
+    result = capped(project, "status", "--json")
+    assert result.code == 0, result.err
+    [card] = json.loads(result.out)
+    assert card["color"] == "red" and card["state"] == "failed"
 
 
 def test_an_unknown_status_is_a_usage_error(project: Project) -> None:

@@ -358,3 +358,43 @@ def test_sigkill_during_rewrites_leaves_the_old_or_the_new_file_never_a_torn_one
         assert (tmp_path / live.FILE).read_text() in expected
     live.sweep(str(tmp_path / ".swarmforge"))  # a killed writer's temp file is swept
     assert os.listdir(tmp_path / ".swarmforge") == ["HANDOFF.md"]
+
+
+# --- hostile files (docs/protocol.md Part II) -------------------------------------------------
+
+
+def test_a_live_file_linked_outside_is_replaced_never_read_or_written_through(
+    project: Project, tmp_path: Path
+) -> None:
+    target = tmp_path / "precious.md"
+    target.write_text("## Decisions\n- TOP-SECRET\n")
+    os.utime(target, (1_000_000, 1_000_000))
+    link = project.worktrees["coder"] / ".swarmforge" / "HANDOFF.md"
+    link.symlink_to(target)
+    project.put("coder", "50_20260101T000000Z_000001_from_QA_to_coder.handoff")
+    taken = project.run("ready_for_next", role="coder")
+    assert taken.code == 0 and taken.out.startswith("TASK: "), taken.err
+    assert target.read_text() == "## Decisions\n- TOP-SECRET\n"
+    assert target.stat().st_mtime == 1_000_000
+    assert not link.is_symlink() and "TOP-SECRET" not in link.read_text()
+    assert live_file(project, "coder").phase.startswith("working on")
+
+
+def test_a_live_file_over_64_kib_is_never_read_past_the_limit_and_is_replaced(
+    project: Project,
+) -> None:
+    path = project.worktrees["coder"] / ".swarmforge" / "HANDOFF.md"
+    path.write_text("## Decisions\n- TOP-SECRET\n" + "x" * 70_000)
+    assert live.read(str(project.worktrees["coder"])) is None
+    project.put("coder", "50_20260101T000000Z_000001_from_QA_to_coder.handoff")
+    assert project.run("ready_for_next", role="coder").code == 0
+    assert "TOP-SECRET" not in path.read_text() and path.stat().st_size < 4096
+
+
+def test_note_on_a_folder_where_the_live_file_should_be_is_one_line(project: Project) -> None:
+    path = project.worktrees["coder"] / ".swarmforge" / "HANDOFF.md"
+    path.mkdir()
+    noted = project.run("handoffd", "note", "--decision", "keep it", role="coder")
+    assert noted.code == 1 and noted.out == ""
+    assert noted.err == f"NOTE_NOT_WRITTEN: {path}: a directory, not the live file; remove it\n"
+    assert not [n for n in os.listdir(path.parent) if n.endswith(".tmp")]  # no temp file left

@@ -190,9 +190,9 @@ def cli(project: Project, role: str | None, *command: str, cwd: Path | None = No
 def test_every_refusal_is_a_tool_error_with_the_commands_exit_code_and_message(
     project: Project, log: Path, tmp_path: Path
 ) -> None:
-    big = tmp_path / "big.md"
+    big = project.worktrees["QA"] / "big.md"  # a tool reads files in its worktree only
     big.write_text("x" * (64 * 1024 + 1))
-    missing = str(tmp_path / "missing.md")
+    missing = str(project.worktrees["QA"] / "missing.md")
     taken = "50_20260101T000000Z_000001_from_coder_to_QA.handoff"
     cases: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
         ("QA", "done_with_current", {}, ("done_with_current",)),
@@ -454,3 +454,106 @@ def packet_sections() -> list[tuple[str, str]]:
     titles = ["Objective", "Decisions Made", "Ruled-Out Paths", "Target Scope",
               "Hard Constraints", "Verification", "If Blocked"]  # fmt: skip
     return [(title.lower().replace("-", "_").replace(" ", "_"), title) for title in titles]
+
+
+# --- safe for a sandboxed agent (docs/protocol.md §12, Part II) --------------------------------
+
+OUTSIDE = "INVALID_ARGUMENTS: file must be inside the worktree\n"
+TAKEN = "50_20260101T000000Z_000001_from_coder_to_QA.handoff"
+HANG = 10.0  # seconds: a tool that blocks fails the test here
+
+
+def reports_of(project: Project, role: str = "QA") -> list[str]:
+    folder = project.handoffs(role) / "reports"
+    return (
+        sorted(str(p.relative_to(folder)) for p in folder.rglob("*.md")) if folder.exists() else []
+    )
+
+
+def test_report_reads_its_file_only_inside_the_worktree_through_no_link(
+    project: Project, log: Path, tmp_path: Path
+) -> None:
+    worktree = project.worktrees["QA"]
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "r.md").write_text("TOP-SECRET\n")
+    (worktree / "link.md").symlink_to(secret)
+    (worktree / "notes").symlink_to(tmp_path / "outside")
+    os.mkfifo(worktree / "fifo.md")
+    (worktree / "folder.md").mkdir()
+    refused = ["/etc/passwd", "/proc/self/environ", "/dev/zero", str(secret), "link.md",
+               str(worktree / "notes" / "r.md"), "notes/r.md", "fifo.md", "folder.md",
+               str(worktree / ".." / ".." / "README"), "../../README", str(worktree)]  # fmt: skip
+    project.put("QA", TAKEN, box="inbox/in_process")
+    with agent(project, "QA", log) as qa:
+        qa.timeout = HANG
+        for file in refused:
+            result = qa.call("report", status="RUNNING", file=file)
+            assert result.is_error and texts(result) == [OUTSIDE], file
+        assert reports_of(project) == []
+        (worktree / "ok").mkdir()
+        (worktree / "ok" / "report.md").write_text("Half way.\n")
+        for file in ("ok/report.md", str(worktree / "ok" / "report.md")):
+            result = qa.call("report", status="RUNNING", file=file)
+            assert not result.is_error, text(result)
+    assert len(reports_of(project)) == 2
+
+
+def test_a_refused_tool_answers_one_line_never_a_traceback_nor_a_protocol_error(
+    project: Project, log: Path
+) -> None:
+    live = project.worktrees["QA"] / ".swarmforge" / "HANDOFF.md"
+    live.mkdir(parents=True)  # a folder where the live file should be
+    with agent(project, "QA", log) as qa:
+        qa.timeout = HANG
+        result = qa.call("note", decision="keep the parser")
+        assert result.is_error
+        [line] = texts(result)
+        assert line.startswith("NOTE_NOT_WRITTEN: ") and line.count("\n") == 1, line
+        assert "a directory" in line
+        assert qa.call("status").is_error is False  # the server goes on
+    printed = project.run("handoffd", "note", "--decision", "keep the parser", role="QA")
+    assert (printed.code, printed.err) == (1, line)
+
+
+def test_tools_answer_with_fifos_where_the_roles_files_should_be(
+    project: Project, log: Path
+) -> None:
+    handoffs = project.handoffs("QA")
+    project.put("QA", TAKEN, box="inbox/in_process", id=TAKEN[3:-17], task="t-1")
+    handoffs.joinpath("reports", TAKEN[3:-17]).mkdir(parents=True)
+    os.mkfifo(handoffs / "reports" / TAKEN[3:-17] / "20260101T000001.000000Z_RUNNING.md")
+    os.mkfifo(handoffs / "heartbeat")
+    os.mkfifo(project.worktrees["QA"] / ".swarmforge" / "HANDOFF.md")
+    with agent(project, "QA", log) as qa:
+        qa.timeout = HANG
+        for tool, args in [("status", {}), ("resume", {}), ("heartbeat", {}),
+                           ("digest", {"task": "t-1"}), ("carry_forward", {}),
+                           ("ready_for_next", {}), ("report", {"status": "RUNNING"}),
+                           ("note", {"verify": "make test"})]:  # fmt: skip
+            assert not qa.call(tool, **args).is_error, tool
+
+
+def test_an_unexpected_exception_in_a_tool_is_a_one_line_tool_error(
+    project: Project, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Belt and braces: a bug below a tool still answers the agent as a tool error."""
+    from handoffd.adapters import mcp
+    from handoffd.ops.spec import Op
+    from handoffd.ops.table import TOOLS
+
+    TOOLS["broken"] = Op("broken", "tests.test_mcp:broken", "Always fails.", needs="project")
+    try:
+        result = mcp.call(str(project.root), "broken", {})
+    finally:
+        del TOOLS["broken"]
+    assert result.is_error is True
+    [block] = result.content
+    assert block.text == "INTERNAL_ERROR: broken failed: ValueError: a bug over two lines\n"
+    assert "Traceback" in capsys.readouterr().err  # the server's log keeps the detail
+
+
+def broken(context: Any) -> Any:
+    """An operation with a bug in it (the test above)."""
+    raise ValueError("a bug\nover two lines")

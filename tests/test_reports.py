@@ -56,10 +56,20 @@ def test_first_line_is_the_first_line_that_is_not_blank(tmp_path: Path) -> None:
     assert reports.read(empty).first_line == ""
 
 
-def test_files_are_oldest_first_and_only_reports(tmp_path: Path) -> None:
+def test_files_are_in_the_order_written_by_mtime_then_name_and_only_reports(
+    tmp_path: Path,
+) -> None:
+    """docs/protocol.md Part II: the last written is the latest, whatever its name says."""
+    paths = {}
     for offset in (3, 1, 2):
-        reports.store(str(tmp_path), ID, "RUNNING", "r", "a", "", f"n{offset}", NOW + offset)
+        paths[offset] = reports.store(str(tmp_path), ID, "RUNNING", "r", "a", "", f"n{offset}",
+                                      NOW + offset)  # fmt: skip
+        os.utime(paths[offset], ns=(offset, 10**9 * (10 - offset)))  # n3 oldest, n1 newest
     (tmp_path / "reports" / ID / ".x.md.1.0.tmp").write_text("temp")
+    texts = [reports.read(p).text for p in reports.files(str(tmp_path), ID)]
+    assert texts == ["n3", "n2", "n1"]
+    for path in paths.values():  # one mtime for all: the name decides
+        os.utime(path, ns=(0, 10**9))
     texts = [reports.read(p).text for p in reports.files(str(tmp_path), ID)]
     assert texts == ["n1", "n2", "n3"]
 

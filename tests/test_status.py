@@ -303,3 +303,38 @@ def test_a_root_given_in_place_wins_over_the_environments(project: Project) -> N
     assert [card["path"] for card in json.loads(by_option.stdout)] == [
         card["path"] for card in json.loads(in_place.stdout)
     ]
+
+
+# --- hostile files (docs/protocol.md Part II) -------------------------------------------------
+
+SECRET = "TOP-SECRET-LINE"
+
+
+def plant_links(project: Project, tmp_path: Path) -> dict[str, str]:
+    """A failed original whose `.error`, and a card whose one report, are links to a file
+    outside the project holding a secret; the cards by what they carry."""
+    secret = tmp_path / "secret.md"
+    secret.write_text(f"---\nstatus: RUNNING\n---\n{SECRET}\n")
+    (tmp_path / "secret.txt").write_text(f"{SECRET}\n")
+    failed = project.put("coder", name(1, to="nobody"), box="failed", id=ident(1), to="nobody")
+    (failed.parent / f"{failed.name}.error").symlink_to(tmp_path / "secret.txt")
+    put(project, 2)
+    folder = project.handoffs("QA") / "reports" / ident(2)
+    folder.mkdir(parents=True)
+    (folder / "20260101T000001.000000Z_RUNNING.md").symlink_to(secret)
+    return {"error": f"{ident(1)}@coder", "report": f"{ident(2)}@QA"}
+
+
+def test_a_report_or_error_linked_outside_never_puts_its_target_on_the_board(
+    project: Project, tmp_path: Path
+) -> None:
+    planted = plant_links(project, tmp_path)
+    shown = by_card(project, "--all")
+    assert shown[planted["error"]]["color"] == "red"
+    detail = shown[planted["error"]]["detail"]
+    assert SECRET not in detail and "its .error is not read: a symbolic link" in detail
+    assert shown[planted["report"]]["latest_report"] is None
+    for args in (("--json", "--all"), ("--all",)):
+        printed = handoffd("status", "--root", str(project.root), *args)
+        assert printed.returncode == 0, printed.stderr
+        assert SECRET not in printed.stdout

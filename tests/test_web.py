@@ -5,7 +5,9 @@ command itself; and the pure wording of `views`."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -24,13 +26,15 @@ from handoffd.board.web.command import is_loopback
 from tests.conftest import Project
 from tests.daemon_support import handoffd
 from tests.swarm_support import command_env
-from tests.web_support import PAST, colourful, ident, put, report
+from tests.web_support import PAST, colourful, ident, put, report, serving
 
 NOW = time.time()
 
 
 def client(project: Project, now: float | None = None) -> TestClient:
-    return TestClient(create_app(str(project.root), clock=lambda: now or time.time()))
+    """A client of the board as served on its default address (a `Host` it answers to)."""
+    app = create_app(str(project.root), clock=lambda: now or time.time())
+    return TestClient(app, base_url="http://127.0.0.1:8765")
 
 
 # --- the API ---------------------------------------------------------------------------
@@ -111,7 +115,7 @@ def raw_status(app: Any, path: str) -> int:
     """The status the ASGI `app` answers to a GET of `path`, exactly as given."""
     scope = {"type": "http", "http_version": "1.1", "method": "GET", "path": path,
              "raw_path": path.encode(), "root_path": "", "scheme": "http",
-             "query_string": b"", "headers": [(b"host", b"board")],
+             "query_string": b"", "headers": [(b"host", b"127.0.0.1:8765")],
              "client": ("127.0.0.1", 1), "server": None}  # fmt: skip
     sent: list[dict[str, Any]] = []
 
@@ -369,3 +373,100 @@ def test_help_never_imports_the_web_stack(tmp_path: Path) -> None:
                             cwd=tmp_path, env=command_env(), timeout=30, check=True)  # fmt: skip
     assert "web" in result.stdout  # the command is listed...
     assert result.stdout.strip().splitlines()[-1] == "[]"  # ...and nothing of it imported
+
+
+# --- the Host header (docs/protocol.md §9: DNS rebinding) -------------------------------------
+
+
+def status_for(url: str, path: str, host: str, method: str = "GET") -> int:
+    """The status a real server at `url` answers to `path` sent with this `Host` header."""
+    address = url.removeprefix("http://").rstrip("/")
+    connection = http.client.HTTPConnection(address, timeout=10)
+    try:
+        connection.putrequest(method, path, skip_host=True)
+        connection.putheader("Host", host)
+        connection.endheaders()
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+PAGES = ["/", "/fragment", "/archive", "/api/cards", "/card/x@QA", "/static/board.css", "/nope"]
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD", "POST"])
+@pytest.mark.parametrize(
+    "host", ["attacker.example", "attacker.example:{port}", "127.0.0.1", "127.0.0.1:1",
+             "localhost.:{port}", "127.0.0.1:{port}.attacker.example", ""],
+)  # fmt: skip
+def test_a_host_that_does_not_name_the_server_is_421_on_every_request(
+    project: Project, host: str, method: str
+) -> None:
+    colourful(project)
+    with serving(project.root) as url:
+        port = url.rsplit(":", 1)[1]
+        for path in PAGES:
+            assert status_for(url, path, host.format(port=port), method) == 421, path
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "LOCALHOST:{port}",
+                                  "[::1]:{port}"])  # fmt: skip
+def test_the_servers_own_address_is_answered(project: Project, host: str) -> None:
+    names = colourful(project)
+    with serving(project.root) as url:
+        port = url.rsplit(":", 1)[1]
+        for path in ["/", "/api/cards", f"/card/{names['red']}", "/static/board.css"]:
+            assert status_for(url, path, host.format(port=port)) == 200, path
+
+
+def test_the_command_answers_to_the_host_it_was_given_and_to_no_other(project: Project) -> None:
+    process, url = serve(project, "--host", "127.0.0.2")
+    try:
+        port = url.rstrip("/").rsplit(":", 1)[1]
+        assert status_for(url, "/api/cards", f"127.0.0.2:{port}") == 200
+        assert status_for(url, "/api/cards", f"localhost:{port}") == 200
+        assert status_for(url, "/api/cards", f"attacker.example:{port}") == 421
+    finally:
+        stop(process)
+
+
+# --- hostile files (docs/protocol.md Part II) -------------------------------------------------
+
+SECRET = "TOP-SECRET-LINE"
+
+
+def test_a_report_or_error_linked_outside_never_reaches_a_page(
+    project: Project, tmp_path: Path
+) -> None:
+    (tmp_path / "secret.md").write_text(f"---\nstatus: RUNNING\n---\n{SECRET}\n")
+    (tmp_path / "secret.txt").write_text(f"{SECRET}\n")
+    failed = project.put("coder", "50_20260101T000000Z_000009_from_coder_to_nobody.handoff",
+                         box="failed", id=ident(9), to="nobody")  # fmt: skip
+    (failed.parent / f"{failed.name}.error").symlink_to(tmp_path / "secret.txt")
+    put(project, 2, "QA")
+    folder = project.handoffs("QA") / "reports" / ident(2)
+    folder.mkdir(parents=True)
+    (folder / "20260101T000001.000000Z_RUNNING.md").symlink_to(tmp_path / "secret.md")
+    with serving(project.root) as url:
+        for path in ["/", "/api/cards", f"/card/{ident(9)}@coder", f"/card/{ident(2)}@QA"]:
+            with urllib.request.urlopen(url + path, timeout=10) as answer:
+                assert SECRET not in answer.read().decode(), path
+
+
+def test_every_page_answers_with_fifos_where_files_should_be(project: Project) -> None:
+    """A FIFO report, heartbeat or `.error` must not hold a worker thread: the pages (and the
+    static files after them) answer within the 10 s a hang is given."""
+    names = colourful(project)
+    handoffs = project.handoffs("cleaner")
+    (handoffs / "heartbeat").unlink()
+    os.mkfifo(handoffs / "heartbeat")
+    os.mkfifo(handoffs / "reports" / ident(2) / "20260101T000002.000000Z_RUNNING.md")
+    failed = project.put("coder", "50_20260101T000000Z_000009_from_coder_to_nobody.handoff",
+                         box="failed", id=ident(9), to="nobody")  # fmt: skip
+    os.mkfifo(failed.parent / f"{failed.name}.error")
+    pages = ["/", "/fragment", "/archive", "/api/cards", f"/card/{names['yellow']}",
+             f"/card/{ident(9)}@coder", "/static/board.css"]  # fmt: skip
+    with serving(project.root) as url:
+        for path in pages * 3:
+            with urllib.request.urlopen(url + path, timeout=10) as answer:
+                assert answer.status == 200, path

@@ -71,8 +71,9 @@ def serving(root: Path | str, clock: Callable[[], float] = time.time) -> Iterato
     """Serve the board of `root` on 127.0.0.1:<free port> until the block ends."""
     sock = socket.create_server(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(str(root), clock=clock), lifespan="off",
-                            log_level="warning", timeout_graceful_shutdown=1)  # fmt: skip
+    app = create_app(str(root), clock=clock, port=port)
+    config = uvicorn.Config(app, lifespan="off", log_level="warning",
+                            timeout_graceful_shutdown=1)  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import traceback
 from typing import Any
 
 import jsonschema
@@ -120,8 +121,16 @@ def call(root: str, name: str, args: dict[str, Any]) -> types.CallToolResult:
     with contextlib.redirect_stdout(sys.stderr):
         try:
             return result(op, run(op, root, args))
-        except Exception as error:  # a bug below must still be a one-line tool error
-            return result(op, Result(Exit.FAILED, "", f"INTERNAL_ERROR: {error!r}\n"))
+        except Exception as error:  # a bug below is a tool error, never a protocol one
+            return result(op, Result(Exit.FAILED, "", unexpected(name, error)))
+
+
+def unexpected(name: str, error: Exception) -> str:
+    """The one line a tool answers when something below it raised: the traceback goes to
+    the server's stderr (its log), the agent gets the error's type and message."""
+    traceback.print_exception(error, file=sys.stderr)
+    message = " ".join(str(error).split()) or "no message"
+    return f"INTERNAL_ERROR: {name} failed: {type(error).__name__}: {message}\n"
 
 
 def run(op: Op, root: str, args: dict[str, Any]) -> Result:

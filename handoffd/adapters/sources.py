@@ -9,10 +9,12 @@ the same values, and a text is never read past its limit (one byte more tells it
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
+from handoffd import safeio
 from handoffd.ops import spec
-from handoffd.ops.spec import Op
+from handoffd.ops.spec import Op, Param
 from handoffd.outcome import Exit, Result, refused
 
 TYPE_CHECKING = False
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from handoffd.ops.context import Context
 
 DRAFT_LIMIT = 1024 * 1024  # bytes of a draft read at most: far past any valid one
+OUTSIDE = "INVALID_ARGUMENTS: file must be inside the worktree"
 
 
 def from_command_line(op: Op, values: dict[str, Any]) -> dict[str, Any] | Result:
@@ -30,10 +33,7 @@ def from_command_line(op: Op, values: dict[str, Any]) -> dict[str, Any] | Result
     for param in op.arguments("cli"):
         if param.kind == spec.TEXT:
             source = fetched.pop(param.name, None)
-            if source is None:
-                fetched[param.name] = param.default
-                continue
-            text = read_text(source, param.limit)
+            text = param.default if source is None else read_text(source, param)
             if isinstance(text, Result):
                 return text
             fetched[param.name] = text
@@ -45,17 +45,67 @@ def from_command_line(op: Op, values: dict[str, Any]) -> dict[str, Any] | Result
     return fetched
 
 
-def read_text(source: str, limit: int) -> str | Result:
-    """The text of file `source` (`-`: stdin), at most `limit` + 1 bytes of it."""
+def read_text(source: str, param: Param) -> str | Result:
+    """The text of file `source` (`-`: stdin).  The person names the file, so a link to it is
+    followed and a device read (`/dev/null`); a FIFO or a folder is refused without being
+    opened (stdin is the way to pipe a text), and nothing is read past the limit."""
     try:
-        if source == "-":
-            data = sys.stdin.buffer.read(limit + 1)
-        else:
-            with open(source, "rb") as file:
-                data = file.read(limit + 1)
+        data = _stdin(param.limit) if source == "-" else _named(source, param.limit)
+    except safeio.TooLarge:
+        return _over(param)
+    except safeio.Refused as refusal:
+        return refused(f"REPORT_FILE_INVALID: {refusal}")
+    except OSError as error:
+        return refused(f"Cannot read report file: {source}: {error.strerror}", Exit.FAILED)
+    return _decoded(data, param)
+
+
+def read_inside(source: str, worktree: str, param: Param) -> str | Result:
+    """A tool's text from `source`, a regular file inside `worktree` (a relative one is taken
+    from there) reached through no link: a tool never reads outside the calling role's
+    worktree nor blocks on a FIFO (docs/protocol.md §12)."""
+    path = os.path.join(worktree, source)
+    spellings = (worktree, os.path.realpath(worktree))  # roles.tsv may name it through a link
+    below = next((w for w in spellings if safeio.inside(path, w) is not None), None)
+    if below is None:
+        return refused(OUTSIDE)
+    try:
+        data = safeio.read_regular(path, param.limit, below=below)
+    except safeio.TooLarge:
+        return _over(param)
+    except (safeio.Refused, ValueError):  # a link on the way, a FIFO, a folder; a NUL
+        return refused(OUTSIDE)
     except OSError as error:
         return refused(f"Cannot read report file: {source}: {error.strerror}", Exit.FAILED)
     return data.decode("utf-8", "replace")
+
+
+def _decoded(data: bytes, param: Param) -> str | Result:
+    return _over(param) if len(data) > param.limit else data.decode("utf-8", "replace")
+
+
+def _over(param: Param) -> Result:
+    return refused(param.over.format(limit=param.limit))
+
+
+def _stdin(limit: int) -> bytes:
+    return safeio.read_fd(sys.stdin.fileno(), limit + 1)
+
+
+def _named(path: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of a regular file, or of a device (`/dev/null`)."""
+    _readable(path, os.stat(path).st_mode)  # before the open: a FIFO is never opened
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        _readable(path, os.fstat(fd).st_mode)
+        return safeio.read_fd(fd, limit + 1)
+    finally:
+        os.close(fd)
+
+
+def _readable(path: str, mode: int) -> None:
+    if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+        raise safeio.NotRegular(path, f"{safeio.kind(mode)}, not a file; give '-' to pipe a text")
 
 
 def read_draft(path: str) -> str:
@@ -90,16 +140,14 @@ def from_tool(op: Op, values: dict[str, Any], context: Context) -> dict[str, Any
     return fetched
 
 
-def _tool_text(
-    text: str | None, file: str | None, param: spec.Param, context: Context
-) -> str | Result:
+def _tool_text(text: str | None, file: str | None, param: Param, context: Context) -> str | Result:
     if file is not None and text is not None:
         return refused("INVALID_ARGUMENTS: give the report as 'text' or as 'file', not both.")
     if file == "-":
         return refused("INVALID_ARGUMENTS: a tool has no stdin; give the report as 'text'.")
-    if file is None:
-        return param.default if text is None else text  # type: ignore[return-value]
-    return read_text(file, param.limit)
+    if file is not None:
+        return read_inside(file, context.me.worktree, param)
+    return str(param.default) if text is None else text
 
 
 def draft_text(args: dict[str, Any]) -> str | Result:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from handoffd import handoff as hf
+from handoffd import safeio
 from handoffd.board import colour
 from handoffd.scan import Entry, Snapshot, State
 
@@ -380,9 +381,10 @@ def _age(entry: Entry, now: float) -> float | None:
 
 def _error_line(path: str) -> str | None:
     """The one line of a failed original's `<name>.error`."""
-    try:
-        with open(path + ".error", encoding="utf-8", errors="replace") as file:
-            return file.readline().strip() or None
+    try:  # the careful reader: an `.error` linked to /dev/zero or to a secret is skipped
+        return safeio.read_line(path + ".error") or None
+    except safeio.Refused as refusal:
+        return f"(its .error is not read: {refusal.why})"
     except OSError:
         return None
 

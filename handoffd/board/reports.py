@@ -2,12 +2,19 @@
 
 `H/reports/<id>/<yyyymmddThhmmss.ffffffZ>_<STATUS>.md` — Markdown with a YAML front
 matter block (`status role agent conversation reported_at`), the newest `KEEP` per id
-(docs/protocol.md §8).  Names sort by time, so "oldest first" is name order.
+(docs/protocol.md §8).  "Newest" is the order they were written in: by mtime, then by
+name (a name carries the writer's clock, which can be set back; and a name can be planted).
+
+Anyone may write under `.swarmforge/`, so a folder here is opened without following a link
+(a link where `reports/` or `reports/<id>/` should be is replaced by a real folder, never
+written or pruned through), and a report is read with the careful reader: a link, a FIFO
+or a file over the limit is skipped, never followed, waited on or read whole.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 from typing import Any
 
@@ -15,10 +22,12 @@ import frontmatter
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from handoffd import durable
+from handoffd import durable, safeio, scan
 from handoffd.handoff import iso_from_stamp
 
 KEEP = 50
+MAX_TEXT = 64 * 1024  # a report's text (docs/protocol.md §8)
+MAX_FILE = MAX_TEXT + 16 * 1024  # the file: its text, and room for the front matter
 STATUSES = ("RUNNING", "BLOCKED", "DONE")
 FIELDS = ("status", "role", "agent", "conversation", "reported_at")
 
@@ -59,10 +68,12 @@ class Report:
 
 
 def read(path: str) -> Report:
-    """Read a report; a field its front matter lacks (or a hand-broken one) reads as '',
-    except the status and the time, which its file name also spells."""
-    with open(path, encoding="utf-8", errors="replace") as file:
-        text = file.read()
+    """Read the report at `H/reports/<id>/<name>`, reached from `H` through no link; a
+    field its front matter lacks (or a hand-broken one) reads as '', except the status
+    and the time, which its file name also spells.  `safeio.Refused` (an `OSError`) for a
+    file that is not a regular one, or that is larger than any report can be."""
+    handoffs = os.path.dirname(os.path.dirname(os.path.dirname(path)))
+    text = safeio.read_regular(path, MAX_FILE, below=handoffs).decode("utf-8", "replace")
     try:
         post = frontmatter.loads(text, handler=HANDLER)
         metadata, content = post.metadata, post.content
@@ -87,17 +98,8 @@ def directory(handoffs: str, card_id: str) -> str:
 
 
 def files(handoffs: str, card_id: str) -> list[str]:
-    """The paths of a handoff's reports, oldest first (by name)."""
-    try:
-        names = os.listdir(directory(handoffs, card_id))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    folder = directory(handoffs, card_id)
-    return [os.path.join(folder, n) for n in sorted(names) if _is_report(n)]
-
-
-def _is_report(name: str) -> bool:
-    return not name.startswith(".") and name.endswith(".md")
+    """The paths of a handoff's reports, oldest first (in the order they were written)."""
+    return scan.report_paths(handoffs, card_id)
 
 
 def render(fields: dict[str, str], text: str) -> str:
@@ -122,34 +124,75 @@ def store(
     text: str,
     now: float,
 ) -> str:
-    """Write a report durably (temp, fsync, rename), prune to the newest `KEEP`; its path."""
-    folder = directory(handoffs, card_id)
-    os.makedirs(folder, exist_ok=True)
-    path, micros = _free_path(folder, now, status)
-    # reported_at is the name's own time, to the microsecond: the two never disagree
-    stamp = _iso(micros)
-    fields = dict(zip(FIELDS, (status, role, agent, conversation, stamp), strict=True))
-    data = render(fields, text).encode("utf-8")
-    temp = durable.temp_name(folder, os.path.basename(path))
-    durable.create(temp, data)
+    """Write a report durably (temp, fsync, rename), prune to the newest `KEEP`; its path.
+    Every step names the file relative to the folder's descriptor, opened without
+    following a link: nothing is ever written or removed through one."""
+    fd = open_folder(handoffs, card_id)
     try:
-        os.rename(temp, path)
-    except BaseException:
-        durable.unlink_quietly(temp)
-        raise
-    durable.fsync_dir(folder)
-    prune(handoffs, card_id)
-    return path
+        name, micros = _free_name(fd, now, status)
+        # reported_at is the name's own time, to the microsecond: the two never disagree
+        stamp = _iso(micros)
+        fields = dict(zip(FIELDS, (status, role, agent, conversation, stamp), strict=True))
+        data = render(fields, text).encode("utf-8")
+        temp = os.path.basename(durable.temp_name("", name))
+        durable.create(temp, data, dir_fd=fd)
+        try:
+            os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            durable.unlink_quietly(temp, dir_fd=fd)
+            raise
+        os.fsync(fd)
+        _prune(fd, KEEP, written=name)
+    finally:
+        os.close(fd)
+    return os.path.join(directory(handoffs, card_id), name)
 
 
-def _free_path(folder: str, now: float, status: str) -> tuple[str, int]:
-    """A report name no other report has, and its time in epoch microseconds: two in one
-    microsecond take the next one."""
+def open_folder(handoffs: str, card_id: str) -> int:
+    """A descriptor on `H/reports/<id>/`, made if missing; `H` is the role's handoff
+    directory (trusted, as by every command), the two folders below it are not."""
+    os.makedirs(handoffs, exist_ok=True)
+    top = os.open(handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        folder = _own_folder(top, "reports", os.path.join(handoffs, "reports"))
+    finally:
+        os.close(top)
+    try:
+        return _own_folder(folder, card_id, directory(handoffs, card_id))
+    finally:
+        os.close(folder)
+
+
+def _own_folder(parent: int, name: str, shown: str) -> int:
+    """The folder `name` in the folder open at `parent`, made if missing.  A link in its
+    place is removed (the link itself: what it points at is not ours) and a folder made."""
+    for _ in range(3):  # a writer racing us may put the link back: try a few times
+        try:
+            return safeio.open_dir(name, dir_fd=parent)
+        except FileNotFoundError:
+            pass
+        except safeio.NotRegular:
+            if not stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
+                raise  # a file or a FIFO by that name: refused, never removed
+            durable.unlink_quietly(name, dir_fd=parent)
+        try:
+            os.mkdir(name, 0o755, dir_fd=parent)
+            os.fsync(parent)  # the new folder's name is durable before a report is in it
+        except FileExistsError:
+            pass
+    raise safeio.NotRegular(shown, "kept being replaced by a link; no report was written")
+
+
+def _free_name(fd: int, now: float, status: str) -> tuple[str, int]:
+    """A report name no other report in the folder `fd` has, and its time in epoch
+    microseconds: two in one microsecond take the next one."""
     micros = round(now * 1_000_000)
     while True:
-        path = os.path.join(folder, f"{file_stamp(micros)}_{status}.md")
-        if not os.path.lexists(path):
-            return path, micros
+        name = f"{file_stamp(micros)}_{status}.md"
+        try:
+            os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return name, micros
         micros += 1
 
 
@@ -161,7 +204,22 @@ def _iso(micros: int) -> str:
 
 def prune(handoffs: str, card_id: str, keep: int = KEEP) -> list[str]:
     """Remove all but the newest `keep` reports of a handoff; the paths removed."""
-    stale = files(handoffs, card_id)[:-keep] if keep else files(handoffs, card_id)
-    for path in stale:
-        durable.unlink_quietly(path)
+    try:
+        fd = safeio.open_dir(directory(handoffs, card_id), below=handoffs)
+    except OSError:  # no folder, or a link: nothing of ours to remove
+        return []
+    try:
+        return [os.path.join(directory(handoffs, card_id), n) for n in _prune(fd, keep)]
+    finally:
+        os.close(fd)
+
+
+def _prune(fd: int, keep: int, written: str | None = None) -> list[str]:
+    """Remove all but the newest `keep` reports in the folder open at `fd` (regular files
+    only); never `written`, the report just stored, whatever its time or name says."""
+    order = [name for name in scan.written_order(fd, ".md") if name != written]
+    others = keep - 1 if written is not None else keep
+    stale = order[: max(len(order) - others, 0)] if keep else order
+    for name in stale:
+        durable.unlink_quietly(name, dir_fd=fd)
     return stale

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from handoffd import durable
+from handoffd import durable, safeio
 
 FILE = os.path.join(".swarmforge", "HANDOFF.md")
 TITLE = "# HANDOFF — "
@@ -22,6 +22,7 @@ MAX_LINES = 30
 MAX_IN_FLIGHT = 5
 MAX_QUESTIONS = 3
 MAX_TEXT = 200
+MAX_BYTES = 64 * 1024  # never read more of a live file (30 short lines are ~3 KiB)
 
 
 class State:
@@ -223,21 +224,30 @@ def path(worktree: str) -> str:
 
 
 def read(worktree: str) -> Parsed | None:
-    """The role's live file as it stands; None if there is none."""
+    """The role's live file as it stands; None if there is none, or none we may read: a
+    link, FIFO, device or folder in its place, or a file over 64 KiB, is never followed,
+    opened or read past the limit (docs/protocol.md Part II), and a rewrite replaces it."""
     try:
-        with open(path(worktree), encoding="utf-8", errors="replace") as file:
-            return parse(file.read())
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        data = safeio.read_regular(path(worktree), MAX_BYTES)
+    except (FileNotFoundError, NotADirectoryError, safeio.Refused):
         return None
+    return parse(data.decode("utf-8", "replace"))
+
+
+class Unwritable(safeio.Refused):
+    """A folder where the live file should be: a rename cannot replace it."""
 
 
 def write(worktree: str, state: State, previous: Parsed | None = None) -> str:
     """Rewrite the live file from `state`, keeping the agent's sections of `previous` (by
     default the file as it stands); returns the text.  Atomic (temp file, fsync, rename):
-    a reader or a crash sees the old file or the new, never a mix."""
+    a reader or a crash sees the old file or the new, never a mix.  The rename replaces a
+    link in its place, never what the link points at."""
     previous = previous or read(worktree)
     agent = previous.sections if previous else {}
     text = render(state, agent)
+    if os.path.isdir(path(worktree)) and not os.path.islink(path(worktree)):
+        raise Unwritable(path(worktree), "a directory, not the live file; remove it")
     os.makedirs(os.path.dirname(path(worktree)), exist_ok=True)
     sweep(os.path.dirname(path(worktree)))
     durable.replace(path(worktree), text.encode("utf-8"))

@@ -174,7 +174,10 @@ def climb(role: Role, root: str, now: float | None = None) -> Answer:
 def _write_reconstruction(role: Role, answer: Answer, phase: str, now: float | None) -> None:
     """The git rung's one write: the live file, so the next call starts from rung 1."""
     state = live.State(hf.iso_now(now), answer.branch, phase, answer.next_step or "")
-    live.write(role.worktree, state)
+    try:
+        live.write(role.worktree, state)
+    except OSError:  # the answer stands without it; the next call reconstructs again
+        pass
 
 
 def git_facts(role: Role, root: str, branch: str) -> GitFacts:
@@ -222,7 +225,10 @@ def latest_report(role: Role, ident: str) -> str:
     paths = reports.files(role.handoffs, ident) if ident else []
     if not paths:
         return ""
-    report = reports.read(paths[-1])
+    try:
+        report = reports.read(paths[-1])
+    except (OSError, ValueError):  # pruned since, or not a file a reader may open
+        return ""
     first = next((line.strip() for line in report.text.split("\n") if line.strip()), "")
     when = work.short_time(report.reported_at) or _name_time(os.path.basename(paths[-1]))
     return f"{report.status} {when}" + (f": {first}" if first else "")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from handoffd import handoff as hf
-from handoffd import scan
+from handoffd import safeio, scan
 from handoffd.board import reports
 from handoffd.board.reports import Report
 from handoffd.continuity.history import TIMESTAMPS, File, handoff_id, lookup, role_files
@@ -156,9 +156,8 @@ def _fill(file: File, thread: Thread) -> None:
     if not file.headers.get("id"):  # gone, or no header block a reader could parse
         _gap(thread, "unreadable_file")
     if file.state == "failed":
-        try:
-            with open(file.path + ".error", encoding="utf-8", errors="replace") as error:
-                thread.errors[file.path] = error.readline().strip()
+        try:  # one line, and never through a link, from a FIFO or past 4 KiB
+            thread.errors[file.path] = safeio.read_line(file.path + ".error")
         except OSError:
             thread.errors[file.path] = "reason not recorded"
 

@@ -12,10 +12,10 @@ from handoffd.inbox import BLOCKED, Inbox, current_batch, current_task, current_
 from handoffd.ops.context import Context
 from handoffd.ops.queue import finish_step, take_step
 from handoffd.ops.steps import after_step, and_then, locked, own_id
+from handoffd.ops.table import REPORT_LIMIT, REPORT_TOO_LARGE
 from handoffd.outcome import Exit, Refusal, Result, refused
 
 MAX_REASON = 200
-MAX_REPORT = 64 * 1024
 STATUSES = ("RUNNING", "BLOCKED", "DONE")
 
 
@@ -117,9 +117,8 @@ def _report_checks(status: str, text: str, reason: str | None) -> tuple[Result |
     """A refusal of the report before anything is touched, and the blocked reason."""
     if status not in STATUSES:
         return refused(f"INVALID_STATUS: {status} (RUNNING, BLOCKED or DONE)"), ""
-    size = len(text.encode("utf-8", "surrogateescape"))
-    if size > MAX_REPORT:
-        return refused(f"REPORT_TOO_LARGE: {size} bytes; at most {MAX_REPORT}"), ""
+    if len(text.encode("utf-8", "surrogateescape")) > REPORT_LIMIT:
+        return refused(REPORT_TOO_LARGE.format(limit=REPORT_LIMIT)), ""
     if status != "BLOCKED":
         return None, ""
     blocked = reason if reason is not None else blockers_line(text)

@@ -29,7 +29,7 @@ class Param:
 
     __slots__ = (
         "choices", "cli", "default", "flag", "help", "kind", "limit", "metavar", "minimum",
-        "name", "open_minimum", "positional", "required", "schema", "tool",
+        "name", "open_minimum", "over", "positional", "required", "schema", "tool",
     )  # fmt: skip
 
     def __init__(
@@ -47,6 +47,7 @@ class Param:
         minimum: float | None = None,
         open_minimum: bool = False,
         limit: int = 0,
+        over: str = "",
         cli: bool = True,
         tool: bool = True,
         schema: dict[str, Any] | None = None,
@@ -63,6 +64,7 @@ class Param:
         self.minimum = minimum
         self.open_minimum = open_minimum  # the minimum itself is not allowed
         self.limit = limit  # TEXT: bytes at most (an adapter reads no more than one past it)
+        self.over = over  # TEXT: the refusal of a text past the limit ({limit} in it)
         self.cli = cli  # on the command line
         self.tool = tool  # an argument of the MCP tool
         self.schema = schema  # the tool's JSON schema of it, where the kind's is not right

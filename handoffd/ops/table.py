@@ -25,6 +25,7 @@ JSON = Param("json", FLAG, "The command's --json output as the text.", default=F
 WINDOW = Param("window", FLOAT, "A claim is live while its heartbeat is younger than this.",
                default=60.0, minimum=0, open_minimum=True, metavar="MINUTES")  # fmt: skip
 REPORT_LIMIT = 64 * 1024
+REPORT_TOO_LARGE = "REPORT_TOO_LARGE: more than {limit} bytes; at most {limit}"
 
 # --- sending (docs/protocol.md §3, §10) ---------------------------------------------------
 
@@ -136,7 +137,7 @@ OPS = (
               "BLOCKED sets the reason; DONE finishes the work as done_with_current does.",
               choices=("RUNNING", "BLOCKED", "DONE"), required=True),
         Param("text", TEXT, "The report, Markdown (at most 64 KiB).", limit=REPORT_LIMIT,
-              default=""),
+              over=REPORT_TOO_LARGE, default=""),
         Param("reason", STR, "For BLOCKED (default: the report's first 'Blockers:' line)."),
         *WHO, ROOT),
        about="Report on your work in Markdown. RUNNING: progress (takes work first if you hold "

@@ -66,7 +66,10 @@ def note(
             else:
                 sections[name] = live.add_bullet(sections.get(name, []), f"- {text}")
 
-    hook.refresh(context.me, edit=edit)
+    try:
+        hook.refresh(context.me, edit=edit)
+    except OSError as error:  # a folder where the file should be, a full disk: one line
+        return refused(f"NOTE_NOT_WRITTEN: {error}", Exit.FAILED)
     return Result(Exit.OK, f"NOTED: {live.path(context.me.worktree)}\n")
 
 

@@ -2,9 +2,10 @@
 
 Every request scans the queue once and projects it once (`cards.project`), then renders
 a Jinja2 template with autoescape on: nothing read from a file reaches the page
-unescaped, and a report's Markdown is rendered with raw HTML disabled.  The app is
-read-only: a middleware answers 405 to any method but GET and HEAD before routing, and
-sets the security headers (a Content-Security-Policy allowing our own script file only).
+unescaped, and a report's Markdown is rendered with raw HTML disabled.  One middleware
+checks every request before routing: a `Host` that is not the server's own address is
+421 (DNS rebinding), and the app is read-only (405 to any method but GET and HEAD); it
+also sets the security headers (a Content-Security-Policy allowing our own script only).
 
 Live updates are a fragment poll, not a push: the open page's script asks for
 `/fragment` every second with the ETag of what it shows, and the server answers 304
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -33,7 +34,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handoffd import config, scan
+from handoffd import config, safeio, scan
 from handoffd.board import cards, reports, status
 from handoffd.board.web import views
 
@@ -50,13 +51,19 @@ HEADERS = [
     (b"x-frame-options", b"DENY"),
 ]
 READ_ONLY = ("GET", "HEAD")
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+Check = Callable[[Scope], Response | None]
 
 
 class Guard:
-    """ASGI middleware: 405 for any method but GET/HEAD, security headers on every answer."""
+    """ASGI middleware: each request passes the checks in order, and the first that refuses
+    it answers (before routing: nothing is read for a refused request); every answer gets
+    the security headers.  A new rule is one more check in the list."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, checks: Sequence[Check]) -> None:
         self.app = app
+        self.checks = tuple(checks)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -68,11 +75,42 @@ class Guard:
                 message["headers"] = [*message.get("headers", []), *HEADERS]
             await send(message)
 
-        if scope["method"] not in READ_ONLY:
-            refusal = Response("Method Not Allowed\n", 405, {"Allow": ", ".join(READ_ONLY)})
-            await refusal(scope, receive, send_guarded)
-            return
+        for check in self.checks:
+            refusal = check(scope)
+            if refusal is not None:
+                await refusal(scope, receive, send_guarded)
+                return
         await self.app(scope, receive, send_guarded)
+
+
+def host_check(host: str, port: int) -> Check:
+    """421 unless the `Host` header names the address the server listens on: a page of
+    another site whose name an attacker points at 127.0.0.1 (DNS rebinding) sends its own
+    name as the Host, so it never reads the board."""
+    allowed = allowed_hosts(host, port)
+
+    def check(scope: Scope) -> Response | None:
+        given = [value for key, value in scope["headers"] if key == b"host"]
+        if len(given) == 1 and given[0].decode("latin-1").lower() in allowed:
+            return None
+        return Response("Misdirected Request: unknown Host\n", 421)
+
+    return check
+
+
+def allowed_hosts(host: str, port: int) -> frozenset[str]:
+    """The `Host` values that name this server: loopback by name or address, or the
+    `--host` given, each with the port (and without it on port 80, as browsers send it)."""
+    given = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    names = {*LOOPBACK, given.lower()}
+    return frozenset({f"{name}:{port}" for name in names} | (names if port == 80 else set()))
+
+
+def read_only(scope: Scope) -> Response | None:
+    """405 for any method but GET and HEAD: the board changes nothing."""
+    if scope["method"] in READ_ONLY:
+        return None
+    return Response("Method Not Allowed\n", 405, {"Allow": ", ".join(READ_ONLY)})
 
 
 def markdown() -> Callable[[str], Markup]:
@@ -217,9 +255,14 @@ def read_reports(paths: Iterable[str]) -> list[reports.Report]:
 
 def read_file(path: str) -> tuple[list[tuple[str, str]], str]:
     """A queue file's header lines and body, leniently: a broken file shows what it holds."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read(BODY_LIMIT)
+    try:  # the careful reader: never a link, a FIFO or more than the page shows
+        fd = safeio.open_regular(path)
+        try:
+            data = safeio.read_fd(fd, BODY_LIMIT)
+        finally:
+            os.close(fd)
+    except safeio.Refused as refusal:
+        return [], f"(not shown: {refusal.why})"
     except OSError as error:
         return [], f"(cannot read {path}: {error.strerror})"
     text = data.decode("utf-8", errors="replace")
@@ -235,9 +278,14 @@ def _etag(text: str) -> str:
 
 
 def create_app(
-    root: str, window_s: float = cards.WINDOW_S, clock: Callable[[], float] = time.time
+    root: str,
+    window_s: float = cards.WINDOW_S,
+    clock: Callable[[], float] = time.time,
+    host: str = "127.0.0.1",
+    port: int = 8765,
 ) -> Starlette:
-    """The board of the project at `root`, read-only, behind the `Guard`."""
+    """The board of the project at `root`, read-only, behind the `Guard`; `host` and
+    `port` are where it listens, the only names its requests may carry as `Host`."""
     pages = Board(root, window_s, clock)
     routes = [
         Route("/", pages.open_cards),
@@ -248,5 +296,5 @@ def create_app(
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: pages.error})
-    app.add_middleware(Guard)
+    app.add_middleware(Guard, checks=[host_check(host, port), read_only])
     return app

@@ -86,7 +86,7 @@ def web(root: str | None, host: str, port: int, window: float) -> None:
         sock = bind(host, port)
     except OSError as error:
         raise click.ClickException(f"cannot listen on {host}:{port}: {error.strerror}") from None
-    app = create_app(project, window_s=window * 60)
+    app = create_app(project, window_s=window * 60, host=host, port=sock.getsockname()[1])
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                             server_header=False, timeout_graceful_shutdown=2)  # fmt: skip
     click.echo(f"handoffd web: {project} on {url(sock)} (Ctrl-C to stop)")
