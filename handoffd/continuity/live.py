@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from handoffd import durable
+from handoffd.terminal import escape
 
 FILE = os.path.join(".swarmforge", "HANDOFF.md")
 TITLE = "# HANDOFF — "
@@ -64,8 +65,10 @@ class Parsed:
 
 
 def one_line(text: str) -> str:
-    """Text fit for a single line of the file: no line breaks, at most 200 characters."""
-    flat = " ".join(text.split())
+    """Text fit for a single line of the file: no line breaks, no control characters (a
+    task or reason is another file's text, and agents `cat` this one), at most 200
+    characters."""
+    flat = escape(" ".join(text.split()))
     return flat if len(flat) <= MAX_TEXT else flat[: MAX_TEXT - 1] + "…"
 
 
@@ -79,7 +82,10 @@ def render(state: State, agent: dict[str, list[str]]) -> str:
     }
     for name in AGENT_SECTIONS:
         sections[name] = _trimmed(agent.get(name, []))
-    head = [f"{TITLE}{state.time}", f"branch: {state.branch} | phase: {one_line(state.phase)}"]
+    head = [
+        f"{TITLE}{state.time}",
+        f"branch: {one_line(state.branch)} | phase: {one_line(state.phase)}",
+    ]
     return "".join(f"{line}\n" for line in _lines(head, fit(head, sections)))
 
 
