@@ -19,6 +19,7 @@ from handoffd.continuity.gitfacts import Commit, Facts
 from handoffd.continuity.threads import Item, Thread
 from handoffd.handoff import epoch as epoch  # re-exported: callers read it from here
 from handoffd.handoff import iso_from_stamp
+from handoffd.terminal import escape
 
 DEFAULT_LINES = 60
 MIN_LINES = 8
@@ -259,4 +260,7 @@ def compose(inputs: Inputs, max_lines: int, now: float, queue_read_at: float) ->
         f"generated {generated} · queue read {read}",
     ]
     lines = budget.render(max_lines, sections(inputs), head, tail, footer)
+    # every row quotes files (headers, reports, commit subjects): one row, one line, and
+    # nothing in it a terminal would obey
+    lines = [escape(line) for line in lines]
     return Digest(lines, thread.ids, generated, read, gaps(inputs), thread.activity)
