@@ -332,7 +332,8 @@ def test_a_crlf_file_named_with_a_carriage_return_keeps_the_columns(project: Pro
     header value print escaped, so the row stays one row of aligned columns."""
     box = project.box("QA", "inbox/new")
     box.mkdir(parents=True, exist_ok=True)
-    (box / "by-hand\r.handoff").write_bytes(b"from: coder\r\ntype: note\r\nmessage: hi\r\n\r\nbody\r\n")
+    crlf = b"from: coder\r\ntype: note\r\nmessage: hi\r\n\r\nbody\r\n"
+    (box / "by-hand\r.handoff").write_bytes(crlf)
     out = subprocess.run(
         [HANDOFFD, "status", str(project.root)], capture_output=True, timeout=30, check=False
     )

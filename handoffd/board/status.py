@@ -15,8 +15,8 @@ import click
 
 from handoffd import config, lifecycle, scan
 from handoffd.board import cards, colour
-from handoffd.terminal import escape, escape_json
 from handoffd.cli import _project, root_argument
+from handoffd.terminal import escape, escape_json
 
 COLUMNS = ("STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
 TASK_WIDTH = 32

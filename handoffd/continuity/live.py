@@ -120,11 +120,16 @@ def _lines(head: list[str], sections: dict[str, list[str]]) -> list[str]:
 
 def fit(head: list[str], sections: dict[str, list[str]]) -> dict[str, list[str]]:
     """Drop the agent's oldest bullets (from the top of Decisions, then Ruled Out) until the
-    file fits in 30 lines; a section that lost some ends with `- (<k> older items dropped)`."""
+    file fits in 30 lines; a section that lost some ends with `- (<k> older items dropped)`.
+    Each section is counted once and cut once, however many bullets it loses: the file is
+    rewritten under the role's lock, and a long history must not hold that lock long."""
     sections = dict(sections)
     for name in DROP_ORDER:
-        while len(_lines(head, sections)) > MAX_LINES and _items(sections.get(name, []))[0]:
-            sections[name] = _drop_first(sections[name])
+        total = len(_lines(head, sections))
+        lines = sections.get(name, [])
+        if total > MAX_LINES and _items(lines)[0]:
+            others = total - len(lines) - 2  # the rest of the file: this section's lines
+            sections[name] = _drop_first(lines, others)  # and its heading and blank go
     return sections
 
 
@@ -153,10 +158,29 @@ def dropped_count(line: str) -> int | None:
     return None
 
 
-def _drop_first(lines: list[str]) -> list[str]:
+def _drop_first(lines: list[str], others: int) -> list[str]:
+    """The section without as few of its first items as leave the file (`others` lines
+    besides it) within 30 lines, or with none of them: dropped one at a time, the result
+    would be the same (the kept items, trailing blank lines trimmed, then the marker)."""
     items, dropped = _items(lines)
-    kept = [line for item in items[1:] for line in item]
-    return [*_trimmed(kept), f"- ({dropped + 1} older items dropped)"]
+    room = MAX_LINES - others - 3  # the heading, the blank before it and the marker
+    kept = sum(len(item) for item in items)
+    cut = 0
+    while cut < len(items):
+        kept -= len(items[cut])
+        cut += 1
+        if kept - _trailing_blanks(items[-1]) * (cut < len(items)) <= room:
+            break
+    rest = [line for item in items[cut:] for line in item]
+    return [*_trimmed(rest), f"- ({dropped + cut} older items dropped)"]
+
+
+def _trailing_blanks(item: list[str]) -> int:
+    """How many blank lines end an item (trimmed from the last item kept)."""
+    count = 0
+    while count < len(item) and not item[-1 - count].strip():
+        count += 1
+    return count
 
 
 def _trimmed(lines: list[str]) -> list[str]:
