@@ -12,7 +12,7 @@ import pytest
 
 from handoffd import scan
 from handoffd.board.reports import Report
-from handoffd.continuity.digest import NOT_IN_HANDOFF, report_rows
+from handoffd.continuity.digest import NOT_IN_HANDOFF, copy_state, report_rows
 from tests.conftest import Project, git
 from tests.digest_support import HANDOFFD, build_thread, commit_in, hf_epoch, report, run
 
@@ -189,6 +189,22 @@ def test_a_report_without_text_says_so_in_its_row():
         "- 2026-06-15 14:05Z RUNNING QA: (no text)   "
         "[report .swarmforge/handoffs/reports/x/20260615T140531.000000Z_RUNNING.md]"
     ]
+
+
+@pytest.mark.parametrize(
+    ("state", "key", "said"),
+    [
+        ("completed", "completed_at", "completed by QA"),
+        ("in_process", "dequeued_at", "in process at QA"),
+        ("new", "enqueued_at", "waiting in QA's inbox"),
+    ],
+)
+def test_an_outcome_states_a_time_only_when_the_copy_records_one(state, key, said):
+    """A hand-made copy without its stamp: the Outcome says where it is, never `at ` with
+    nothing after it."""
+    assert copy_state("QA", state, {}, detail=True) == said
+    with_time = copy_state("QA", state, {key: "2026-06-15T14:05:31Z"}, detail=True)
+    assert with_time == f"{said} {'at' if state == 'completed' else 'since'} 2026-06-15 14:05Z"
 
 
 # --- text from files never drives the terminal (docs/protocol.md, Part II "Hostile files") --
