@@ -239,10 +239,18 @@ def unblock(caller: Caller, ident: str | None) -> Outcome:
 
 
 def reason_problem(reason: str) -> str | None:
-    """Why `reason` cannot be a `blocked_reason` (one line of 1 to 200 characters), or None."""
+    """Why `reason` cannot be a `blocked_reason` (one line of 1 to 200 characters, without
+    control characters: the board and the live file show it), or None."""
+    from handoffd.terminal import has_control  # only block and report pay for it
+
     text = reason.strip()
     if "\n" in text or "\r" in text or not 1 <= len(text) <= MAX_REASON:
         return f"INVALID_REASON: a blocked reason is one line of 1 to {MAX_REASON} characters.\n"
+    if has_control(text):
+        return (
+            "INVALID_REASON: a blocked reason must not contain control characters "
+            "(a tab, an escape); write it as plain text.\n"
+        )
     return None
 
 

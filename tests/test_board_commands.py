@@ -269,6 +269,23 @@ def test_block_refuses_a_bad_reason_and_changes_nothing(project: Project, reason
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("reason", ["tab\there", "wipe\033[2K", "del\x7f", "csi\x9bJ", "\u202erev"])
+def test_block_and_report_refuse_a_reason_with_a_control_character(
+    project: Project, reason: str
+) -> None:
+    """The board, the live file and `resume` show a reason: one with a tab or an escape
+    in it is refused where it enters, and nothing changes or is stored."""
+    path = put(project, ID1, box="inbox/in_process")
+    before = path.read_bytes()
+    result = run(project, "block", "--reason", reason)
+    assert result.code == 2 and result.err.startswith("INVALID_REASON: ")
+    assert "control characters" in result.err and result.err.count("\n") == 1
+    report = run(project, "report", "--status", "BLOCKED", "--file", "-",
+                 stdin=f"Stuck.\nBlockers: {reason}\n".encode())  # fmt: skip
+    assert report.code == 2 and report.err.startswith("INVALID_REASON: ")
+    assert path.read_bytes() == before and stored(project, ID1) == []
+
+
 def test_a_200_character_reason_is_accepted(project: Project) -> None:
     path = put(project, ID1)
     assert run(project, "block", ID1, "--reason", "y" * 200).code == 0
