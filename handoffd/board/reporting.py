@@ -17,6 +17,7 @@ from handoffd.helpers import (
     Caller,
     after_step,
     and_then,
+    blocked_lines,
     finish,
     locked,
     own_id,
@@ -24,7 +25,6 @@ from handoffd.helpers import (
     take,
 )
 from handoffd.inbox import (
-    BLOCKED,
     Inbox,
     Refusal,
     current_batch,
@@ -69,7 +69,7 @@ def report(
         stored = _store(caller, files, status, text, time.time() if now is None else now)
         done = "".join(f"REPORTED: {path}\n" for path in stored)
         if status == "BLOCKED":
-            done += "".join(f"BLOCKED: {p}\n" for p in inbox.set_header(ident, BLOCKED, blocked))
+            done += blocked_lines(inbox, ident, blocked)
         if status == "DONE":
             return and_then(done, caller, inbox, finish)
         return Outcome(0, taken + done)
