@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from handoffd import config, scan
-from handoffd.continuity import history, threads
+from handoffd.continuity import history, indexfile, threads
 from tests.conftest import Project
 from tests.digest_support import run
 
@@ -263,7 +263,7 @@ def test_an_oversized_index_file_is_not_read_whole(project, monkeypatch):
     settle(project)
     history.lookup(cleaner(project), "task:kept")
     bucket = project.handoffs("cleaner") / ".digest-index" / history.bucket("task:kept")
-    monkeypatch.setattr(history, "READ_LIMIT", 4096)
+    monkeypatch.setattr(indexfile, "READ_LIMIT", 4096)
     with open(bucket, "ab") as file:
         file.write(b"x" * 8192 + b"\n")
     assert [f.task for f in history.lookup(cleaner(project), "task:kept")] == ["kept"]

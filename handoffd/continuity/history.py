@@ -18,27 +18,28 @@ outlives the files it names, and what it says is checked before it is believed.
   carries how many files it held and its mtime; a batch dir that changed since is
   listed again, and the lines of files no longer in it are dropped.
 - A line that is not one (torn mid-character by a crash, or written by someone else)
-  is skipped, and a bucket that held one is rebuilt from `all`.
-- A symlink, FIFO or oversized file is never followed, opened for long or read whole.
-- Fields are escaped (`\\\\`, `\\t`, `\\n`, and `\\udcXX` for a name that is not
-  UTF-8), so any task a hand-made file carries, a TAB included, is indexed like any other.
+  is skipped, and a bucket that held one is rebuilt from `all`; a path the index never
+  writes is never opened.  The index's files are read and written by `indexfile`: never
+  through a symlink, never waiting on a FIFO, never read past a limit, fields escaped so
+  that any task a hand-made file carries, a TAB included, is indexed like any other.
 Appends are one write each, under the index's lock, as is every rewrite.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 import time
 import zlib
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from handoffd import durable, scan
 from handoffd import handoff as hf
+from handoffd import scan
 from handoffd.config import Box, Role
+from handoffd.continuity import indexfile
+from handoffd.continuity.indexfile import line as _line
+from handoffd.continuity.indexfile import read as _read
 
 INDEX = ".digest-index"
 BUCKETS = 256
@@ -48,9 +49,6 @@ SETTLED_NS = 2_000_000_000
 HISTORY = (Box.SENT, Box.COMPLETED)
 STATE = {Box.SENT: scan.State.SENT, Box.COMPLETED: scan.State.COMPLETED}
 TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
-READ_LIMIT = 64 * 1024 * 1024  # far more than any history indexes to; past it, not ours
-_OPEN = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_UNESCAPE = {"\\": "\\", "t": "\t", "n": "\n"}  # the character after a backslash
 
 Line = tuple[str, str, str]  # relative path, task (or count), newest timestamp (or mtime)
 
@@ -82,93 +80,20 @@ def bucket(key: str) -> str:
     return f"b-{zlib.crc32(key.encode('utf-8')) % BUCKETS:02x}"
 
 
-# --- the index's lines: escaped fields, read back with suspicion -------------------------
-
-
-def _escaped(text: str) -> str:
-    """A field fit for a line: its backslashes, tabs and line feeds escaped (a lone
-    surrogate is escaped as the line is encoded)."""
-    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-
-
-def _unescaped(text: str) -> str:
-    """A field as it was before `_escaped` (ValueError for a sequence it never writes)."""
-    if "\\" not in text:
-        return text
-    out, at = [], 0
-    while at < len(text):
-        char, at = text[at], at + 1
-        if char != "\\":
-            out.append(char)
-        elif text[at : at + 1] == "u":
-            out.append(chr(int(text[at + 1 : at + 5], 16)))  # `\udcXX`: a byte not UTF-8
-            at += 5
-        else:
-            out.append(_UNESCAPE[text[at : at + 1]] if text[at : at + 1] else "\\")
-            at += 1
-    return "".join(out)
-
-
-def _line(*fields: str) -> str:
-    return "\t".join(_escaped(f) for f in fields) + "\n"
-
-
-def _encode(lines: Iterable[str]) -> bytes:
-    return "".join(lines).encode("utf-8", "backslashreplace")
-
-
-def _parse(data: bytes, width: int) -> tuple[list[list[str]], bool]:
-    """The complete lines of `data` as fields, and whether some line was not one of
-    ours.  Text after the last line feed is an append still in flight (or torn by a
-    crash, which the next append ends): not yet a line, nor a wrong one."""
-    lines, wrong = [], False
-    for raw in data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]:
-        try:
-            fields = [_unescaped(f) for f in raw.decode("utf-8").split("\t")]
-        except (UnicodeDecodeError, ValueError, KeyError):
-            wrong = True
-            continue
-        if len(fields) == width:
-            lines.append(fields)
-        else:
-            wrong = True
-    return lines, wrong
-
-
-def _read(path: str, width: int = 3) -> tuple[list[list[str]], bool]:
-    """An index file's lines and whether it held anything but lines of ours (a symlink,
-    FIFO or oversized file counts as wrong, unread).  A missing file has no lines."""
-    try:
-        fd = os.open(path, os.O_RDONLY | _OPEN)
-    except FileNotFoundError:
-        return [], False
-    except OSError:  # a symlink (never followed), or not ours to read
-        return [], True
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return [], True
-        chunks, size = [], 0
-        while size <= READ_LIMIT and (chunk := os.read(fd, 1 << 20)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError:
-        return [], True
-    finally:
-        os.close(fd)
-    if size > READ_LIMIT:
-        return [], True
-    return _parse(b"".join(chunks), width)
+def _folder(role: Role) -> str:
+    """The index folder (no trailing slash: lstat sees a symlink there, not its target)."""
+    return os.path.join(role.handoffs, INDEX)
 
 
 def _path(role: Role, name: str) -> str:
-    return os.path.join(role.handoffs, INDEX, name)
+    return os.path.join(_folder(role), name)
 
 
 def _ready(role: Role) -> bool:
     """Whether the role's index folder is a real folder, made if missing.  Anything else
     found under its name (a symlink, a file) is removed — the link itself, never what it
     points at — so the cache is never written through it; False if that fails."""
-    folder = os.path.join(role.handoffs, INDEX)  # no trailing slash: lstat sees a link
+    folder = _folder(role)
     try:
         if stat.S_ISDIR(os.lstat(folder).st_mode):
             return True
@@ -182,54 +107,6 @@ def _ready(role: Role) -> bool:
         return stat.S_ISDIR(os.lstat(folder).st_mode)
     except OSError:
         return False
-
-
-@contextmanager
-def _locked(role: Role) -> Iterator[None]:
-    """The index's lock, around each append and rewrite: a bucket rebuilt from `all` never
-    misses a line appended meanwhile.  Without a folder to lock there is nothing to write
-    either (each write then fails, harmlessly)."""
-    try:
-        fd = os.open(os.path.join(role.handoffs, INDEX), os.O_RDONLY | os.O_DIRECTORY | _OPEN)
-    except OSError:
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _append(path: str, lines: list[str]) -> None:
-    """Add lines in one append (never through a symlink, never into a FIFO); a cache, so
-    failure is harmless."""
-    if not lines:
-        return
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _OPEN, 0o644)
-    except OSError:
-        return
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return  # read as wrong, and so replaced, by the next look-up
-        data = _encode(lines)
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data  # end a line torn by a crash, so it spoils no other
-        durable.write_all(fd, data)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _rewrite(path: str, lines: Iterable[str]) -> None:
-    """Replace an index file whole (a symlink or FIFO in its place goes with it)."""
-    try:
-        durable.replace(path, _encode(lines))
-    except OSError:
-        pass
 
 
 def load_index(role: Role) -> dict[str, tuple[str, str]]:
@@ -256,26 +133,26 @@ def _record(role: Role, added: list[Line]) -> None:
         if not relative.endswith("/"):  # a batch dir's line is for `all` only
             for key in _keys(relative, task):
                 filed.setdefault(key, []).append(_line(relative, task, activity))
-    with _locked(role):
+    with indexfile.locked(_folder(role)):
         for name, lines in filed.items():
-            _append(_path(role, name), lines)
-        _append(_path(role, "all"), [_line(*fields) for fields in added])
+            indexfile.append(_path(role, name), lines)
+        indexfile.append(_path(role, "all"), [_line(*fields) for fields in added])
 
 
 def _rebuild(role: Role, name: str) -> list[list[str]]:
     """Bucket `name` anew from `all`, for a bucket found holding a line not of ours."""
-    with _locked(role):
+    with indexfile.locked(_folder(role)):
         lines = [f for f in _read(_path(role, "all"))[0] if name in _keys(f[0], f[1])]
-        _rewrite(_path(role, name), (_line(*fields) for fields in lines))
+        indexfile.rewrite(_path(role, name), (_line(*fields) for fields in lines))
     return lines
 
 
 def _forget(role: Role, gone: set[str]) -> None:
     """Drop the lines of files no longer where the index says (`all` is rewritten; a
     bucket's stale line is harmless, since a look-up checks each file it names)."""
-    with _locked(role):
+    with indexfile.locked(_folder(role)):
         lines = [f for f in _read(_path(role, "all"))[0] if f[0] not in gone]
-        _rewrite(_path(role, "all"), (_line(*fields) for fields in lines))
+        indexfile.rewrite(_path(role, "all"), (_line(*fields) for fields in lines))
 
 
 def _folders(role: Role) -> dict[str, str]:
@@ -283,8 +160,9 @@ def _folders(role: Role) -> dict[str, str]:
 
 
 def _save_folders(role: Role, folders: dict[str, str]) -> None:
-    with _locked(role):
-        _rewrite(_path(role, "folders"), (_line(box, mtime) for box, mtime in folders.items()))
+    with indexfile.locked(_folder(role)):
+        lines = (_line(box, mtime) for box, mtime in folders.items())
+        indexfile.rewrite(_path(role, "folders"), lines)
 
 
 def _settled(mtime_ns: int) -> bool:
@@ -471,7 +349,7 @@ def _headers(path: str) -> dict[str, str]:
     """A history file's header block; nothing for one that is not a regular file by the
     time it is opened (never a FIFO waited on, never a symlink followed)."""
     try:
-        fd = os.open(path, os.O_RDONLY | _OPEN)
+        fd = os.open(path, os.O_RDONLY | indexfile.OPEN)
     except OSError:
         return {}
     try:
