@@ -60,8 +60,3 @@ def escape_json(text: str) -> str:
 def has_control(text: str) -> bool:
     """Whether `text` holds a character `escape` would show escaped."""
     return not text.isprintable() and any(ord(char) in _escapes() for char in text)
-
-
-def escape_lines(text: str) -> str:
-    """Text a view prints as several lines: each line escaped, the line breaks kept."""
-    return "\n".join(escape(line) for line in text.split("\n"))

@@ -39,10 +39,6 @@ def test_printable_text_is_left_exactly_as_it_is(text: str) -> None:
     assert not terminal.has_control(text)
 
 
-def test_several_lines_keep_their_breaks_and_lose_everything_else() -> None:
-    assert terminal.escape_lines("one\033[2K\ntwo\r\n") == "one\\x1b[2K\ntwo\\r\n"
-
-
 @given(st.text())
 def test_the_escaped_text_holds_no_control_character_at_all(text: str) -> None:
     assert not terminal.has_control(terminal.escape(text))

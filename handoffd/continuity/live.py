@@ -159,17 +159,18 @@ def dropped_count(line: str) -> int | None:
 
 
 def _drop_first(lines: list[str], others: int) -> list[str]:
-    """The section without as few of its first items as leave the file (`others` lines
-    besides it) within 30 lines, or with none of them: dropped one at a time, the result
-    would be the same (the kept items, trailing blank lines trimmed, then the marker)."""
+    """The section less the fewest of its first items that bring the file (`others` lines
+    besides this section) within 30 lines, or less all of them when even that is not
+    enough; the very lines that dropping one item at a time would leave (the kept items,
+    trailing blank lines trimmed, then the marker)."""
     items, dropped = _items(lines)
     room = MAX_LINES - others - 3  # the heading, the blank before it and the marker
-    kept = sum(len(item) for item in items)
-    cut = 0
+    trimmed = _trailing_blanks(items[-1])  # the last item's, trimmed while any is kept
+    kept, cut = sum(len(item) for item in items), 0
     while cut < len(items):
         kept -= len(items[cut])
         cut += 1
-        if kept - _trailing_blanks(items[-1]) * (cut < len(items)) <= room:
+        if cut == len(items) or kept - trimmed <= room:
             break
     rest = [line for item in items[cut:] for line in item]
     return [*_trimmed(rest), f"- ({dropped + cut} older items dropped)"]
