@@ -221,10 +221,20 @@ def block(caller: Caller, ident: str | None, reason: str) -> Outcome:
         return after_step(caller, Outcome(2, "", problem), alive=False, changed=False)
 
     def step(caller: Caller, inbox: Inbox) -> Outcome:
-        paths = inbox.set_header(ident, BLOCKED, reason.strip())
-        return Outcome(0, "".join(f"BLOCKED: {p}\n" for p in paths))
+        return Outcome(0, blocked_lines(inbox, ident, reason.strip()))
 
     return locked(caller, step, alive=False)
+
+
+def blocked_lines(inbox: Inbox, ident: str | None, reason: str) -> str:
+    """Set `reason` on the copy `ident` names, or on the work in process, and say so:
+    `BLOCKED: <path>` per file set, and (a batch, no ID) `ALREADY_BLOCKED: <path>` per file
+    that keeps the reason it had."""
+    paths = inbox.set_header(ident, BLOCKED, reason)
+    kept = [] if ident is not None else [p for p in inbox.current().files if p not in paths]
+    return "".join(f"BLOCKED: {p}\n" for p in paths) + "".join(
+        f"ALREADY_BLOCKED: {p}\n" for p in kept
+    )
 
 
 def unblock(caller: Caller, ident: str | None) -> Outcome:
@@ -239,10 +249,18 @@ def unblock(caller: Caller, ident: str | None) -> Outcome:
 
 
 def reason_problem(reason: str) -> str | None:
-    """Why `reason` cannot be a `blocked_reason` (one line of 1 to 200 characters), or None."""
+    """Why `reason` cannot be a `blocked_reason` (one line of 1 to 200 characters, without
+    control characters: the board and the live file show it), or None."""
+    from handoffd.terminal import has_control  # only block and report pay for it
+
     text = reason.strip()
     if "\n" in text or "\r" in text or not 1 <= len(text) <= MAX_REASON:
         return f"INVALID_REASON: a blocked reason is one line of 1 to {MAX_REASON} characters.\n"
+    if has_control(text):
+        return (
+            "INVALID_REASON: a blocked reason must not contain control characters "
+            "(a tab, an escape); write it as plain text.\n"
+        )
     return None
 
 

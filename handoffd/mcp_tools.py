@@ -16,6 +16,7 @@ from typing import Any
 from handoffd import config, helpers
 from handoffd.continuity import packet
 from handoffd.outcome import Outcome
+from handoffd.terminal import escape, escape_json
 
 Args = dict[str, Any]
 
@@ -152,8 +153,8 @@ def status(root: str, args: Args) -> Reply:
         return Reply(Outcome(1, "", f"Error: {error}\n"))
     items = [card.to_json() for card in result.cards]
     if args.get("json"):
-        cycles = "".join(f"{cycle}\n" for cycle in result.cycles)
-        text = Outcome(0, json.dumps(items, ensure_ascii=False) + "\n", cycles)
+        cycles = "".join(f"{escape(cycle)}\n" for cycle in result.cycles)
+        text = Outcome(0, escape_json(json.dumps(items, ensure_ascii=False)) + "\n", cycles)
     else:
         text = Outcome(0, "\n".join(board.render(result, now, show_all, False)) + "\n")
     return Reply(text, {"items": items})
@@ -174,7 +175,7 @@ def resume(root: str, args: Args) -> Reply:
         return Reply(answer)
     shown = answer.as_json()
     if args.get("json"):
-        return Reply(Outcome(0, json.dumps(shown, ensure_ascii=False) + "\n"), shown)
+        return Reply(Outcome(0, escape_json(json.dumps(shown, ensure_ascii=False)) + "\n"), shown)
     return Reply(Outcome(0, "".join(f"{line}\n" for line in answer.lines())), shown)
 
 

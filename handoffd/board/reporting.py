@@ -20,6 +20,7 @@ from handoffd.helpers import (
     Caller,
     after_step,
     and_then,
+    blocked_lines,
     finish,
     locked,
     own_id,
@@ -27,7 +28,6 @@ from handoffd.helpers import (
     take,
 )
 from handoffd.inbox import (
-    BLOCKED,
     Inbox,
     Refusal,
     current_batch,
@@ -73,7 +73,7 @@ def report(
         stored = _store(caller, files, status, text, time.time() if now is None else now)
         done = "".join(f"REPORTED: {path}\n" for path in stored)
         if status == "BLOCKED":
-            done += "".join(f"BLOCKED: {p}\n" for p in inbox.set_header(ident, BLOCKED, blocked))
+            done += blocked_lines(inbox, ident, blocked)
         if status == "DONE":
             return and_then(done, caller, inbox, finish)
         return Outcome(0, taken + done)

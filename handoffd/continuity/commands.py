@@ -13,6 +13,7 @@ from handoffd.config import Role
 from handoffd.continuity import hook, live
 from handoffd.continuity import resume as ladder
 from handoffd.outcome import Outcome
+from handoffd.terminal import escape_json
 
 role_option = click.option(
     "--role",
@@ -45,7 +46,7 @@ def run_resume(root_opt: str | None, role_name: str | None, as_json: bool) -> Ou
     if isinstance(answer, Outcome):
         return answer
     if as_json:
-        return Outcome(0, json.dumps(answer.as_json(), ensure_ascii=False) + "\n")
+        return Outcome(0, escape_json(json.dumps(answer.as_json(), ensure_ascii=False)) + "\n")
     return Outcome(0, "".join(f"{line}\n" for line in answer.lines()))
 
 

@@ -17,6 +17,7 @@ from handoffd.config import Role
 from handoffd.continuity import budget, carry, gitfacts, threads
 from handoffd.continuity.digest import DEFAULT_LINES, MIN_LINES, Digest, Inputs, compose, epoch
 from handoffd.outcome import Outcome
+from handoffd.terminal import escape, escape_json
 
 CARRY_LINES = 20  # each thread of carry-forward is a compact digest
 
@@ -64,7 +65,7 @@ def digest_of(
     members = threads.thread_files(snapshot, key) if key else []
     if not members:
         missing = f"UNKNOWN_TASK: {task}" if task is not None else f"UNKNOWN_HANDOFF: {ident}"
-        return Outcome(1, stderr=missing + "\n")
+        return Outcome(1, stderr=escape(missing) + "\n")
     thread = threads.build(key or "", members, snapshot)
     inputs = gather(root, snapshot.roles, thread)
     return compose(inputs, max_lines, time.time() if now is None else now, snapshot.taken_at)
@@ -81,7 +82,8 @@ def render(digest: Digest | Outcome, as_json: bool) -> Outcome:
     if isinstance(digest, Outcome):
         return digest
     if as_json:
-        return Outcome(0, json.dumps(digest.as_json(), ensure_ascii=False, indent=2) + "\n")
+        text = json.dumps(digest.as_json(), ensure_ascii=False, indent=2)
+        return Outcome(0, escape_json(text) + "\n")
     return Outcome(0, digest.markdown)
 
 
@@ -141,7 +143,7 @@ def carry_forward_of(
 def render_many(digests: list[Digest], as_json: bool) -> Outcome:
     if as_json:
         items = [d.as_json() for d in digests]
-        return Outcome(0, json.dumps(items, ensure_ascii=False, indent=2) + "\n")
+        return Outcome(0, escape_json(json.dumps(items, ensure_ascii=False, indent=2)) + "\n")
     return Outcome(0, "\n".join(d.markdown for d in digests) if digests else "NO_THREADS\n")
 
 
