@@ -123,7 +123,7 @@ def _parse_row(fields: list[str], where: str) -> Role:
     name, worktree_name, worktree, session, display, agent, mode, agent_args = fields
     if not valid_role_name(name):
         raise ConfigError(
-            f"{where}: invalid role name '{name}': use letters, digits and '-' "
+            f"{where}: invalid role name {name!r}: use letters, digits and '-' "
             "(no '_', '.' or '/'), starting with a letter or digit"
         )
     if not os.path.isabs(worktree):

@@ -7,6 +7,8 @@ protocol (docs/protocol.md §3).  Everything here is pure: git is reached throug
 
 from __future__ import annotations
 
+from handoffd.terminal import has_control
+
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a helper ~15 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,6 +29,9 @@ TYPE_FIELDS = {
     "packet": ("type", "to", "priority", "task"),
 }
 MAX_TEXT = 80
+# Free text the queue shows and files under (a task is a thread's key in the digest
+# index): a tab, an escape or a right-to-left override in it is refused at the source.
+PLAIN = ("task", "message", "blocked_reason")
 _DIGITS = frozenset("0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -77,6 +82,7 @@ def check(
     errors += _only_for(headers, "note", ("message",))
     errors += dependency_errors(headers.get("depends_on"), id_exists)
     errors += _reason_errors(headers.get("blocked_reason"))
+    errors += _control_errors(headers)
     if body is not None:
         from handoffd.continuity import packet  # only packets pay for importing it
 
@@ -121,6 +127,14 @@ def _reason_errors(value: str | None) -> list[str]:
         return []
     return [
         f"Header 'blocked_reason' must be no longer than {MAX_REASON} characters; got {len(value)}."
+    ]
+
+
+def _control_errors(headers: dict[str, str]) -> list[str]:
+    return [
+        f"Header '{f}' must not contain control characters."
+        for f in PLAIN
+        if f in headers and has_control(headers[f])
     ]
 
 

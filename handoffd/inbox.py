@@ -304,14 +304,20 @@ class Inbox:
 
     def set_header(self, ident: str | None, key: str, value: str | None) -> list[str]:
         """Set (or, with None, remove) a header on the copy `ident` names in `new/` or in
-        process, or on every file of the work in process; returns the paths."""
+        process, or on every file of the work in process; returns the paths.  Without
+        `ident`, a value for a batch is set only on its files that have none: a value
+        someone put on one file of it (an operator's reason) is never replaced unasked."""
         if ident is None:
             paths = self.current().files
         else:
             paths = self.copies_named(ident)
             if not paths:
                 raise Refusal(Exit.REFUSED, f"UNKNOWN_HANDOFF: {ident}")
-        for item in [_load(path) for path in paths]:  # every file read before any is written
+        items = [_load(path) for path in paths]  # every file read before any is written
+        if ident is None and value is not None and len(items) > 1:
+            items = [item for item in items if item.handoff.get(key) is None]
+            paths = [item.path for item in items]
+        for item in items:
             if value is not None:
                 item.handoff.set(key, value)
             elif item.handoff.get(key) is None:

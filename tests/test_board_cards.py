@@ -160,3 +160,45 @@ def test_failed_wake_ups_since_a_card_arrived_are_counted_apart() -> None:
     snap.wake_failures = {"B": [NOW - 200, NOW - 40, NOW - 20]}
     detail = cards.project(snap, NOW).cards[0].detail
     assert detail == "waiting 1m, 1 wake-up, 2 failed (see the daemon's log)"
+
+
+# --- every card has a name of its own (docs/protocol.md §8) ------------------------------
+
+
+def test_a_refused_original_is_a_card_even_when_a_copy_has_its_id() -> None:
+    """A failed original never had copies (no partial fan-out): a copy with its id is
+    another handoff's, and the refusal must not be hidden behind it (an invisible red)."""
+    copy = entry(1, role="B")
+    refused = entry(2, State.FAILED, role="A", id=ident(1))  # a hand-made id: the copy's
+    board = cards.project(snapshot(copy, refused), NOW)
+    assert colours(board) == {f"{ident(1)}@B": "orange", f"{ident(1)}@A": "red"}
+
+
+def test_a_colliding_id_gives_way_to_the_files_own_name_id_then_its_name() -> None:
+    first = entry(1, State.FAILED, role="A")
+    same_id = entry(2, State.FAILED, role="A", id=ident(1))  # its file name says 2
+    archived = Entry("A", State.FAILED, f"/nowhere/A/failed/{name(1, 'A', 'A')}".replace(
+        ".handoff", ".2.handoff"), headers={"id": ident(1)}, mtime=NOW)  # fmt: skip
+    board = cards.project(snapshot(first, same_id, archived), NOW)
+    assert sorted(board.by_card) == sorted([f"{ident(1)}@A", f"{ident(2)}@A", f"{archived.name}@A"])
+    assert len(board.cards) == 3
+
+
+def test_an_id_no_link_could_hold_is_replaced_by_the_name_id_or_the_escaped_name() -> None:
+    crlf = entry(1, id=ident(1) + "\r")  # a CRLF file: every header value ends in CR
+    slashed = entry(2, id="../../etc")
+    by_hand = Entry("B", State.NEW, "/nowhere/B/new/by-hand\r.handoff", headers={}, mtime=NOW)
+    board = cards.project(snapshot(crlf, slashed, by_hand), NOW)
+    assert sorted(board.by_card) == sorted(
+        [f"{ident(1)}@B", f"{ident(2)}@B", "by-hand\\r.handoff@B"]
+    )
+
+
+def test_a_name_taken_whichever_way_still_gets_a_name() -> None:
+    """Two files of one role, one original and one copy, with one file name and one id."""
+    original = entry(1, State.FAILED, role="B", sender="B")
+    copy = entry(1, role="B", sender="B")
+    board = cards.project(snapshot(copy, original), NOW)
+    assert sorted(board.by_card) == sorted([f"{ident(1, 'B')}@B", f"{copy.name}@B"]), (
+        "the copy keeps the id; the refusal takes its file name"
+    )

@@ -293,6 +293,23 @@ def test_block_refuses_a_bad_reason_and_changes_nothing(project: Project, reason
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("reason", ["tab\there", "wipe\033[2K", "del\x7f", "csi\x9bJ", "\u202erev"])
+def test_block_and_report_refuse_a_reason_with_a_control_character(
+    project: Project, reason: str
+) -> None:
+    """The board, the live file and `resume` show a reason: one with a tab or an escape
+    in it is refused where it enters, and nothing changes or is stored."""
+    path = put(project, ID1, box="inbox/in_process")
+    before = path.read_bytes()
+    result = run(project, "block", "--reason", reason)
+    assert result.code == 2 and result.err.startswith("INVALID_REASON: ")
+    assert "control characters" in result.err and result.err.count("\n") == 1
+    report = run(project, "report", "--status", "BLOCKED", "--file", "-",
+                 stdin=f"Stuck.\nBlockers: {reason}\n".encode())  # fmt: skip
+    assert report.code == 2 and report.err.startswith("INVALID_REASON: ")
+    assert path.read_bytes() == before and stored(project, ID1) == []
+
+
 def test_a_200_character_reason_is_accepted(project: Project) -> None:
     path = put(project, ID1)
     assert run(project, "block", ID1, "--reason", "y" * 200).code == 0
@@ -659,3 +676,53 @@ def test_a_draft_depending_on_an_unknown_id_is_refused_and_kept(project: Project
     assert "- Unknown dependency '20990101T000000Z_000001_from_QA'.\n" in result.err
     assert (project.root / "d-coder.txt").exists()
     assert listing(project.box("coder", "outbox")) in ([], ["tmp"])
+
+
+# --- a reason for a whole batch never replaces one already on a file of it ---------------
+
+BATCH = "inbox/in_process/batch_20260101T000000Z_000001"
+
+
+def batch_of_three(project: Project) -> list[Path]:
+    return [put(project, ident, to="cleaner", box=BATCH) for ident in (ID1, ID2, ID3)]
+
+
+@pytest.mark.parametrize("how", ["block", "report"])
+def test_a_batch_wide_reason_keeps_the_reason_an_operator_put_on_one_file(
+    project: Project, how: str
+) -> None:
+    """An operator blocked one file of the batch (R1); the agent then blocks its batch with
+    no ID (R2): R2 goes on the files with no reason, R1 stays, and both are said."""
+    first, second, third = batch_of_three(project)
+    assert run(project, "block", ID1, "--reason", "R1", role="cleaner").code == 0
+    if how == "block":
+        result = run(project, "block", "--reason", "R2", role="cleaner")
+    else:
+        result = run(project, "report", "--status", "BLOCKED", "--reason", "R2", role="cleaner")
+    assert result.code == 0, result.err
+    lines = [line for line in result.out.splitlines() if not line.startswith("REPORTED: ")]
+    assert lines == [f"BLOCKED: {second}", f"BLOCKED: {third}", f"ALREADY_BLOCKED: {first}"]
+    reasons = [headers(path)["blocked_reason"] for path in (first, second, third)]
+    assert reasons == ["R1", "R2", "R2"]
+
+
+def test_a_batch_already_blocked_throughout_keeps_every_reason(project: Project) -> None:
+    paths = batch_of_three(project)
+    for ident, reason in zip((ID1, ID2, ID3), ("R1", "R2", "R3"), strict=True):
+        run(project, "block", ident, "--reason", reason, role="cleaner")
+    result = run(project, "block", "--reason", "R4", role="cleaner")
+    assert (result.code, result.out) == (0, "".join(f"ALREADY_BLOCKED: {p}\n" for p in paths))
+    assert [headers(path)["blocked_reason"] for path in paths] == ["R1", "R2", "R3"]
+
+
+def test_naming_the_file_or_blocking_a_single_task_sets_the_new_reason(project: Project) -> None:
+    """Where the command names exactly one file (its ID, or the one task in process), the
+    new reason is what was asked for, and it replaces the old."""
+    first, _, _ = batch_of_three(project)
+    run(project, "block", ID1, "--reason", "R1", role="cleaner")
+    assert run(project, "block", ID1, "--reason", "R9", role="cleaner").out == f"BLOCKED: {first}\n"
+    assert headers(first)["blocked_reason"] == "R9"
+    task = put(project, ID1, box="inbox/in_process")
+    run(project, "block", "--reason", "R1")
+    assert run(project, "block", "--reason", "R2").out == f"BLOCKED: {task}\n"
+    assert headers(task)["blocked_reason"] == "R2"

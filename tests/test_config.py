@@ -210,3 +210,10 @@ def test_a_worktree_reached_through_a_symlink_is_still_recognised(
 def test_outside_every_worktree_the_role_must_be_set(project: Project, tmp_path: Path) -> None:
     roles = project_roles(project)
     assert raised(config.calling_role, roles, None, str(tmp_path)) == "Set SWARMFORGE_ROLE."
+
+
+def test_an_invalid_role_name_is_quoted_with_its_control_characters_escaped() -> None:
+    """roles.tsv is a file like any other under .swarmforge/: its words never drive the
+    terminal the error is printed on."""
+    message = config_error(roles_tsv([("ok", "ok", "/w/ok"), ("x\033[2K\r", "x", "/w/x")]))
+    assert message.startswith(f"{SOURCE}:2: invalid role name 'x\\x1b[2K\\r'")

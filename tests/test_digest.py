@@ -12,9 +12,9 @@ import pytest
 
 from handoffd import scan
 from handoffd.board.reports import Report
-from handoffd.continuity.digest import NOT_IN_HANDOFF, report_rows
+from handoffd.continuity.digest import NOT_IN_HANDOFF, copy_state, report_rows
 from tests.conftest import Project, git
-from tests.digest_support import build_thread, commit_in, hf_epoch, report, run
+from tests.digest_support import HANDOFFD, build_thread, commit_in, hf_epoch, report, run
 
 RECEIPT = re.compile(r"   \[(?:(commit|report) )?([^\]]+)\]$")
 
@@ -189,3 +189,44 @@ def test_a_report_without_text_says_so_in_its_row():
         "- 2026-06-15 14:05Z RUNNING QA: (no text)   "
         "[report .swarmforge/handoffs/reports/x/20260615T140531.000000Z_RUNNING.md]"
     ]
+
+
+@pytest.mark.parametrize(
+    ("state", "key", "said"),
+    [
+        ("completed", "completed_at", "completed by QA"),
+        ("in_process", "dequeued_at", "in process at QA"),
+        ("new", "enqueued_at", "waiting in QA's inbox"),
+    ],
+)
+def test_an_outcome_states_a_time_only_when_the_copy_records_one(state, key, said):
+    """A hand-made copy without its stamp: the Outcome says where it is, never `at ` with
+    nothing after it."""
+    assert copy_state("QA", state, {}, detail=True) == said
+    with_time = copy_state("QA", state, {key: "2026-06-15T14:05:31Z"}, detail=True)
+    assert with_time == f"{said} {'at' if state == 'completed' else 'since'} 2026-06-15 14:05Z"
+
+
+# --- text from files never drives the terminal (docs/protocol.md, Part II "Hostile files") --
+
+
+def test_control_characters_in_headers_and_reports_are_printed_escaped(project):
+    """A hand-made copy whose reason would erase a line and whose report would set the
+    window's title: `digest` and `carry-forward` print them escaped, as text and as JSON."""
+    ident = "20260101T000000Z_000001_from_coder"
+    project.put("QA", f"50_{ident}_to_QA.handoff", box="inbox/in_process", id=ident, to="QA",
+                task="t\u202eask", blocked_reason="X\033[2K\033[1GGREEN all fine\x9b")  # fmt: skip
+    report(project, "QA", ident, "RUNNING", "\033]0;all good\007 Working.", time.time())
+    for command, args in (("digest", [ident]), ("carry-forward", [])):
+        for form in ([], ["--json"]):
+            result = subprocess.run([HANDOFFD, command, *args, *form, "--root", str(project.root)],
+                                    capture_output=True, timeout=60, check=False)  # fmt: skip
+            out = result.stdout.decode()
+            assert result.returncode == 0, result.stderr
+            assert not any(char in out for char in "\033\007\r\x9b\u202e"), out
+            if form:  # the markdown a client prints is the text's very words
+                parsed = json.loads(out)
+                out = (parsed if command == "digest" else parsed[0])["markdown"]
+            assert "# Task t\\u202eask" in out
+            assert "blocked: X\\x1b[2K\\x1b[1GGREEN all fine\\x9b (QA)" in out
+            assert "RUNNING QA: \\x1b]0;all good\\x07 Working." in out

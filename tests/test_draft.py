@@ -207,3 +207,22 @@ def test_blocked_reason_is_allowed_up_to_200_characters() -> None:
     assert check_deps(note(blocked_reason="z" * 201)) == [
         "Header 'blocked_reason' must be no longer than 200 characters; got 201."
     ]
+
+
+@pytest.mark.parametrize("char", ["\t", "\r", "\x1b", "\x00", "\x7f", "\x9b", "\u202e", "\u2028"])
+@pytest.mark.parametrize("field", ["task", "message", "blocked_reason"])
+def test_free_text_headers_refuse_control_characters(field: str, char: str) -> None:
+    """A line-ending CR is a CRLF draft's (accepted); one inside the value is refused, as is
+    every other control character: the queue shows these texts and files threads by task."""
+    value = f"a{char}b"
+    if field == "task":
+        text = git_draft(task=value)
+    else:
+        text = note_text(**{"message": "hi", field: value})
+    assert errors_of(text) == [f"Header '{field}' must not contain control characters."]
+
+
+def note_text(**fields: str) -> str:
+    return "type: note\nto: coder\npriority: 50\n" + "".join(
+        f"{k}: {v}\n" for k, v in fields.items()
+    )

@@ -747,6 +747,24 @@ INVALID: list[tuple[str, Callable[[Project], str], list[str]]] = [
         ["Header 'message' must be no longer than 80 characters; got 81."],
     ),
     (
+        "task-with-a-tab",  # a digest could never find its thread again
+        lambda p: git_draft(p, task="parser\tslice"),
+        ["Header 'task' must not contain control characters."],
+    ),
+    (
+        "message-with-an-escape",
+        lambda p: note_draft(message="hi\033]0;owned\007"),
+        ["Header 'message' must not contain control characters."],
+    ),
+    (
+        "texts-with-an-override-or-a-delete",
+        lambda p: note_draft(message="a\u202eb", blocked_reason="wait\x7fdone"),
+        [
+            "Header 'message' must not contain control characters.",
+            "Header 'blocked_reason' must not contain control characters.",
+        ],
+    ),
+    (
         "message-without-type",
         lambda p: note_draft(type=None),
         ["Missing required header 'type'.", "Header 'message' is only allowed for note."],

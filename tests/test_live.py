@@ -95,6 +95,60 @@ def test_a_bullet_keeps_its_continuation_lines_and_goes_whole() -> None:
     assert items[0] == ["- approach A: failed", "  because of B"]
 
 
+def one_at_a_time(head: list[str], sections: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The drop rule as the contract words it: drop the first bullet, look again, repeat."""
+    sections = dict(sections)
+    for name in live.DROP_ORDER:
+        while len(live._lines(head, sections)) > live.MAX_LINES:
+            items, dropped = live._items(sections.get(name, []))
+            if not items:
+                break
+            kept = live._trimmed([line for item in items[1:] for line in item])
+            sections[name] = [*kept, f"- ({dropped + 1} older items dropped)"]
+    return sections
+
+
+LINE = st.sampled_from(["- a", "* b", "  more", "", "- (3 older items dropped)", "prose"])
+SECTION = st.lists(LINE, max_size=40).map(live._trimmed)
+
+
+@given(
+    st.fixed_dictionaries({"Decisions": SECTION, "Ruled Out": SECTION, "Verify": SECTION}),
+    st.integers(min_value=0, max_value=8),
+)
+def test_the_drop_rule_cuts_in_one_go_exactly_what_dropping_one_at_a_time_would(
+    agent: dict[str, list[str]], questions: int
+) -> None:
+    """Bullets, continuation lines, blank lines, prose before the first bullet and markers
+    of earlier drops, in any mix: counting once gives the very lines of the one-by-one rule."""
+    head = ["# HANDOFF — x", "branch: main | phase: idle"]
+    sections = {"Next Step": ["Go."], "Open Questions": [f"- q{i}" for i in range(questions)]}
+    sections.update(agent)
+    assert live.fit(head, sections) == one_at_a_time(head, sections)
+
+
+def test_trimming_thousands_of_bullets_reads_each_line_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The file is rewritten under the role's lock: 8,000 Decisions bullets once took 49 s
+    (each drop re-rendered the file).  The work is linear: the lines looked at, counted."""
+    looked_at = [0]
+
+    def counting(lines: list[str]) -> tuple[list[list[str]], int]:
+        looked_at[0] += len(lines)
+        return items(lines)
+
+    items = live._items
+    monkeypatch.setattr(live, "_items", counting)
+    for bullets in (2_000, 8_000):
+        looked_at[0] = 0
+        decisions = [f"- decision {i}" for i in range(bullets)]
+        text = live.render(state(), {"Decisions": decisions, "Ruled Out": ["- a: b"] * 5})
+        assert len(text.splitlines()) == 30
+        assert f"- decision {bullets - 1}\n- ({bullets - 15} older items dropped)\n" in text
+        assert looked_at[0] <= 3 * bullets, f"{looked_at[0]} lines looked at for {bullets}"
+
+
 def test_long_text_is_one_line_of_at_most_200_characters() -> None:
     text = live.render(state(next_step="x" * 500 + "\nsecond line"), {})
     parsed = live.parse(text)

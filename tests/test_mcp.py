@@ -378,6 +378,23 @@ def test_the_text_of_a_structured_tool_is_what_the_command_prints(
         assert json.loads(text(thread)) == thread.structured_content
 
 
+def test_a_tools_json_text_carries_control_characters_as_json_escapes(
+    project: Project, log: Path
+) -> None:
+    """A reason holding a C1 CSI and a right-to-left override, as a hand-made file may: the
+    text of `status` and `resume` as JSON holds neither raw, and parses to the same data."""
+    reason = "wait\x9b2J for \u202eQA"
+    name = "50_20260101T000000Z_000001_from_coder_to_QA.handoff"
+    project.put("QA", name, box="inbox/in_process", id=name[3:37], blocked_reason=reason)
+    with agent(project, "QA", log) as qa:
+        for tool in ("status", "resume"):
+            shown = ok(qa.call(tool, json=True))
+            assert "\x9b" not in text(shown) and "\u202e" not in text(shown)
+            data = shown.structured_content
+            assert json.loads(text(shown)) == (data["items"] if tool == "status" else data)
+            assert reason in json.dumps(data, ensure_ascii=False)
+
+
 # --- what the server costs everything else -----------------------------------------------
 
 

@@ -204,3 +204,10 @@ def test_compose_builds_the_packet_from_the_tool_interfaces_field_names() -> Non
     ]
     del texts["verification"]
     assert packet.check(packet.compose(texts)) == ["Missing section '## Verification'."]
+
+
+def test_a_packet_task_with_a_control_character_is_refused() -> None:
+    """A packet's task is the same thread key as a git handoff's: no tab, no escape."""
+    tabbed = HEAD.replace("parser-slice-3", "parser\tslice-3") + "\n" + body()
+    result = draft.check(tabbed, ROLES, lambda c: (c, None))
+    assert result == ["Header 'task' must not contain control characters."]

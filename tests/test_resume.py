@@ -340,3 +340,30 @@ def test_note_without_text_is_refused(project: Project) -> None:
         2, "NOTE_EMPTY: give --decision, --ruled-out or --verify text.\n",
     )  # fmt: skip
     assert project.run("handoffd", "note", role="QA").code == 2
+
+
+CONTROLS = "\033\007\r\x9b\u202e"
+
+
+def test_control_characters_from_the_queue_never_reach_the_live_file_or_the_terminal(
+    project: Project,
+) -> None:
+    """A task that would set the window's title and a reason that would erase a line are
+    escaped in the live file handoffd writes and in every line `resume` prints."""
+    project.put("QA", TAKEN, box="inbox/in_process", id=IDENT, task="t\033]0;owned\007",
+                blocked_reason="wait\033[2K\r\x9bJ for \u202eQA")  # fmt: skip
+    assert project.run("ready_for_next", role="QA").code == 0  # rewrites the live file
+    written = (project.worktrees["QA"] / live.FILE).read_text(encoding="utf-8")
+    # (a line break or tab is whitespace, and one line's whitespace is one space)
+    assert "- t\\x1b]0;owned\\x07: wait\\x1b[2K \\x9bJ for \\u202eQA" in written
+    assert not any(char in written for char in CONTROLS)
+    from_live = resume_as(project, "QA")
+    (project.worktrees["QA"] / live.FILE).unlink()
+    from_queue = resume_as(project, "QA")
+    for result, source in ((from_live, "live file"), (from_queue, "queue")):
+        assert f"(from {source})" in result.out.splitlines()[0]
+        assert not any(char in result.out for char in CONTROLS), result.out
+        assert "OPEN_QUESTION: t\\x1b]0;owned\\x07: wait\\x1b[2K \\x9bJ" in result.out
+    as_json = project.run("resume", "--json", role="QA")
+    assert not any(char in as_json.out for char in CONTROLS)
+    assert json.loads(as_json.out)["open_question"].startswith("t\033]0;owned\007: wait")

@@ -338,3 +338,44 @@ def test_a_report_or_error_linked_outside_never_puts_its_target_on_the_board(
         printed = handoffd("status", "--root", str(project.root), *args)
         assert printed.returncode == 0, printed.stderr
         assert SECRET not in printed.stdout
+
+
+# --- text from files never drives the terminal (docs/protocol.md, Part II "Hostile files") --
+
+ERASE_AND_REDRAW = "X\033[2K\033[1G\033[32mGREEN all fine"
+TITLE = "\033]0;all good\007note"
+
+
+def test_control_characters_from_files_are_printed_escaped_never_obeyed(
+    project: Project,
+) -> None:
+    """A blocked reason that would erase its RED row and redraw it green, a note that would
+    set the window's title, a C1 CSI and a right-to-left override all print as escapes."""
+    put(project, 1, blocked_reason=ERASE_AND_REDRAW)
+    put(project, 2, message=TITLE)
+    put(project, 3, task="evil\u202etxt.exe\x9b2J")
+    for env in ({}, {"NO_COLOR": "1"}):
+        shown = on_a_terminal(project, **env)
+        rows = {n: next(row for row in shown.splitlines() if ident(n) in row) for n in (1, 2, 3)}
+        assert "X\\x1b[2K\\x1b[1G\\x1b[32mGREEN all fine" in rows[1]
+        assert "\\x1b]0;all good\\x07note" in rows[2]
+        assert "evil\\u202etxt.exe\\x9b2J" in rows[3]
+        codes = shown.replace("\033[1;31m", "").replace("\033[38;5;208m", "")
+        codes = codes.replace("\033[0m", "").replace("\r\n", "\n")  # the pty's line ends
+        assert not any(char in codes for char in "\033\007\x9b\u202e\r"), repr(codes)
+
+
+def test_a_crlf_file_named_with_a_carriage_return_keeps_the_columns(project: Project) -> None:
+    """A file dropped by hand with CRLF line ends and a CR in its name: its card and every
+    header value print escaped, so the row stays one row of aligned columns."""
+    box = project.box("QA", "inbox/new")
+    box.mkdir(parents=True, exist_ok=True)
+    crlf = b"from: coder\r\ntype: note\r\nmessage: hi\r\n\r\nbody\r\n"
+    (box / "by-hand\r.handoff").write_bytes(crlf)
+    out = subprocess.run(
+        [HANDOFFD, "status", str(project.root)], capture_output=True, timeout=30, check=False
+    )
+    assert out.returncode == 0 and b"\r" not in out.stdout
+    header, row = out.stdout.decode().splitlines()[1:3]
+    assert row.split()[1] == "by-hand\\r.handoff@QA"
+    assert row.index("coder\\r") == header.index("FROM")

@@ -13,8 +13,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from starlette.testclient import TestClient
@@ -143,10 +145,13 @@ def test_a_known_card_is_found_open_or_completed(project: Project) -> None:
 @pytest.mark.parametrize(
     ("name", "valid"),
     [("20260101T000000Z_000001_from_coder@QA", True), ("a b@QA", True), ("a@b", True),
-     ("", False), ("@QA", False), ("noat", False), ("a/b@QA", False), ("a\\b@QA", False),
-     ("a..b@QA", False), ("a\x00b@QA", False), ("a\nb@QA", False), ("x" * 600 + "@QA", False)],
+     ("a\\r.handoff@QA", True), ("a..b.handoff@QA", True),  # a hand-made file's own name
+     ("", False), ("@QA", False), ("noat", False), ("a/b@QA", False), ("a\x00b@QA", False),
+     ("a\nb@QA", False), ("a\rb@QA", False), ("x" * 5000 + "@QA", False)],
 )  # fmt: skip
 def test_valid_name_refuses_what_no_card_can_be_called(name: str, valid: bool) -> None:
+    """Names are looked up among the cards, never joined to a path: whatever a card can be
+    called passes, and nothing a card is never called (a slash, a control character)."""
     assert views.valid_name(name) is valid
 
 
@@ -470,3 +475,75 @@ def test_every_page_answers_with_fifos_where_files_should_be(project: Project) -
         for path in pages * 3:
             with urllib.request.urlopen(url + path, timeout=10) as answer:
                 assert answer.status == 200, path
+
+
+# --- every file in failed/ is a card, and every link resolves ----------------------------
+
+
+class Links(HTMLParser):
+    """Every `href` on a page, and every `data-card` with its colour."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.cards: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if found.get("href"):
+            self.hrefs.append(str(found["href"]))
+        if found.get("data-card"):
+            self.cards[str(found["data-card"])] = str(found.get("data-color"))
+
+
+def links(base: str, path: str) -> Links:
+    with urllib.request.urlopen(base + path, timeout=10) as answer:
+        parser = Links()
+        parser.feed(answer.read().decode())
+    return parser
+
+
+def odd_files(project: Project) -> list[Path]:
+    """Hand-made files a board must still show and link: a CRLF file with a CR in its name,
+    names with characters a URL must encode, a refused original whose id is a delivered
+    copy's and an archived duplicate beside it; the same oddities in history."""
+    put(project, 1, "QA")
+    new = project.box("QA", "inbox/new")
+    (new / "by-hand\r.handoff").write_bytes(
+        b"from: coder\r\ntype: note\r\nmessage: hi\r\n\r\nb\r\n"
+    )
+    for odd in ("sp ace %41 #frag ?q=1 é.handoff", "dots..and\\back.handoff"):
+        project.put("QA", odd, id=odd.removesuffix(".handoff"))
+    failed = project.box("coder", "failed")
+    failed.mkdir(parents=True)
+    refused = [failed / f"50_20260101T000000Z_{n:06d}_from_coder_to_QA{tail}.handoff"
+               for n, tail in ((2, ""), (2, ".2"), (3, ""))]  # fmt: skip
+    for path in refused:
+        path.write_text(f"id: {ident(1)}\nfrom: coder\nto: QA\ntype: note\n\nb\n")
+        Path(f"{path}.error").write_text("refused\n")
+    done = project.box("QA", "inbox/completed")
+    done.mkdir(parents=True)
+    (done / "done\r by hand.handoff").write_bytes(
+        b"id: x\r\ncompleted_at: 2026-01-01T00:00:00Z\r\n\r\n"
+    )
+    (done / "done%2F.handoff").write_text("id: a/b\ncompleted_at: 2026-01-01T00:00:00Z\n\nb\n")
+    return refused
+
+
+def test_every_refused_file_is_a_card_and_every_link_on_every_page_resolves(
+    project: Project,
+) -> None:
+    refused = odd_files(project)
+    with serving(project.root) as base:
+        open_page, archive = links(base, "/"), links(base, "/archive")
+        assert sum(1 for c in open_page.cards.values() if c == "red") == len(refused)
+        assert len(open_page.cards) == len(refused) + 4  # the copies in QA's new/
+        assert len(archive.cards) == 2
+        hrefs = {h for page in (open_page, archive) for h in page.hrefs if h.startswith("/")}
+        assert sum(h.startswith("/card/") for h in hrefs) == len(refused) + 6
+        for href in sorted(hrefs):
+            with urllib.request.urlopen(base + href, timeout=10) as answer:
+                assert answer.status == 200, href
+                if href.startswith("/card/"):
+                    shown = links(base, href).cards
+                    assert list(shown) and unquote(href.removeprefix("/card/")) in shown

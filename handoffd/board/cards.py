@@ -15,7 +15,7 @@ from typing import Any
 
 from handoffd import handoff as hf
 from handoffd import safeio
-from handoffd.board import colour
+from handoffd.board import colour, naming
 from handoffd.scan import Entry, Snapshot, State
 
 WINDOW_S = 60 * 60.0  # a claim is live while its heartbeat is younger than this
@@ -99,7 +99,7 @@ class Card:
         self.headers = entry.headers
         self.id = entry.id
         self.role = entry.role
-        self.card = f"{self.id}@{self.role}"
+        self.card = f"{self.id}@{self.role}"  # until `naming.assign` gives it its own
         self.state = entry.state
         self.age_s = age_s
         self.blocked_reason = self.headers.get("blocked_reason") or None
@@ -193,10 +193,14 @@ def project(
     # history first: a copy completed while we read is then kept green, not also open
     greens = list(snapshot.entries((State.COMPLETED,))) if include_green else []
     cards = _open_cards(snapshot, now, stall_s) + [_green(entry, now) for entry in greens]
+    names: set[str] = set()
+    naming.assign(cards, names)
     for card in cards:  # only these can hold a claim: a done dependency is green anyway
         _dress(card, snapshot, now, window_s)
     by_id = _index(cards)
     _resolve(snapshot, by_id, now)  # adds the green cards of dependencies already done
+    named = {id(card) for card in cards}
+    naming.assign((c for same in by_id.values() for c in same if id(c) not in named), names)
     for card in (card for same in by_id.values() for card in same):  # history's too
         card.closure = closure(card, by_id)
         card.colour, card.detail = colour.paint(card, card.closure)
@@ -211,8 +215,13 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
     """A card per open copy, and per original in an outbox or failed/ that nobody holds."""
     copies = [e for e in snapshot.open if e.state in (State.NEW, State.IN_PROCESS)]
     held = {e.id for e in copies}
+    # An outbox original whose copies are out is being delivered: its copies stand for
+    # it.  A refused one never had copies (no partial fan-out): a copy with its id is
+    # another handoff's, and the refusal is a card of its own, never hidden behind it.
     originals = [
-        e for e in snapshot.open if e.state in (State.OUTBOX, State.FAILED) and e.id not in held
+        e
+        for e in snapshot.open
+        if e.state == State.FAILED or (e.state == State.OUTBOX and e.id not in held)
     ]
     running = bool(snapshot.daemon and snapshot.daemon.running)
     cards = []

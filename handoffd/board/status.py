@@ -7,6 +7,7 @@ import time
 
 from handoffd import config, lifecycle, scan
 from handoffd.board import cards, colour
+from handoffd.terminal import escape
 
 COLUMNS = ("STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
 TASK_WIDTH = 32
@@ -52,7 +53,8 @@ def render(result: cards.Board, now: float, show_all: bool, colours: bool) -> li
     counts = result.counts()
     shown = colour.ORDER if show_all else colour.ORDER[:-1]
     tally = " · ".join(f"{name} {counts[name]}" for name in shown)
-    lines = [f"{daemon_line(result.snapshot.daemon, now)} · {tally}", *result.cycles]
+    cycles = [escape(cycle) for cycle in result.cycles]  # the ids are the files' own words
+    lines = [f"{daemon_line(result.snapshot.daemon, now)} · {tally}", *cycles]
     if not result.cards:
         return [*lines, "no cards" if show_all else "no open cards"]
     rows = [_row(card) for card in result.cards]
@@ -60,19 +62,24 @@ def render(result: cards.Board, now: float, show_all: bool, colours: bool) -> li
 
 
 def _row(card: cards.Card) -> list[str]:
-    task = card.headers.get("task") or card.headers.get("message") or "-"
+    """A card's cells, each escaped: every one but the colour and the age comes from a file,
+    and a control character in it would tear the columns or redraw the screen."""
+    task = escape(card.headers.get("task") or card.headers.get("message") or "-")
     if len(task) > TASK_WIDTH:
         task = task[: TASK_WIDTH - 1] + "…"
-    return [
-        card.colour.upper(),
+    cells = [
         card.card,
         card.sender or "-",
         ",".join(card.recipients) or "-",
         card.priority,
         card.headers.get("type") or "-",
+    ]
+    return [
+        card.colour.upper(),
+        *(escape(cell) for cell in cells),
         task,
         colour.ago(card.age_s),
-        card.detail,
+        escape(card.detail),
     ]
 
 

@@ -19,6 +19,7 @@ from handoffd.continuity.gitfacts import Commit, Facts
 from handoffd.continuity.threads import Item, Thread
 from handoffd.handoff import epoch as epoch  # re-exported: callers read it from here
 from handoffd.handoff import iso_from_stamp
+from handoffd.terminal import escape
 
 DEFAULT_LINES = 60
 MIN_LINES = 8
@@ -90,18 +91,21 @@ def sender(item: Item) -> str:
 
 
 def copy_state(role: str, state: str, headers: dict[str, str], detail: bool) -> str:
-    """One copy's state, with its time when `detail` (the Outcome line)."""
+    """One copy's state, with its time when `detail` (the Outcome line) and the copy
+    records one: a time it does not hold is left out, never printed empty."""
     reason = headers.get("blocked_reason")
     if state == "completed":
-        at = f" at {short_time(headers.get('completed_at', ''))}" if detail else ""
-        return f"completed by {role}{at}"
+        return f"completed by {role}" + _when(" at ", headers, "completed_at", detail)
     if reason:
         return f"blocked: {reason} ({role})"
     if state == "in_process":
-        since = f" since {short_time(headers.get('dequeued_at', ''))}" if detail else ""
-        return f"in process at {role}{since}"
-    since = f" since {short_time(headers.get('enqueued_at', ''))}" if detail else ""
-    return f"waiting in {role}'s inbox{since}"
+        return f"in process at {role}" + _when(" since ", headers, "dequeued_at", detail)
+    return f"waiting in {role}'s inbox" + _when(" since ", headers, "enqueued_at", detail)
+
+
+def _when(word: str, headers: dict[str, str], key: str, detail: bool) -> str:
+    stamp = headers.get(key, "").strip()
+    return f"{word}{short_time(stamp)}" if detail and stamp else ""
 
 
 def state_now(item: Item, errors: dict[str, str], detail: bool = False) -> str:
@@ -259,4 +263,7 @@ def compose(inputs: Inputs, max_lines: int, now: float, queue_read_at: float) ->
         f"generated {generated} · queue read {read}",
     ]
     lines = budget.render(max_lines, sections(inputs), head, tail, footer)
+    # every row quotes files (headers, reports, commit subjects): one row, one line, and
+    # nothing in it a terminal would obey
+    lines = [escape(line) for line in lines]
     return Digest(lines, thread.ids, generated, read, gaps(inputs), thread.activity)

@@ -13,6 +13,7 @@ from handoffd.config import Role
 from handoffd.continuity import carry, gitfacts, threads
 from handoffd.continuity.digest import MIN_LINES, Digest, Inputs, compose, epoch
 from handoffd.outcome import Exit, Result, refused
+from handoffd.terminal import escape
 
 CARRY_LINES = 20  # each thread of carry-forward is a compact digest
 
@@ -60,7 +61,7 @@ def digest_of(
     members = threads.thread_files(snapshot, key) if key else []
     if not members:
         missing = f"UNKNOWN_TASK: {task}" if task is not None else f"UNKNOWN_HANDOFF: {ident}"
-        return refused(missing, Exit.FAILED)
+        return refused(escape(missing), Exit.FAILED)
     thread = threads.build(key or "", members, snapshot)
     inputs = gather(root, snapshot.roles, thread)
     return compose(inputs, max_lines, time.time() if now is None else now, snapshot.taken_at)

@@ -2,28 +2,44 @@
 without reading unrelated history (docs/protocol.md §2, §11).
 
 A thread is found by its `task` header, which only the header block holds.  History
-(`sent/`, `completed/`, batch dirs included) never changes once a file is
-there, so each role keeps a hidden cache `H/.digest-index/` of `<path>\\t<task>\\t<newest
+(`sent/`, `completed/`, batch dirs included) rarely changes once a file is there, so
+each role keeps a hidden cache `H/.digest-index/` of `<path>\\t<task>\\t<newest
 timestamp>` lines: `all` (every history file), `b-<xx>` (256 buckets, each line filed
 under its task and under its id) and `folders` (each history folder's mtime when it was
-last listed whole).  A header is read once, ever; a folder whose mtime has not changed is
-not listed again, so finding a thread reads one bucket, whatever the history's size.
+last listed whole).  A header is read once; a folder whose mtime has not changed is not
+listed again, so finding a thread reads one bucket, whatever the history's size.
 The open folders (`outbox/`, `failed/`, `inbox/new/`, `inbox/in_process/`) are not
 indexed: the threads read them from the queue's scan (`handoffd.scan`), afresh each time.
-Appends are one write each; a line torn by a crash has no newline and is ignored.
+
+The index is a cache, and untrusted like every file under `.swarmforge/`: it never
+outlives the files it names, and what it says is checked before it is believed.
+- A file it names is used only while a regular file is there (taken out of a batch,
+  moved back to `new/` or deleted, it is gone from the answer).  A batch dir's line
+  carries how many files it held and its mtime; a batch dir that changed since is
+  listed again, and the lines of files no longer in it are dropped.
+- A line that is not one (torn mid-character by a crash, or written by someone else)
+  is skipped, and a bucket that held one is rebuilt from `all`; a path the index never
+  writes is never opened.  The index's files are read and written by `indexfile`: never
+  through a symlink, never waiting on a FIFO, never read past a limit, fields escaped so
+  that any task a hand-made file carries, a TAB included, is indexed like any other.
+Appends are one write each, under the index's lock, as is every rewrite.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from handoffd import durable, scan
 from handoffd import handoff as hf
+from handoffd import scan
 from handoffd.config import Box, Role
+from handoffd.continuity import indexfile
+from handoffd.continuity.indexfile import line as _line
+from handoffd.continuity.indexfile import read as _read
 
 INDEX = ".digest-index"
 BUCKETS = 256
@@ -33,6 +49,8 @@ SETTLED_NS = 2_000_000_000
 HISTORY = (Box.SENT, Box.COMPLETED)
 STATE = {Box.SENT: scan.State.SENT, Box.COMPLETED: scan.State.COMPLETED}
 TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
+
+Line = tuple[str, str, str]  # relative path, task (or count), newest timestamp (or mtime)
 
 
 @dataclass
@@ -58,97 +76,124 @@ def handoff_id(name: str) -> str | None:
     return parts.id if parts else None
 
 
-def _path(role: Role, name: str) -> str:
-    return os.path.join(role.handoffs, INDEX, name)
-
-
-def _lines(path: str) -> Iterator[list[str]]:
-    """The complete lines of an index file, split at tabs; nothing if it is missing."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
-    except (OSError, UnicodeDecodeError):
-        return
-    for line in text[: text.rfind("\n") + 1].splitlines():
-        yield line.split("\t")
-
-
-def load_index(role: Role) -> dict[str, tuple[str, str]]:
-    """Every indexed history file: relative path -> (task or '', newest timestamp)."""
-    return {f[0]: (f[1], f[2]) for f in _lines(_path(role, "all")) if len(f) == 3}
-
-
-def _append(path: str, lines: list[str]) -> None:
-    """Add lines in one append; a cache, so failure is harmless."""
-    if not lines:
-        return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            data = "".join(lines).encode("utf-8")
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data  # end a line torn by a crash, so it spoils no other
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-
-
 def bucket(key: str) -> str:
     return f"b-{zlib.crc32(key.encode('utf-8')) % BUCKETS:02x}"
 
 
-def _record(role: Role, added: list[str]) -> None:
+def _folder(role: Role) -> str:
+    """The index folder (no trailing slash: lstat sees a symlink there, not its target)."""
+    return os.path.join(role.handoffs, INDEX)
+
+
+def _path(role: Role, name: str) -> str:
+    return os.path.join(_folder(role), name)
+
+
+def _ready(role: Role) -> bool:
+    """Whether the role's index folder is a real folder, made if missing.  Anything else
+    found under its name (a symlink, a file) is removed — the link itself, never what it
+    points at — so the cache is never written through it; False if that fails."""
+    folder = _folder(role)
+    try:
+        if stat.S_ISDIR(os.lstat(folder).st_mode):
+            return True
+        os.unlink(folder)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    try:
+        os.makedirs(folder, exist_ok=True)
+        return stat.S_ISDIR(os.lstat(folder).st_mode)
+    except OSError:
+        return False
+
+
+def load_index(role: Role) -> dict[str, tuple[str, str]]:
+    """Every indexed history file: relative path -> (task or '', newest timestamp).  A
+    batch dir's line, `<dir>/`, maps to (how many files it held, its mtime in ns)."""
+    return {f[0]: (f[1], f[2]) for f in _read(_path(role, "all"))[0]}
+
+
+def _keys(relative: str, task: str) -> set[str]:
+    """The buckets a line is filed in: its id's, and its task's."""
+    keys = {bucket(f"id:{handoff_id(os.path.basename(relative))}")}
+    if task:
+        keys.add(bucket(f"task:{task}"))
+    return keys
+
+
+def _record(role: Role, added: list[Line]) -> None:
     """File new lines in their buckets first, then in `all`: a crash in between only
     makes a later listing index them again (duplicates are harmless)."""
+    if not added:
+        return
     filed: dict[str, list[str]] = {}
-    for line in added:
-        relative, task, _ = line.split("\t")
-        keys = {bucket(f"id:{handoff_id(os.path.basename(relative))}")}
-        if task:
-            keys.add(bucket(f"task:{task}"))
-        for key in keys:
-            filed.setdefault(key, []).append(line)
-    for name, lines in filed.items():
-        _append(_path(role, name), lines)
-    _append(_path(role, "all"), added)
+    for relative, task, activity in added:
+        if not relative.endswith("/"):  # a batch dir's line is for `all` only
+            for key in _keys(relative, task):
+                filed.setdefault(key, []).append(_line(relative, task, activity))
+    with indexfile.locked(_folder(role)):
+        for name, lines in filed.items():
+            indexfile.append(_path(role, name), lines)
+        indexfile.append(_path(role, "all"), [_line(*fields) for fields in added])
+
+
+def _rebuild(role: Role, name: str) -> list[list[str]]:
+    """Bucket `name` anew from `all`, for a bucket found holding a line not of ours."""
+    with indexfile.locked(_folder(role)):
+        lines = [f for f in _read(_path(role, "all"))[0] if name in _keys(f[0], f[1])]
+        indexfile.rewrite(_path(role, name), (_line(*fields) for fields in lines))
+    return lines
+
+
+def _forget(role: Role, gone: set[str]) -> None:
+    """Drop the lines of files no longer where the index says (`all` is rewritten; a
+    bucket's stale line is harmless, since a look-up checks each file it names)."""
+    with indexfile.locked(_folder(role)):
+        lines = [f for f in _read(_path(role, "all"))[0] if f[0] not in gone]
+        indexfile.rewrite(_path(role, "all"), (_line(*fields) for fields in lines))
 
 
 def _folders(role: Role) -> dict[str, str]:
-    return {f[0]: f[1] for f in _lines(_path(role, "folders")) if len(f) == 2}
+    return {f[0]: f[1] for f in _read(_path(role, "folders"), 2)[0]}
 
 
 def _save_folders(role: Role, folders: dict[str, str]) -> None:
-    text = "".join(f"{box}\t{mtime}\n" for box, mtime in folders.items())
-    try:
-        os.makedirs(_path(role, ""), exist_ok=True)
-        durable.replace(_path(role, "folders"), text.encode("utf-8"))
-    except OSError:
-        pass
+    with indexfile.locked(_folder(role)):
+        lines = (_line(box, mtime) for box, mtime in folders.items())
+        indexfile.rewrite(_path(role, "folders"), lines)
+
+
+def _settled(mtime_ns: int) -> bool:
+    return time.time_ns() - mtime_ns > SETTLED_NS
 
 
 def _mtimes(role: Role) -> dict[str, str]:
     """Each history folder's mtime now: '0' when it is missing, '' when too fresh to trust."""
-    now, found = time.time_ns(), {}
+    found = {}
     for box in HISTORY:
         try:
             mtime = os.stat(role.path(box)).st_mtime_ns
         except OSError:
             mtime = 0
-        found[box] = str(mtime) if now - mtime > SETTLED_NS else ""
+        found[box] = str(mtime) if _settled(mtime) else ""
     return found
+
+
+# --- listing and looking up -------------------------------------------------------------
 
 
 def role_files(role: Role) -> list[File]:
     """Every history file of the role, each with its task (listed whole; files new to
     history are indexed)."""
+    if not _ready(role):  # no cache to be had: every header read afresh
+        return [f for box in HISTORY for f in _history(role, box, {}, [], set())]
     mtimes, index = _mtimes(role), load_index(role)
-    added: list[str] = []
-    files = [f for box in HISTORY for f in _history(role, box, index, added)]
-    _finish(role, added, mtimes)
+    added: list[Line] = []
+    gone: set[str] = set()
+    files = [f for box in HISTORY for f in _history(role, box, index, added, gone)]
+    _finish(role, added, gone, mtimes)
     return files
 
 
@@ -158,37 +203,58 @@ def sync(role: Role) -> None:
     changed = [box for box in HISTORY if not mtimes[box] or mtimes[box] != known.get(box)]
     if not changed:
         return
-    index, added = load_index(role), list[str]()
+    index, added, gone = load_index(role), list[Line](), set[str]()
     for box in changed:
-        for _ in _history(role, box, index, added):
+        for _ in _history(role, box, index, added, gone):
             pass
-    _finish(role, added, {**known, **{box: mtimes[box] for box in changed}})
+    _finish(role, added, gone, {**known, **{box: mtimes[box] for box in changed}})
 
 
-def _finish(role: Role, added: list[str], mtimes: dict[str, str]) -> None:
-    if "" in added:  # a task the index cannot hold: list these folders again next time
-        mtimes = {box: "" for box in mtimes}
-    _record(role, [line for line in added if line])
+def _finish(role: Role, added: list[Line], gone: set[str], mtimes: dict[str, str]) -> None:
+    if gone:
+        _forget(role, gone)
+    _record(role, added)
     _save_folders(role, mtimes)
 
 
 def lookup(role: Role, key: str) -> list[File]:
     """The role's history files of `key`: `task:<T>` (every file with that task) or
     `id:<id>` (every file of that handoff)."""
+    if not _ready(role):
+        return [file for file in role_files(role) if _matches(file, key)]
     sync(role)
+    lines, wrong = _read(_path(role, bucket(key)))
+    if wrong:  # a torn or foreign line: skipped, and the bucket made anew
+        lines = _rebuild(role, bucket(key))
     found: dict[str, File] = {}
-    for fields in _lines(_path(role, bucket(key))):
-        if len(fields) != 3 or fields[0] in found:
+    for relative, task, activity in lines:
+        box = _box(relative)
+        if box is None or relative in found:
             continue
-        relative, task, activity = fields
-        path = os.path.join(role.handoffs, relative)
-        box = Box.COMPLETED if relative.startswith(Box.COMPLETED) else relative.split("/")[0]
-        if box not in STATE:
-            continue
-        file = File(role.name, STATE[box], path, task or None, activity)
-        if _matches(file, key) and os.path.exists(path):  # history removed by hand is gone
+        file = File(role.name, STATE[box], os.path.join(role.handoffs, relative), task or None,
+                    activity)  # fmt: skip
+        if _matches(file, key) and _is_file(file.path):  # taken out of history: gone
             found[relative] = file
     return list(found.values())
+
+
+def _box(relative: str) -> str | None:
+    """The history folder an index line's path lies in, if it is a path the index writes
+    (`<box>/<name>` or `<box>/<batch dir>/<name>`): no other path is ever opened."""
+    for box in HISTORY:
+        parts = relative.split("/")
+        if relative.startswith(box + "/") and "\0" not in relative:
+            inner = parts[box.count("/") + 1 :]
+            if len(inner) <= 2 and all(p and p not in (".", "..") for p in inner):
+                return box if scan.is_item(inner[-1]) else None
+    return None
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _matches(file: File, key: str) -> bool:
@@ -198,28 +264,49 @@ def _matches(file: File, key: str) -> bool:
 
 
 def _history(
-    role: Role, box: str, index: dict[str, tuple[str, str]], added: list[str]
+    role: Role, box: str, index: dict[str, tuple[str, str]], added: list[Line], gone: set[str]
 ) -> Iterator[File]:
-    """The files of one history folder; a batch dir listed once is known from the index."""
+    """The files of one history folder; a batch dir listed before, and unchanged since,
+    is known from the index."""
     batches = _batch_members(index, box)
     for entry in hf.visible(role.path(box)):
         relative = f"{box}/{entry.name}"
         if entry.is_dir(follow_symlinks=False):
-            if relative + "/" in index:
-                for child in batches.get(relative, ()):
-                    path = os.path.join(role.handoffs, child)
-                    yield File(
-                        role.name, STATE[box], path, index[child][0] or None, index[child][1]
-                    )
-                continue
-            before = len(added)
-            for inner in hf.visible(entry.path):
-                if scan.is_item(inner.name):
-                    yield _indexed(role, box, f"{relative}/{inner.name}", inner.path, index, added)
-            if all(line.endswith("\n") for line in added[before:]):
-                added.append(f"{relative}/\t\t\n")  # every file of it is indexed: never list again
-        elif scan.is_item(entry.name):
+            yield from _batch(role, box, entry, index, batches.get(relative, []), added, gone)
+        elif scan.is_item(entry.name) and entry.is_file(follow_symlinks=False):
             yield _indexed(role, box, relative, entry.path, index, added)
+
+
+def _batch(
+    role: Role,
+    box: str,
+    entry: os.DirEntry[str],
+    index: dict[str, tuple[str, str]],
+    members: list[str],
+    added: list[Line],
+    gone: set[str],
+) -> Iterator[File]:
+    """The files of a batch dir: from the index while the dir has not changed since it was
+    listed (same mtime, same count), else listed again, dropping what left it."""
+    relative = f"{box}/{entry.name}"
+    try:
+        mtime = str(entry.stat(follow_symlinks=False).st_mtime_ns)
+    except OSError:
+        return
+    if index.get(relative + "/") == (str(len(members)), mtime):
+        for child in members:
+            path = os.path.join(role.handoffs, child)
+            yield File(role.name, STATE[box], path, index[child][0] or None, index[child][1])
+        return
+    present = set()
+    for inner in hf.visible(entry.path):
+        if scan.is_item(inner.name) and inner.is_file(follow_symlinks=False):
+            present.add(child := f"{relative}/{inner.name}")
+            yield _indexed(role, box, child, inner.path, index, added)
+    gone.update(child for child in members if child not in present)
+    if _settled(int(mtime)):  # too fresh, it may still change unseen: listed next time
+        index[relative + "/"] = (str(len(present)), mtime)
+        added.append((relative + "/", str(len(present)), mtime))
 
 
 def _batch_members(index: dict[str, tuple[str, str]], box: str) -> dict[str, list[str]]:
@@ -240,25 +327,34 @@ def _indexed(
     relative: str,
     path: str,
     index: dict[str, tuple[str, str]],
-    added: list[str],
+    added: list[Line],
 ) -> File:
     """A history file with its task, from the index or (once) from its header."""
     if relative not in index:
         file = _fresh(role, box, path)
-        if file.task is not None and ("\t" in file.task or "\n" in file.task):
-            added.append("")  # not indexable: read afresh each time
-            return file
         index[relative] = (file.task or "", file.activity)
-        added.append(f"{relative}\t{file.task or ''}\t{file.activity}\n")
+        added.append((relative, file.task or "", file.activity))
     task, activity = index[relative]
     return File(role.name, STATE[box], path, task or None, activity)
 
 
 def _fresh(role: Role, box: str, path: str) -> File:
     """A file read now: its task and newest timestamp (none when it cannot be read)."""
-    try:
-        headers = scan.read_headers(path)
-    except OSError:
-        headers = {}
+    headers = _headers(path)
     stamps = [headers.get(key, "") for key in TIMESTAMPS]
     return File(role.name, STATE[box], path, headers.get("task"), max(stamps), headers)
+
+
+def _headers(path: str) -> dict[str, str]:
+    """A history file's header block; nothing for one that is not a regular file by the
+    time it is opened (never a FIFO waited on, never a symlink followed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | indexfile.OPEN)
+    except OSError:
+        return {}
+    try:
+        return scan.parse_headers(scan._head(fd)) if stat.S_ISREG(os.fstat(fd).st_mode) else {}
+    except OSError:
+        return {}
+    finally:
+        os.close(fd)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from handoffd import durable, safeio
+from handoffd.terminal import escape
 
 FILE = os.path.join(".swarmforge", "HANDOFF.md")
 TITLE = "# HANDOFF — "
@@ -65,8 +66,10 @@ class Parsed:
 
 
 def one_line(text: str) -> str:
-    """Text fit for a single line of the file: no line breaks, at most 200 characters."""
-    flat = " ".join(text.split())
+    """Text fit for a single line of the file: no line breaks, no control characters (a
+    task or reason is another file's text, and agents `cat` this one), at most 200
+    characters."""
+    flat = escape(" ".join(text.split()))
     return flat if len(flat) <= MAX_TEXT else flat[: MAX_TEXT - 1] + "…"
 
 
@@ -80,7 +83,10 @@ def render(state: State, agent: dict[str, list[str]]) -> str:
     }
     for name in AGENT_SECTIONS:
         sections[name] = _trimmed(agent.get(name, []))
-    head = [f"{TITLE}{state.time}", f"branch: {state.branch} | phase: {one_line(state.phase)}"]
+    head = [
+        f"{TITLE}{state.time}",
+        f"branch: {one_line(state.branch)} | phase: {one_line(state.phase)}",
+    ]
     return "".join(f"{line}\n" for line in _lines(head, fit(head, sections)))
 
 
@@ -115,11 +121,16 @@ def _lines(head: list[str], sections: dict[str, list[str]]) -> list[str]:
 
 def fit(head: list[str], sections: dict[str, list[str]]) -> dict[str, list[str]]:
     """Drop the agent's oldest bullets (from the top of Decisions, then Ruled Out) until the
-    file fits in 30 lines; a section that lost some ends with `- (<k> older items dropped)`."""
+    file fits in 30 lines; a section that lost some ends with `- (<k> older items dropped)`.
+    Each section is counted once and cut once, however many bullets it loses: the file is
+    rewritten under the role's lock, and a long history must not hold that lock long."""
     sections = dict(sections)
     for name in DROP_ORDER:
-        while len(_lines(head, sections)) > MAX_LINES and _items(sections.get(name, []))[0]:
-            sections[name] = _drop_first(sections[name])
+        total = len(_lines(head, sections))
+        lines = sections.get(name, [])
+        if total > MAX_LINES and _items(lines)[0]:
+            others = total - len(lines) - 2  # the rest of the file: this section's lines
+            sections[name] = _drop_first(lines, others)  # and its heading and blank go
     return sections
 
 
@@ -148,10 +159,30 @@ def dropped_count(line: str) -> int | None:
     return None
 
 
-def _drop_first(lines: list[str]) -> list[str]:
+def _drop_first(lines: list[str], others: int) -> list[str]:
+    """The section less the fewest of its first items that bring the file (`others` lines
+    besides this section) within 30 lines, or less all of them when even that is not
+    enough; the very lines that dropping one item at a time would leave (the kept items,
+    trailing blank lines trimmed, then the marker)."""
     items, dropped = _items(lines)
-    kept = [line for item in items[1:] for line in item]
-    return [*_trimmed(kept), f"- ({dropped + 1} older items dropped)"]
+    room = MAX_LINES - others - 3  # the heading, the blank before it and the marker
+    trimmed = _trailing_blanks(items[-1])  # the last item's, trimmed while any is kept
+    kept, cut = sum(len(item) for item in items), 0
+    while cut < len(items):
+        kept -= len(items[cut])
+        cut += 1
+        if cut == len(items) or kept - trimmed <= room:
+            break
+    rest = [line for item in items[cut:] for line in item]
+    return [*_trimmed(rest), f"- ({dropped + cut} older items dropped)"]
+
+
+def _trailing_blanks(item: list[str]) -> int:
+    """How many blank lines end an item (trimmed from the last item kept)."""
+    count = 0
+    while count < len(item) and not item[-1 - count].strip():
+        count += 1
+    return count
 
 
 def _trimmed(lines: list[str]) -> list[str]:

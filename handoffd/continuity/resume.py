@@ -15,6 +15,7 @@ from handoffd import git, scan
 from handoffd import handoff as hf
 from handoffd.config import Role
 from handoffd.continuity import live, work
+from handoffd.terminal import escape
 
 COLD_START = "COLD_START: No prior session history found for this worktree."
 SOURCES = {"live_file": "live file", "queue": "queue", "git": "git"}
@@ -34,10 +35,11 @@ class Answer:
     open_question: str | None = None
 
     def lines(self) -> list[str]:
-        """At most five lines: the open question always second when there is one."""
+        """At most five lines: the open question always second when there is one.  Each
+        is escaped: the branch, the live file and the queue are files' words."""
         if self.source == "cold_start":
             return [COLD_START]
-        lines = [f"RESUMING: {self.role} on {self.branch} (from {SOURCES[self.source]})"]
+        lines = [f"RESUMING: {self.role} on {escape(self.branch)} (from {SOURCES[self.source]})"]
         if self.open_question:
             lines.append(f"OPEN_QUESTION: {live.one_line(self.open_question)}")
         lines.append(f"STATE: {live.one_line(self.state or '')}")

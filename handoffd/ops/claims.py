@@ -45,10 +45,20 @@ def block(context: Context, reason: str, id: str | None = None) -> Result:
         return after_step(context, refused(problem), alive=False, changed=False)
 
     def step(context: Context, inbox: Inbox) -> Result:
-        paths = inbox.set_header(ident, BLOCKED, reason.strip())
-        return Result(Exit.OK, "".join(f"BLOCKED: {p}\n" for p in paths))
+        return Result(Exit.OK, blocked_lines(inbox, ident, reason.strip()))
 
     return locked(context, step, alive=False)
+
+
+def blocked_lines(inbox: Inbox, ident: str | None, reason: str) -> str:
+    """Set `reason` on the copy `ident` names, or on the work in process, and say so:
+    `BLOCKED: <path>` per file set, and (a batch, no ID) `ALREADY_BLOCKED: <path>` per file
+    that keeps the reason it had."""
+    paths = inbox.set_header(ident, BLOCKED, reason)
+    kept = [] if ident is not None else [p for p in inbox.current().files if p not in paths]
+    return "".join(f"BLOCKED: {p}\n" for p in paths) + "".join(
+        f"ALREADY_BLOCKED: {p}\n" for p in kept
+    )
 
 
 def unblock(context: Context, id: str | None = None) -> Result:
@@ -63,10 +73,18 @@ def unblock(context: Context, id: str | None = None) -> Result:
 
 
 def reason_problem(reason: str) -> str | None:
-    """Why `reason` cannot be a `blocked_reason` (one line of 1 to 200 characters), or None."""
+    """Why `reason` cannot be a `blocked_reason` (one line of 1 to 200 characters, without
+    control characters: the board and the live file show it), or None."""
+    from handoffd.terminal import has_control  # only block and report pay for it
+
     text = reason.strip()
     if "\n" in text or "\r" in text or not 1 <= len(text) <= MAX_REASON:
         return f"INVALID_REASON: a blocked reason is one line of 1 to {MAX_REASON} characters."
+    if has_control(text):
+        return (
+            "INVALID_REASON: a blocked reason must not contain control characters "
+            "(a tab, an escape); write it as plain text."
+        )
     return None
 
 
@@ -105,7 +123,7 @@ def report(
         stored = _store(context, files, status, text, time.time() if now is None else now)
         done = "".join(f"REPORTED: {path}\n" for path in stored)
         if status == "BLOCKED":
-            done += "".join(f"BLOCKED: {p}\n" for p in inbox.set_header(ident, BLOCKED, blocked))
+            done += blocked_lines(inbox, ident, blocked)
         if status == "DONE":
             return and_then(done, context, inbox, finish_step)
         return Result(Exit.OK, taken + done)

@@ -10,6 +10,7 @@ import time
 from handoffd import config
 from handoffd.ops.context import Context, config_refusal
 from handoffd.outcome import Exit, Result, refused
+from handoffd.terminal import escape, escape_json
 
 
 def status(
@@ -28,7 +29,7 @@ def status(
     shown = board.board(context.root, role, all, window * 60, now, context.roles)
     items = [card.to_json() for card in shown.cards]
     if json:
-        cycles = "".join(f"{cycle}\n" for cycle in shown.cycles)
+        cycles = "".join(f"{escape(cycle)}\n" for cycle in shown.cycles)
         return Result(Exit.OK, _dumps(items) + "\n", cycles, items)
     text = "\n".join(board.render(shown, now, all, context.colours)) + "\n"
     return Result(Exit.OK, text, "", items)
@@ -123,4 +124,5 @@ def carry_forward(
 
 
 def _dumps(data: object, indent: int | None = None) -> str:
-    return jsonlib.dumps(data, ensure_ascii=False, indent=indent)
+    """JSON as the commands print it: a control character from a file as JSON's own escape."""
+    return escape_json(jsonlib.dumps(data, ensure_ascii=False, indent=indent))

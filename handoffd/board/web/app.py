@@ -218,8 +218,11 @@ class Board:
         if not views.valid_name(name):
             raise HTTPException(404, "No such card.")
         snapshot, now = self.scan()
-        is_open = any(entry.card == name for entry in snapshot.open)
-        board = cards.project(snapshot, now, self.window_s, include_green=not is_open)
+        # open cards are named first, so a name found among them is the same with history;
+        # only a card not open costs the projection with history
+        board = cards.project(snapshot, now, self.window_s)
+        if name not in board.by_card:
+            board = cards.project(snapshot, now, self.window_s, include_green=True)
         card = board.by_card.get(name)
         if card is None:
             raise HTTPException(404, "No such card.")

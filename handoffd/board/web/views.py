@@ -12,9 +12,10 @@ from urllib.parse import quote
 
 from handoffd.board import colour
 from handoffd.board.cards import Board, Card, epoch
+from handoffd.terminal import has_control
 
 PAGE_SIZE = 50  # archive cards per page
-NAME_LIMIT = 512  # longer than any id@role the queue can hold
+NAME_LIMIT = 4096  # longer than any card's name (an escaped file name, its role)
 
 BADGE = {  # the word beside each colour, so the colour is never the only signal
     colour.RED: "RED",
@@ -40,15 +41,14 @@ SINCE = {  # how the age of a card reads in each state
 def valid_name(name: str) -> bool:
     """Could `name` be a card at all?  Checked before any lookup: a malformed name is a
     404 whatever the queue holds, and never reaches a path."""
-    # An id may be a hand-written `id:` header, so only what no card name can hold is
-    # refused here: a slash, `..`, a control character; the lookup decides the rest.
+    # A card's name is looked up among the cards, never joined to a path, so all a name
+    # can hold is allowed (a file's own name may hold `..` or a backslash): only what
+    # no card is ever named with is refused here — a slash, a control character.
     return (
         0 < len(name) <= NAME_LIMIT
         and "@" in name[1:]
-        and ".." not in name
         and "/" not in name
-        and "\\" not in name
-        and all(" " <= char != "\x7f" for char in name)
+        and not has_control(name)
     )
 
 

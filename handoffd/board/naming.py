@@ -1,0 +1,54 @@
+"""Card names: `<id>@<role>`, one of its own for every card (docs/protocol.md §8).
+
+A name is how a person points at a card: a row of `status`, a link of the web board,
+the ID a command takes.  Every card must have one, no two the same, and each must be
+fit for a link.  A queue file's `id` header is its name's first choice, but a file
+dropped by hand can carry any `id` — one another card already has, one with a CR (a
+CRLF file), a slash, or none — so the next choices are the id its file name spells,
+then the file name itself (which the commands take too), shown escaped if it holds a
+control character, and last that with a number: a card is never left out for want of
+a name.  Cards are named in board-building order (copies, then originals, then history),
+so the card a name first belongs to keeps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from handoffd.terminal import escape, has_control
+
+if TYPE_CHECKING:
+    from handoffd.board.cards import Card
+
+MAX_ID = 255  # as long as a file name may be: any longer is not a name a person copies
+
+
+def usable(ident: str) -> bool:
+    """Whether `ident` can stand for a card in a name: a link's one path segment, shown
+    as it is."""
+    return 0 < len(ident) <= MAX_ID and "/" not in ident and not has_control(ident)
+
+
+def candidates(card: Card) -> Iterator[str]:
+    """The names `card` may take, best first."""
+    entry, suffix = card.entry, f"@{card.role}"
+    header = entry.headers.get("id") or ""
+    if usable(header):
+        yield header + suffix
+    parts = entry.parts
+    if parts is not None:
+        yield parts.id + suffix
+    if usable(entry.name):
+        yield entry.name + suffix
+    shown = escape(entry.name) + suffix  # a file name with a CR: a name a link can hold
+    yield shown
+    for number in range(2, 1 << 31):
+        yield f"{shown}~{number}"
+
+
+def assign(cards: Iterable[Card], taken: set[str]) -> None:
+    """Name each card with its first candidate not yet `taken` (which it then is)."""
+    for card in cards:
+        card.card = next(name for name in candidates(card) if name not in taken)
+        taken.add(card.card)
