@@ -330,7 +330,7 @@ class Courier:
         """Move a bad original to failed/ with `<name>.error` beside it; nobody gets a copy."""
         failed = sender.path(Box.FAILED)
         try:
-            os.makedirs(failed, exist_ok=True)
+            durable.makedirs(failed)
             target = durable.free_name(failed, os.path.basename(path), companions=(".error",))
             # The reason first: an operator never sees a failed file without its reason.
             error_file = os.path.join(failed, target + ".error")
@@ -378,7 +378,7 @@ def _stage_copy(handoff: hf.Handoff, recipient: Role, name: str) -> tuple[str, s
     new = recipient.path(Box.NEW)
     if not os.path.isdir(recipient.worktree):
         raise FileNotFoundError(errno.ENOENT, "recipient worktree is missing", recipient.worktree)
-    os.makedirs(new, exist_ok=True)
+    durable.makedirs(new)  # a copy in a folder a power cut forgets would be lost with it
     copy = hf.Handoff(list(handoff.headers), handoff.body)
     copy.set("recipient", recipient.name)
     copy.set("enqueued_at", hf.iso_now())
@@ -399,7 +399,7 @@ def _archive(entry: Entry) -> None:
             return
     except FileNotFoundError:
         return  # archived before a crash
-    os.makedirs(entry.sent, exist_ok=True)
+    durable.makedirs(entry.sent)
     name = durable.free_name(entry.sent, os.path.basename(entry.original))
     os.rename(entry.original, os.path.join(entry.sent, name))
 

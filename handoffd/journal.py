@@ -91,8 +91,9 @@ def commit(path: str, entries: list[Entry], atomic: bool = False) -> None:
     """
     token = os.urandom(8).hex()
     text = "".join(entry.to_json(token) + "\n" for entry in entries) + f"{COMMIT} {token}\n"
-    # Someone may have removed daemon/ under a running daemon: make it again.
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    # Someone may have removed daemon/ under a running daemon: make it again, durably (a
+    # journal in a folder a power cut forgets is no commit).
+    durable.makedirs(os.path.dirname(path))
     if atomic:
         durable.replace(path, text.encode())
         durable.fsync_dir(os.path.dirname(path))
