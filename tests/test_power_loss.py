@@ -3,7 +3,8 @@ leave during real deliveries, real take/finish cycles and real claims is recover
 and every token printed before the cut still holds after it.
 
 Each run is recorded with strace and replayed by the crash-state explorer
-(tests/crashstates.py says what its model of the disk promises and what it does not).
+(tests/crashtrace.py records, tests/crashstates.py says what its model of the disk promises
+and what it does not).
 
 The delivery run, all with the installed commands: architect sends one note to coder
 (task mode) and one to cleaner (batch mode); the daemon delivers both on its very first
@@ -38,8 +39,8 @@ import pytest
 
 from handoffd import handoff as hf
 from handoffd.delivery import JOURNAL
-from tests import crashstates
-from tests.crashstates import Op, Step, Tree
+from tests import crashstates, crashtrace
+from tests.crashtrace import Op, Recording, Step, Tree
 from tests.fault_support import invariant_problems, roles_of, strace_problem
 
 BIN = os.path.dirname(sys.executable)
@@ -362,7 +363,7 @@ def write(path, data, flags=os.O_CREAT):
 """
 
 
-def program(tmp_path: Path, code: str, tree: Tree) -> crashstates.Recording:
+def program(tmp_path: Path, code: str, tree: Tree) -> Recording:
     """Run `code` (after SYNC's helpers) under the recorder in a folder laid out as `tree`."""
     problem = strace_problem()
     if problem:
@@ -374,17 +375,17 @@ def program(tmp_path: Path, code: str, tree: Tree) -> crashstates.Recording:
         (base / rel).mkdir() if content is None else (base / rel).write_bytes(content)
     (tmp_path / "traces").mkdir()
     step = Step("program", [sys.executable, "-c", SYNC + code], str(base), env())
-    return crashstates.record([step], str(base), str(tmp_path / "traces"))
+    return crashtrace.record([step], str(base), str(tmp_path / "traces"))
 
 
-def states(recording: crashstates.Recording, n: int) -> dict[str, Tree]:
+def states(recording: Recording, n: int) -> dict[str, Tree]:
     """The states a cut after `ops[:n]` may leave, by choice."""
     instant = crashstates.Instant(recording.ops, n)
     named = {choice.name: choice for choice in instant.choices(str)}
     return {name: crashstates.build(recording, instant, c).tree for name, c in named.items()}
 
 
-def after_said(recording: crashstates.Recording, text: bytes) -> int:
+def after_said(recording: Recording, text: bytes) -> int:
     return next(
         i + 1 for i, op in enumerate(recording.ops) if op.kind == "said" and text in op.data
     )
@@ -467,7 +468,7 @@ def test_the_explorer_reports_a_token_printed_before_the_rename_it_names_is_dura
 
 def recording(
     factory: pytest.TempPathFactory, steps: Callable[[Scenario], list[Step]]
-) -> crashstates.Recording:
+) -> Recording:
     problem = strace_problem()
     if problem:
         pytest.skip(problem)
@@ -475,20 +476,20 @@ def recording(
     scenario = Scenario(base)
     traces = base.parent / "traces"
     traces.mkdir()
-    return crashstates.record(steps(scenario), str(base), str(traces), ignored)
+    return crashtrace.record(steps(scenario), str(base), str(traces), ignored)
 
 
 @pytest.fixture(scope="module")
-def delivery(tmp_path_factory: pytest.TempPathFactory) -> crashstates.Recording:
+def delivery(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     return recording(tmp_path_factory, Scenario.delivery)
 
 
 @pytest.fixture(scope="module")
-def claims(tmp_path_factory: pytest.TempPathFactory) -> crashstates.Recording:
+def claims(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     return recording(tmp_path_factory, lambda s: s.claims(s.deliver_all()))
 
 
-def explored(recorded: crashstates.Recording, recoveries: list[crashstates.Recovery]) -> None:
+def explored(recorded: Recording, recoveries: list[crashstates.Recovery]) -> None:
     started = time.monotonic()
     result = crashstates.explore(recorded, promises(recorded.base), recoveries)
     took = time.monotonic() - started
@@ -500,7 +501,7 @@ def explored(recorded: crashstates.Recording, recoveries: list[crashstates.Recov
     assert took < BUDGET, f"the exploration took {took:.0f} s"
 
 
-def test_the_delivery_run_does_what_its_audit_relies_on(delivery: crashstates.Recording) -> None:
+def test_the_delivery_run_does_what_its_audit_relies_on(delivery: Recording) -> None:
     """Three handoffs queued, two delivered by the daemon's first run and one in steady
     state with a shorter journal; coder completes two one at a time, cleaner two as one
     batch."""
@@ -515,12 +516,12 @@ def test_the_delivery_run_does_what_its_audit_relies_on(delivery: crashstates.Re
 
 
 def test_a_power_cut_anywhere_in_deliveries_and_take_finish_cycles_loses_and_duplicates_nothing(
-    delivery: crashstates.Recording,
+    delivery: Recording,
 ) -> None:
     explored(delivery, [DaemonFirst(), RecipientsFirst()])
 
 
-def test_the_claims_run_does_what_its_audit_relies_on(claims: crashstates.Recording) -> None:
+def test_the_claims_run_does_what_its_audit_relies_on(claims: Recording) -> None:
     out = [o.decode() for o in claims.outputs]
     assert out[0].startswith("TASK: ") and out[1].startswith("BLOCKED: ")
     assert out[2].startswith("UNBLOCKED: ") and out[3].startswith("RELEASED: ")
@@ -530,6 +531,6 @@ def test_the_claims_run_does_what_its_audit_relies_on(claims: crashstates.Record
 
 
 def test_a_power_cut_anywhere_in_block_unblock_and_release_keeps_every_token(
-    claims: crashstates.Recording,
+    claims: Recording,
 ) -> None:
     explored(claims, [DaemonFirst()])
