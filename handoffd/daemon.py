@@ -305,12 +305,13 @@ class Daemon:
             self.waker.wake([(name, roles[name].session)], text)
 
     def _make_dirs(self, roles: dict[str, Role]) -> None:
-        """Create each role's handoff folders, for roles whose worktree exists."""
+        """Create each role's handoff folders, for roles whose worktree exists; durably,
+        since helpers and later passes rely on them (and on what they later hold)."""
         for role in roles.values():
             try:
                 if os.path.isdir(role.worktree):
                     for box in HANDOFF_DIRS:
-                        os.makedirs(role.path(box), exist_ok=True)
+                        durable.makedirs(role.path(box))
             except OSError as error:
                 self.log.warning("mkdir_failed", role=role.name, error=str(error))
 

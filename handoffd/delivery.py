@@ -25,7 +25,7 @@ import os
 import stat
 import time
 
-from handoffd import checks, config, durable, journal, settle
+from handoffd import checks, config, durable, journal, lifecycle, outbox, settle
 from handoffd import handoff as hf
 from handoffd.config import SWARMFORGE, Box, Role
 from handoffd.journal import Entry
@@ -78,19 +78,28 @@ class Courier:
     # --- passes ---------------------------------------------------------------------
 
     def recover(self, roles: dict[str, Role]) -> None:
-        """On start-up: finish a committed pass, then sweep temp files no journal owns."""
+        """On start-up: finish a committed pass, then sweep temp files no journal owns:
+        in every folder the daemon writes temps in (staged copies, `.error` files, its
+        own pid file and journal; only the daemon holding the lock writes those), and the
+        senders' queueing temps (under their own lock, see `outbox.sweep`)."""
         self.finish_journal()
         for role in roles.values():
             for box in (Box.NEW, Box.FAILED):
                 self._sweep(role.path(box))
+        own = tuple(f".{os.path.basename(n)}." for n in (self.journal, lifecycle.PID_FILE))
+        self._sweep(os.path.dirname(self.journal), own)
+        for role in roles.values():
+            outbox.sweep(role.handoffs)  # a sender killed mid-queue, if it never sends again
 
-    def _sweep(self, folder: str) -> None:
-        """Remove the temp files in `folder`; one we cannot sweep waits for the next start
-        (helpers ignore hidden files), it is never a reason not to start."""
+    def _sweep(self, folder: str, prefixes: tuple[str, ...] = ("",)) -> None:
+        """Remove the temp files in `folder` (those whose name starts with one of
+        `prefixes`); one we cannot sweep waits for the next start (helpers ignore hidden
+        files), it is never a reason not to start."""
         try:
             for temp in durable.temp_files(folder):
-                durable.unlink_quietly(temp)
-                self.log.info("swept", file=temp)
+                if os.path.basename(temp).startswith(prefixes):
+                    durable.unlink_quietly(temp)
+                    self.log.info("swept", file=temp)
         except OSError as error:
             self.log.warning("sweep_failed", folder=folder, error=str(error))
 
@@ -330,7 +339,7 @@ class Courier:
         """Move a bad original to failed/ with `<name>.error` beside it; nobody gets a copy."""
         failed = sender.path(Box.FAILED)
         try:
-            os.makedirs(failed, exist_ok=True)
+            durable.makedirs(failed)
             target = durable.free_name(failed, os.path.basename(path), companions=(".error",))
             # The reason first: an operator never sees a failed file without its reason.
             error_file = os.path.join(failed, target + ".error")
@@ -378,7 +387,7 @@ def _stage_copy(handoff: hf.Handoff, recipient: Role, name: str) -> tuple[str, s
     new = recipient.path(Box.NEW)
     if not os.path.isdir(recipient.worktree):
         raise FileNotFoundError(errno.ENOENT, "recipient worktree is missing", recipient.worktree)
-    os.makedirs(new, exist_ok=True)
+    durable.makedirs(new)  # a copy in a folder a power cut forgets would be lost with it
     copy = hf.Handoff(list(handoff.headers), handoff.body)
     copy.set("recipient", recipient.name)
     copy.set("enqueued_at", hf.iso_now())
@@ -399,7 +408,7 @@ def _archive(entry: Entry) -> None:
             return
     except FileNotFoundError:
         return  # archived before a crash
-    os.makedirs(entry.sent, exist_ok=True)
+    durable.makedirs(entry.sent)
     name = durable.free_name(entry.sent, os.path.basename(entry.original))
     os.rename(entry.original, os.path.join(entry.sent, name))
 

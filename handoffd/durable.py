@@ -57,6 +57,39 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def makedirs(path: str) -> bool:
+    """`os.makedirs(path, exist_ok=True)`, durably: a new directory's entry lives in its
+    parent, so each parent of a directory made here is fsynced (parents first), and the
+    new directory survives a power cut with whatever is later made durable inside it.
+    True if something was made.  A directory that already exists is taken as durable:
+    whoever made it made it durable (every maker in handoffd comes through here)."""
+    made = _mkdirs(os.path.abspath(path))
+    for directory in made:
+        fsync_dir(os.path.dirname(directory))
+    return bool(made)
+
+
+def _mkdirs(path: str) -> list[str]:
+    """Make `path` and its missing parents; the ones made, outermost first."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+        return []
+    except FileNotFoundError:
+        parent = os.path.dirname(path)
+        if parent == path:
+            raise
+        made = _mkdirs(parent)
+        try:
+            os.mkdir(path)
+        except FileExistsError:  # made meanwhile by someone else: flushing again is harmless
+            pass
+        return [*made, path]
+    return [path]
+
+
 def temp_name(directory: str, name: str) -> str:
     """A hidden, per-process unique temp path beside `name` in `directory`.  It keeps only
     the start of `name`, so a name close to the filesystem's limit still gets a temp file."""

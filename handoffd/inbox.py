@@ -5,6 +5,13 @@ by renaming it out of `new/`, so at any instant it sits in exactly one folder an
 process killed mid-way leaves a shape the next call handles.  Every check runs before
 the first rename or stamp.  Pure decisions (`current_*`) take a listing and either
 name the work in process or raise a `Refusal`; the `Inbox` methods do the I/O.
+
+A rename survives a power cut only once both folders it touched are fsynced, so each
+folder a step changed is fsynced once when the step ends, before its tokens are printed
+(one flush per folder per step, however many files moved).  Where a later rename would
+outlive an earlier change it depends on, the earlier one is flushed first: a batch dir's
+stamps before the dir moves, a new batch dir's mkdir before files move into it, a
+released batch's files before the emptied dir is removed.
 """
 
 from __future__ import annotations
@@ -135,17 +142,38 @@ class Inbox:
         self.in_process = os.path.join(handoffs, Box.IN_PROCESS)
         self.completed = os.path.join(handoffs, Box.COMPLETED)
         self._lock: int | None = None
+        self._unsynced: dict[str, None] = {}  # folders changed since their last fsync
 
     def __enter__(self) -> Inbox:
-        os.makedirs(self.root, exist_ok=True)
+        durable.makedirs(self.root)
         self._lock = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         fcntl.flock(self._lock, fcntl.LOCK_EX)
         return self
 
-    def __exit__(self, *_: object) -> None:
-        if self._lock is not None:
-            os.close(self._lock)  # releases the lock
-            self._lock = None
+    def __exit__(self, failed: object, *_: object) -> None:
+        try:
+            if failed is None:
+                self.sync()  # before the caller prints what the step did
+        finally:
+            if self._lock is not None:
+                os.close(self._lock)  # releases the lock
+                self._lock = None
+
+    def sync(self) -> None:
+        """Make every change so far durable: fsync each folder changed, once.  A folder
+        removed since (a released batch's) has nothing left to flush."""
+        while self._unsynced:
+            folder = next(iter(self._unsynced))
+            try:
+                durable.fsync_dir(folder)
+            except FileNotFoundError:
+                pass
+            del self._unsynced[folder]
+
+    def _changed(self, *paths: str) -> None:
+        """Note that the folders holding `paths` have changed entries."""
+        for path in paths:
+            self._unsynced[os.path.dirname(path)] = None
 
     # reading
 
@@ -210,17 +238,26 @@ class Inbox:
         index = _named(ident, paths)
         return [] if index is None else [paths[index]]
 
+    def _resumed(self, path: str) -> Item:
+        """Load work already taken; a take killed before its stamp gets the stamp now."""
+        item = _load(path)
+        if item.handoff.get("dequeued_at") is not None:
+            return item
+        self._changed(path)
+        return _stamp(item, "dequeued_at")
+
     # task mode
 
     def take_task(self) -> Item | None:
         """Resume the task in process, or claim the first waiting one; None if there is none."""
         current = current_task(self.listing(), finishing=False)
         if current:
-            return _load_stamped(current, "dequeued_at")
+            return self._resumed(current)
         while waiting := self.waiting():
             first = _load(waiting[0])
             target = os.path.join(self.in_process, os.path.basename(first.path))
             if _claim(first.path, target):
+                self._changed(first.path, target)  # the stamp's rename is in target's folder
                 return _stamp(Item(target, first.handoff), "dequeued_at")
         return None
 
@@ -231,7 +268,10 @@ class Inbox:
             raise Refusal(Exit.FAILED, "NO_CURRENT_TASK")
         item = _complete(_load(current), hf.iso_now())
         target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
+        # No flush between the stamp and the move: both change in_process/ (a folder's
+        # changes persist in order) and the move carries the stamped file itself.
         _move(item.path, target)
+        self._changed(item.path, target)
         return [target]
 
     # batch mode
@@ -241,7 +281,7 @@ class Inbox:
         priority into a new batch dir; None if nothing waits."""
         current = current_batch(self.listing(), finishing=False)
         if current:
-            return current, [_load_stamped(p, "dequeued_at") for p in self.batch_items(current)]
+            return current, [self._resumed(p) for p in self.batch_items(current)]
         waiting = [_load(path) for path in self.waiting()]
         if not waiting:
             return None
@@ -251,6 +291,7 @@ class Inbox:
         for item in (i for i in waiting if priority(i.handoff) == wanted):
             target = os.path.join(batch, _name(item.path))
             if _claim(item.path, target):
+                self._changed(item.path, target)
                 items.append(_stamp(Item(target, item.handoff), "dequeued_at"))
         return batch, items
 
@@ -263,8 +304,12 @@ class Inbox:
         stamp = hf.iso_now()  # one completed_at for the batch: audits group its files by it
         for item in items:
             _complete(item, stamp)
+        # The stamps are changes inside the batch dir, the move one of its parents: flushed
+        # in that order, or a power cut could keep the moved batch without its stamps.
+        durable.fsync_dir(current)
         target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
         _move(current, target)
+        self._changed(current, target)
         return target, [os.path.join(target, _name(item.path)) for item in items]
 
     # either mode
@@ -288,8 +333,11 @@ class Inbox:
         targets = [os.path.join(self.new, _name(item.path)) for item in items]
         for item, target in zip(items, targets, strict=True):
             _move(item.path, target)
+            self._changed(item.path, target)
         if work.batch:
+            self.sync()  # the files out of the batch dir before the dir's removal persists
             _rmdir_quietly(work.path)
+            self._changed(work.path)
         return targets
 
     def _named_or_current(self, ident: str | None) -> Work:
@@ -325,12 +373,13 @@ class Inbox:
             else:
                 _drop(item.handoff, key)
             durable.replace(item.path, item.handoff.render())
+            self._changed(item.path)
         return paths
 
     def _new_batch_dir(self) -> str:
         """`batch_<time>_<n>`, unique across in_process/ and completed/; mkdir claims it."""
         stamp = hf.id_stamp()
-        os.makedirs(self.in_process, exist_ok=True)
+        durable.makedirs(self.in_process)
         for n in itertools.count(1):
             name = f"batch_{stamp}_{n:06d}"
             if os.path.lexists(os.path.join(self.completed, name)):
@@ -339,6 +388,10 @@ class Inbox:
                 os.mkdir(os.path.join(self.in_process, name))
             except FileExistsError:
                 continue
+            # Durable before anything moves in: files claimed into a batch dir whose own
+            # entry a power cut then loses would be lost with it.
+            durable.fsync_dir(self.in_process)
+            self._unsynced.pop(self.in_process, None)
             return os.path.join(self.in_process, name)
         raise AssertionError("unreachable")
 
@@ -360,12 +413,6 @@ def _load(path: str) -> Item:
             f"INVALID_HANDOFF: {error}. Move the file out of the inbox to go on.",
             [path],
         ) from None
-
-
-def _load_stamped(path: str, key: str) -> Item:
-    """Load work already taken; a take killed before its stamp gets the stamp now."""
-    item = _load(path)
-    return item if item.handoff.get(key) is not None else _stamp(item, key)
 
 
 def _stamp(item: Item, key: str) -> Item:
@@ -403,7 +450,7 @@ def _named(ident: str, paths: list[str]) -> int | None:
 
 def _claim(source: str, target: str) -> bool:
     """Claim `source` by renaming it to `target`; False if someone else took it first."""
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    durable.makedirs(os.path.dirname(target))
     try:
         os.rename(source, target)
     except FileNotFoundError:
@@ -412,7 +459,7 @@ def _claim(source: str, target: str) -> bool:
 
 
 def _move(source: str, target: str) -> None:
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+    durable.makedirs(os.path.dirname(target))
     os.rename(source, target)
 
 

@@ -11,6 +11,13 @@ After a crash the journal alone decides, in time independent of history:
 - a committed journal: a copy whose staged file still exists is renamed into view; a
   copy whose staged file is gone *was* published (a rename is atomic), wherever the
   recipient has taken it since.  Originals still in an outbox are archived.
+
+The file is rewritten in place when it lists nothing unfinished, and a power cut may
+lose the truncates that emptied it (a `clear`, a commit's O_TRUNC) while keeping what
+was written after them.  What is left is then an older journal whose pass had finished,
+whole (replaying it does nothing) or with the start of an uncommitted newer one over it.
+Every line carries its commit's token, so such a mix never reads as committed: it is
+no commit, never a corrupt one.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ _REWRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Corrupt(Exception):
-    """A committed journal that cannot be read back (the disk damaged it)."""
+    """A committed journal that cannot be read back: a line of its own commit is garbled
+    (the disk damaged it; a torn rewrite never does this, see the module docstring)."""
 
 
 class Entry:
@@ -91,8 +99,9 @@ def commit(path: str, entries: list[Entry], atomic: bool = False) -> None:
     """
     token = os.urandom(8).hex()
     text = "".join(entry.to_json(token) + "\n" for entry in entries) + f"{COMMIT} {token}\n"
-    # Someone may have removed daemon/ under a running daemon: make it again.
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    # Someone may have removed daemon/ under a running daemon: make it again, durably (a
+    # journal in a folder a power cut forgets is no commit).
+    durable.makedirs(os.path.dirname(path))
     if atomic:
         durable.replace(path, text.encode())
         durable.fsync_dir(os.path.dirname(path))
@@ -126,8 +135,11 @@ def load(path: str) -> list[Entry] | None:
     head, _, token = lines[-2].partition(" ") if len(lines) > 1 else ("", "", "")
     if lines[-1] != "" or head != COMMIT or not token:
         return None
+    body = lines[:-2]
+    if not all(f'"token": "{token}"' in line for line in body):  # as to_json writes it
+        return None  # lines of another commit, or pieces of one: a torn rewrite
     try:
-        entries = [Entry.from_json(line, token) for line in lines[:-2]]
+        entries = [Entry.from_json(line, token) for line in body]
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise Corrupt(f"{path}: {error}") from None
     return None if None in entries else [e for e in entries if e is not None]

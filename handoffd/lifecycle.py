@@ -27,6 +27,7 @@ import time
 from handoffd.config import SWARMFORGE
 
 DAEMON_DIR = os.path.join(SWARMFORGE, "daemon")
+PID_FILE = "handoffd.pid"
 READY_FD_ENV = "HANDOFFD_READY_FD"
 STOP_GRACE = 5.0  # seconds between TERM and KILL
 
@@ -111,8 +112,8 @@ def holder(root: str) -> int | None:
 def write_pid(root: str, pid: int) -> None:
     from handoffd import durable
 
-    os.makedirs(daemon_path(root, ""), exist_ok=True)
-    durable.replace(daemon_path(root, "handoffd.pid"), f"{pid}\n".encode())
+    durable.makedirs(daemon_path(root, ""))  # the journal will rely on it surviving
+    durable.replace(daemon_path(root, PID_FILE), f"{pid}\n".encode())
 
 
 def ensure_pid(root: str, pid: int) -> OSError | None:
@@ -129,7 +130,7 @@ def ensure_pid(root: str, pid: int) -> OSError | None:
 
 def read_pid(root: str) -> int | None:
     try:
-        with open(daemon_path(root, "handoffd.pid"), "rb") as file:
+        with open(daemon_path(root, PID_FILE), "rb") as file:
             return int(file.read().strip())
     except (OSError, ValueError):
         return None
@@ -140,7 +141,7 @@ def remove_pid(root: str, pid: int | None = None) -> None:
     if pid is not None and read_pid(root) not in (pid, None):
         return
     try:
-        os.unlink(daemon_path(root, "handoffd.pid"))
+        os.unlink(daemon_path(root, PID_FILE))
     except FileNotFoundError:
         pass
 
@@ -264,7 +265,7 @@ class DaemonState:
 def daemon_state(root: str) -> DaemonState:
     """Running only if some process holds the daemon lock: a pid file left behind by a
     killed daemon is stale, never "running".  Started when it wrote its pid file."""
-    path = daemon_path(root, "handoffd.pid")
+    path = daemon_path(root, PID_FILE)
     try:
         with open(path, encoding="ascii") as file:
             pid: int | None = int(file.read().strip())

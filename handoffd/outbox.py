@@ -25,16 +25,71 @@ def next_sequence(handoffs: str) -> int:
     holder exits, however it dies, so a killed process never blocks the next call (the
     older tool's `sequence.lock/` directory could, and is simply ignored here).
     """
-    os.makedirs(handoffs, exist_ok=True)
-    fd = os.open(handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    durable.makedirs(handoffs)
+    fd = _lock(handoffs)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        path = os.path.join(handoffs, SEQUENCE_FILE)
-        number = _read_number(path) + 1
-        durable.replace(path, f"{number:06d}\n".encode())
-        return number
+        return _take_number(handoffs)
     finally:
         os.close(fd)  # releases the lock
+
+
+def _lock(handoffs: str) -> int:
+    """Take the worktree's queueing lock (see `next_sequence`); close the fd to release."""
+    fd = os.open(handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _try_lock(handoffs: str) -> int | None:
+    """The queueing lock if nobody holds it, else None."""
+    fd = os.open(handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _take_number(handoffs: str) -> int:
+    """The next number, recorded (under the lock).  Its folder is not flushed: a power cut
+    may give the number out again, and the time in the name keeps the two apart."""
+    path = os.path.join(handoffs, SEQUENCE_FILE)
+    number = _read_number(path) + 1
+    durable.replace(path, f"{number:06d}\n".encode())
+    return number
+
+
+def sweep(handoffs: str) -> None:
+    """Remove the temp files a killed or powered-off `queue` left (a sequence file's, a
+    queued file's in `outbox/tmp/`).  Only under the queueing lock, which every writer
+    of them holds: a busy lock means someone is queueing, and the sweep waits its turn
+    (a later call sweeps)."""
+    try:
+        fd = _try_lock(handoffs)
+    except FileNotFoundError:
+        return
+    if fd is None:
+        return
+    try:
+        _sweep(handoffs)
+    finally:
+        os.close(fd)
+
+
+def _sweep(handoffs: str) -> None:
+    stray = [t for t in durable.temp_files(handoffs) if _queue_temp(t, f".{SEQUENCE_FILE}.")]
+    stray += [t for t in durable.temp_files(os.path.join(handoffs, Box.DRAFTS)) if _queue_temp(t)]
+    for temp in stray:
+        durable.unlink_quietly(temp)
+
+
+def _queue_temp(path: str, prefix: str = ".") -> bool:
+    """A temp name `durable.temp_name` gives (`.<name>.<pid>.<n>.tmp`), nothing an agent
+    would call a draft of its own."""
+    name = os.path.basename(path)
+    parts = name.rsplit(".", 3)
+    return name.startswith(prefix) and len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit()
 
 
 def _read_number(path: str) -> int:
@@ -95,16 +150,22 @@ def name_problem(draft: Draft, sender: str) -> str | None:
 
 
 def queue(sender: Role, draft: Draft, now: float) -> str:
-    """Write the handoff into the sender's outbox, complete or not at all; its path."""
+    """Write the handoff into the sender's outbox, complete or not at all; its path, once
+    the file is durable (the outbox, and any folder made for it, flushed)."""
     drafts, outbox = sender.path(Box.DRAFTS), sender.path(Box.OUTBOX)
-    os.makedirs(drafts, exist_ok=True)
-    os.makedirs(outbox, exist_ok=True)
-    while True:
-        name, content = compose(draft, sender.name, next_sequence(sender.handoffs), now)
-        # A short temp name: the queued name alone may come close to the filesystem's limit.
-        if _publish(durable.temp_name(drafts, name), content.render(), outbox, name):
-            durable.fsync_dir(outbox)
-            return os.path.join(outbox, name)
+    durable.makedirs(drafts)
+    durable.makedirs(outbox)
+    fd = _lock(sender.handoffs)  # held throughout: no temp here is a live writer's but ours
+    try:
+        _sweep(sender.handoffs)
+        while True:
+            name, content = compose(draft, sender.name, _take_number(sender.handoffs), now)
+            # A short temp name: the queued name alone may come close to the filesystem's limit.
+            if _publish(durable.temp_name(drafts, name), content.render(), outbox, name):
+                durable.fsync_dir(outbox)
+                return os.path.join(outbox, name)
+    finally:
+        os.close(fd)
 
 
 def _publish(temp: str, data: bytes, outbox: str, name: str) -> bool:

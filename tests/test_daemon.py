@@ -559,10 +559,13 @@ def test_a_roles_tsv_being_written_in_place_is_read_only_once_it_stands_still(
 
 
 def test_a_corrupt_committed_journal_is_set_aside_and_delivery_goes_on(project: Project) -> None:
-    """A journal the disk damaged cannot be replayed; it must not stop every delivery."""
+    """A journal the disk damaged cannot be replayed; it must not stop every delivery.
+    (Damaged: a line of the commit itself is garbled.  A line of another commit is what a
+    power cut leaves of an in-place rewrite, which is no commit at all: test_journal.py.)"""
+    damaged = '{"token": "0123abcd", "sender": \x00\x00\ncommit 0123abcd\n'
     journal_path = project.root / ".swarmforge" / "daemon" / "handoffd.journal"
     journal_path.parent.mkdir(parents=True)
-    journal_path.write_text("{not json\ncommit 0123abcd\n")
+    journal_path.write_text(damaged)
     daemon = open_daemon(project)  # start-up replays the journal first
     path = queue(project, "coder", ["QA"])
 
@@ -571,7 +574,7 @@ def test_a_corrupt_committed_journal_is_set_aside_and_delivery_goes_on(project: 
     assert inbox(project, "QA") == [path.name]
     assert journal.load(str(journal_path)) is None  # the journal in use is a fresh one
     kept = journal_path.parent / "handoffd.journal.corrupt"
-    assert kept.read_text() == "{not json\ncommit 0123abcd\n"
+    assert kept.read_text() == damaged
     assert [e["kept_as"] for e in events(project, "journal_corrupt")] == [
         "handoffd.journal.corrupt"
     ]

@@ -581,3 +581,27 @@ def test_an_error_retrying_cannot_cure_fails_the_handoff_instead_of_deferring_it
     assert (project.box("coder", "failed") / path.name).exists()
     assert code in (project.box("coder", "failed") / (path.name + ".error")).read_text()
     assert not events(project, "deferred") and daemon.courier.next_retry() is None
+
+
+# --- start-up ---------------------------------------------------------------------------
+
+
+def test_start_up_sweeps_the_daemons_own_temps_and_dead_senders_but_nothing_else(
+    project: Project,
+) -> None:
+    """A kill -9 or a power cut between writing a temp and renaming it leaves it behind:
+    the pid file's and the journal's in daemon/ (only the daemon holding the lock writes
+    those), and a sender's in its handoff folder; start-up removes them, and leaves every
+    file someone else may own."""
+    folder = project.root / ".swarmforge" / "daemon"
+    folder.mkdir(parents=True)
+    stale = [folder / ".handoffd.pid.4242.0.tmp", folder / ".handoffd.journal.4242.3.tmp"]
+    drafts = project.handoffs("QA") / "outbox" / "tmp"
+    drafts.mkdir(parents=True)
+    stale.append(drafts / ".50_x_to_coder.handoff.4242.1.tmp")
+    others = [folder / ".web.key.4242.0.tmp", folder / "notes.txt", drafts / "draft.txt"]
+    for path in stale + others:
+        path.write_text("x")
+    open_daemon(project)
+    assert [p.name for p in stale if p.exists()] == []
+    assert all(p.exists() for p in others)

@@ -86,3 +86,21 @@ def test_fsync_dir_accepts_a_directory_and_refuses_a_file(tmp_path: Path) -> Non
     (tmp_path / "f").write_bytes(b"")
     with pytest.raises(NotADirectoryError):
         durable.fsync_dir(str(tmp_path / "f"))
+
+
+def test_makedirs_flushes_the_parent_of_each_folder_it_makes_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new folder's entry lives in its parent: made durable there, outermost first, so a
+    power cut cannot forget a folder (and all it will hold) that was reported made."""
+    flushed: list[str] = []
+    real = durable.fsync_dir
+    monkeypatch.setattr(durable, "fsync_dir", lambda path: (flushed.append(path), real(path))[1])
+    assert durable.makedirs(str(tmp_path / "a" / "b" / "c")) is True
+    assert flushed == [str(tmp_path), str(tmp_path / "a"), str(tmp_path / "a" / "b")]
+    flushed.clear()
+    assert durable.makedirs(str(tmp_path / "a" / "b")) is False
+    assert flushed == []  # one that exists costs no flush
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError):
+        durable.makedirs(str(tmp_path / "file"))

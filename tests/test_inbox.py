@@ -391,3 +391,61 @@ def test_set_header_reads_every_file_before_writing_any(box: Box) -> None:
     error = refusal(lambda: box.inbox.set_header(None, "blocked_reason", "r"))
     assert error.code == 2
     assert header(box.in_process / batch / "50_a.handoff", "blocked_reason") is None
+
+
+# --- durability: what a power cut may not undo (the whole model: test_power_loss.py) ----
+
+
+def flushes(monkeypatch: pytest.MonkeyPatch, box: Box) -> list[str]:
+    """The folders fsynced from now on, in order, as paths relative to the inbox."""
+    seen: list[str] = []
+    real = inbox.durable.fsync_dir
+
+    def spy(path: str) -> None:
+        seen.append(os.path.relpath(path, box.handoffs / "inbox"))
+        real(path)
+
+    monkeypatch.setattr(inbox.durable, "fsync_dir", spy)
+    return seen
+
+
+def test_a_step_flushes_each_folder_it_changed_once_before_its_lock_is_released(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """done_with_current in task mode changes in_process/ (stamp, move out, next take),
+    completed/ and new/: each is fsynced once, when the step ends, before the caller can
+    print COMPLETED or TASK."""
+    box.put(box.new, "50_a.handoff")
+    box.put(box.new, "50_b.handoff")
+    box.completed.mkdir()
+    with box.inbox:
+        box.inbox.take_task()
+    seen = flushes(monkeypatch, box)
+    with box.inbox:
+        box.inbox.finish_task()
+        box.inbox.take_task()
+        assert seen == []  # nothing yet: one flush per folder per step, not per file
+    assert sorted(seen) == ["completed", "in_process", "new"]
+
+
+def test_a_batch_is_flushed_before_it_moves_and_a_new_batch_dir_before_files_move_in(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's stamps are changes inside its dir, its move a change of its parents: the
+    dir is flushed first, or a power cut may keep the moved batch without its stamps.  A
+    new batch dir is flushed into in_process/ before any file is claimed into it, or a cut
+    may keep the claims and lose the dir with them."""
+    box.put(box.new, "50_a.handoff")
+    box.in_process.mkdir()
+    box.completed.mkdir()
+    seen = flushes(monkeypatch, box)
+    with box.inbox:
+        batch, _ = box.inbox.take_batch() or ("", [])
+        assert seen == ["in_process"]  # the mkdir, flushed at once
+    name = os.path.basename(batch)
+    assert sorted(seen[1:]) == ["in_process/" + name, "new"]
+    seen.clear()
+    with box.inbox:
+        box.inbox.finish_batch()
+        assert seen == ["in_process/" + name]
+    assert sorted(seen[1:]) == ["completed", "in_process"]

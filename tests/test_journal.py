@@ -1,8 +1,10 @@
-"""The delivery journal: committed or not is decided by its last line alone."""
+"""The delivery journal: committed or not is decided by its last line and its token."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from handoffd import journal
 from handoffd.journal import Entry
@@ -76,3 +78,43 @@ def test_clearing_empties_the_journal_and_keeps_the_file(tmp_path: Path) -> None
     journal.commit(str(path), [entry()])
     journal.clear(str(path))
     assert path.read_text() == "" and journal.load(str(path)) is None
+
+
+def test_a_rewrite_whose_truncate_was_lost_reads_as_no_commit_never_as_corrupt(
+    tmp_path: Path,
+) -> None:
+    """A power cut can lose the truncates that emptied the journal and began the next
+    commit while keeping that commit's bytes: a shorter new journal, commit line and all,
+    over an old one's tail.  The old pass had finished and the new one never committed:
+    that is no commit, and calling it corrupt would tell a person the disk is damaged."""
+    path = tmp_path / "handoffd.journal"
+    journal.commit(str(path), [entry(1), entry(2), entry(3)])
+    old = path.read_bytes()
+    journal.commit(str(path), [entry(4)])
+    new = path.read_bytes()
+    assert len(new) < len(old)
+    for kept in (len(new), len(new) // 2):  # all of the new bytes, or their first half
+        path.write_bytes(new[:kept] + old[kept:])
+        assert journal.load(str(path)) is None, kept
+    path.write_bytes(new + b"\0" * 100 + old[len(new) + 100 :])  # a hole where a block was
+    assert journal.load(str(path)) is None
+
+
+def test_a_stale_journal_whose_clear_was_lost_reads_back_whole(tmp_path: Path) -> None:
+    """Its pass finished: replaying it is a no-op, so it may read as committed."""
+    path = tmp_path / "handoffd.journal"
+    journal.commit(str(path), [entry(1)])
+    loaded = journal.load(str(path))
+    assert loaded is not None and [fields(e) for e in loaded] == [fields(entry(1))]
+
+
+def test_a_garbled_line_of_the_commit_itself_is_corrupt(tmp_path: Path) -> None:
+    """Damage no torn rewrite makes: a line carrying the commit's own token that does not
+    read back."""
+    path = tmp_path / "handoffd.journal"
+    journal.commit(str(path), [entry(1), entry(2)])
+    lines = path.read_text().split("\n")
+    lines[1] = lines[1][:40] + "\0\0" + lines[1][42:]
+    path.write_text("\n".join(lines))
+    with pytest.raises(journal.Corrupt):
+        journal.load(str(path))

@@ -95,6 +95,47 @@ def test_a_leftover_lock_directory_of_the_older_tool_is_ignored(project: Project
     assert "_000001_from_coder_" in result.out
 
 
+# --- leftovers of a killed or powered-off queue ------------------------------------------
+
+
+def leftovers(handoffs: Path) -> tuple[list[Path], list[Path]]:
+    """Temps a dead `queue` left, and files an agent keeps in outbox/tmp/ itself."""
+    drafts = handoffs / "outbox" / "tmp"
+    drafts.mkdir(parents=True, exist_ok=True)
+    stale = [handoffs / ".sequence.4242.0.tmp", drafts / ".50_x_to_QA.handoff.4242.1.tmp"]
+    own = [drafts / "draft.txt", drafts / ".notes.tmp", handoffs / ".heartbeat.4242.tmp"]
+    for path in stale + own:
+        path.write_text("x")
+    return stale, own
+
+
+def test_queueing_sweeps_the_temps_a_dead_queue_left_and_nothing_else(project: Project) -> None:
+    """Every writer of those temps holds the queueing lock while they exist, so any found
+    under it are a killed or powered-off sender's: gone at the next send."""
+    stale, own = leftovers(project.handoffs("coder"))
+    draft = project.draft(project.note_draft())
+    assert project.run("swarm_handoff", str(draft), role="coder").code == 0
+    assert [p.exists() for p in stale] == [False, False]
+    assert all(p.exists() for p in own)
+
+
+def test_the_sweep_leaves_the_temps_alone_while_someone_is_queueing(tmp_path: Path) -> None:
+    """A busy lock means a live sender: its temps are in use, and a later sweep will do."""
+    import fcntl
+
+    stale, _ = leftovers(tmp_path)
+    holder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        outbox.sweep(str(tmp_path))
+        assert all(p.exists() for p in stale)
+    finally:
+        os.close(holder)
+    outbox.sweep(str(tmp_path))
+    assert not any(p.exists() for p in stale)
+    outbox.sweep(str(tmp_path / "missing"))  # a role with no handoff directory yet
+
+
 # --- processes ------------------------------------------------------------------------
 
 SENDERS, CALLS = 8, 10
