@@ -96,15 +96,24 @@ def name_problem(draft: Draft, sender: str) -> str | None:
 
 def queue(sender: Role, draft: Draft, now: float) -> str:
     """Write the handoff into the sender's outbox, complete or not at all; its path."""
+    while True:
+        name, content = compose(draft, sender.name, next_sequence(sender.handoffs), now)
+        path = publish(sender, name, content.render())
+        if path is not None:
+            return path
+
+
+def publish(sender: Role, name: str, data: bytes) -> str | None:
+    """Put `data` into the sender's outbox as `name`, durably; its path, or None if that
+    name is taken (the caller picks another, or knows the file is already there)."""
     drafts, outbox = sender.path(Box.DRAFTS), sender.path(Box.OUTBOX)
     os.makedirs(drafts, exist_ok=True)
     os.makedirs(outbox, exist_ok=True)
-    while True:
-        name, content = compose(draft, sender.name, next_sequence(sender.handoffs), now)
-        # A short temp name: the queued name alone may come close to the filesystem's limit.
-        if _publish(durable.temp_name(drafts, name), content.render(), outbox, name):
-            durable.fsync_dir(outbox)
-            return os.path.join(outbox, name)
+    # A short temp name: the queued name alone may come close to the filesystem's limit.
+    if not _publish(durable.temp_name(drafts, name), data, outbox, name):
+        return None
+    durable.fsync_dir(outbox)
+    return os.path.join(outbox, name)
 
 
 def _publish(temp: str, data: bytes, outbox: str, name: str) -> bool:
