@@ -22,7 +22,10 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs ~15 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from handoffd.draft import Draft
+
     Step = Callable[["Caller", Inbox], Outcome]
+    Enqueue = Callable[[config.Role, Draft, float], str]  # queue a checked draft: its path
 
 MAX_REASON = 200
 USAGE = """\
@@ -279,13 +282,18 @@ def queue(caller: Caller, draft_path: str) -> Outcome:
 
 
 def queue_text(
-    caller: Caller, text: Callable[[], str], name: str, consumed: Callable[[], None]
+    caller: Caller,
+    text: Callable[[], str],
+    name: str,
+    consumed: Callable[[], None],
+    enqueue: Enqueue | None = None,
 ) -> Outcome:
-    """Check the draft `text()` (called `name` in a refusal), queue it, then `consumed()`:
-    the one path of `swarm_handoff` and of the MCP tool `send_handoff`."""
+    """Check the draft `text()` (called `name` in a refusal), queue it with `enqueue`
+    (default `outbox.queue`), then `consumed()`: the one path of `swarm_handoff` and of
+    the MCP tool `send_handoff`."""
     sent_to = ""
     try:
-        outcome, sent_to = _queue(caller, text(), name, consumed)
+        outcome, sent_to = _queue(caller, text(), name, consumed, enqueue)
     except Refusal as refusal:
         outcome = Outcome(refusal.code, "", refusal.render())
     except OSError as error:
@@ -294,7 +302,11 @@ def queue_text(
 
 
 def _queue(
-    caller: Caller, text: str, draft_path: str, consumed: Callable[[], None]
+    caller: Caller,
+    text: str,
+    draft_path: str,
+    consumed: Callable[[], None],
+    enqueue: Enqueue | None,
 ) -> tuple[Outcome, str]:
     """The outcome, and the recipients of the handoff queued."""
     from handoffd import draft, git, outbox
@@ -317,11 +329,14 @@ def _queue(
             usage += f"\nKnown roles: {', '.join(sorted(caller.roles))}.\n"
         report = f"HANDOFF INVALID: {draft_path}\n\nErrors:\n{errors}\n{usage}"
         raise Refusal(2, report.rstrip("\n"))
-    path = outbox.queue(sender, result, time.time())
+    path = (enqueue or outbox.queue)(sender, result, time.time())
     consumed()
-    return Outcome(0, f"HANDOFF QUEUED: {path}\n", _no_daemon_warning(caller.root)), ",".join(
-        result.recipients
-    )
+    return queued(caller.root, path), ",".join(result.recipients)
+
+
+def queued(root: str, path: str) -> Outcome:
+    """What queueing prints: the token, and a warning when no daemon will deliver it."""
+    return Outcome(0, f"HANDOFF QUEUED: {path}\n", _no_daemon_warning(root))
 
 
 def _packet_usage() -> str:

@@ -115,6 +115,13 @@ SEND = {
     "hard_constraints": _text("packet: what must not break or change."),
     "verification": _text("packet: the commands that show the work is done."),
     "if_blocked": _text("packet: what to do when stuck."),
+    "idempotency_key": _text(
+        "Makes a retry safe: a second call with this key and the same fields returns the "
+        "first call's path and queues nothing (for 24 hours at least); the same key with "
+        "other fields is refused (IDEMPOTENCY_CONFLICT). Use a new key for each handoff.",
+        minLength=1,
+        maxLength=200,
+    ),
 }
 
 
@@ -148,7 +155,8 @@ TOOLS = (
         "as swarm_handoff.sh does with a draft file. git_handoff needs to, priority, task and "
         "commit; note needs to, priority and message; packet needs to, priority, task and "
         "all seven sections. Prints 'HANDOFF QUEUED: <path>'; a bad draft is refused with "
-        "every error listed ('HANDOFF INVALID'): fix the fields and send again.",
+        "every error listed ('HANDOFF INVALID'): fix the fields and send again. Give an "
+        "idempotency_key to retry safely after a lost reply.",
         SEND,
         ops.send_handoff,
         required=("type", "to", "priority"),

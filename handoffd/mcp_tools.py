@@ -83,13 +83,19 @@ def draft_text(args: Args) -> str | Outcome:
 
 
 def send_handoff(root: str, args: Args) -> Reply:
+    """`swarm_handoff` from the draft's fields; with `idempotency_key`, once per key."""
     text = draft_text(args)
     if isinstance(text, Outcome):
         return Reply(text)
     me = caller(root, args, unknown="Unknown sender role: {}")
     if isinstance(me, Outcome):
         return Reply(me)
-    return Reply(helpers.queue_text(me, lambda: text, "send_handoff", lambda: None))
+    key = args.get("idempotency_key")
+    if key is None:
+        return Reply(helpers.queue_text(me, lambda: text, "send_handoff", lambda: None))
+    from handoffd import idempotency
+
+    return Reply(idempotency.send(me, key, text))
 
 
 # --- taking, finishing, claims and reports (docs/protocol.md §4, §8) ---------------------
