@@ -8,8 +8,9 @@ names worktrees that exist and there is no `tmux-socket`, so wake-ups only log
    run just before and just after each drain;
 2. a backlog drain through `handoffd run --once`, timed from the daemon's own log
    (`started` to the last `delivered`) and, for reference, as process wall time;
-3. pickup latency of a running daemon: the benchmark renames a handoff into an outbox
-   and waits on a raw inotify watch of the recipients' `inbox/new/`;
+3. pickup latency of a running daemon: the benchmark puts a handoff into an outbox, as
+   swarm_handoff does (fsynced, then linked) and as a plain writer does (written, no
+   fsync, then renamed), and waits on a raw inotify watch of the recipients' `inbox/new/`;
 4. helper start-up: `ready_for_next` on an empty inbox against `python -c pass`;
 5. the daemon at rest: CPU share from /proc/<pid>/stat and its RSS;
 6. (2) and (3) again with a long history in `completed/` and `sent/`.
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -76,7 +78,8 @@ class Scenario:
     history: int  # old files in each recipient's completed/ and the sender's sent/
     limits: list[float] = field(default_factory=list)  # files/s, before and after each drain
     drains: list[Drain] = field(default_factory=list)
-    latencies_ms: list[float] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)  # queued as swarm_handoff does
+    plain_ms: list[float] = field(default_factory=list)  # written and renamed, nothing more
     at_rest: AtRest | None = None
 
     @property
@@ -257,32 +260,63 @@ class Inotify:
         os.close(self.fd)
 
 
-def latency(projects: list[Project], samples: int) -> list[list[float]]:
-    """Seconds from the rename into outbox/ until every recipient's copy shows in new/;
-    `samples` per project, taken in turn from each project's running daemon."""
+Publish = Callable[[], None]
+
+
+def as_swarm_handoff(project: Project, name: str, data: bytes) -> Publish:
+    """Written and fsynced in outbox/tmp/ (not timed); then linked into outbox/ (timed)."""
+    temp = project.box(SENDER, Box.DRAFTS, f".{name}.tmp")
+    durable.create(temp, data)
+
+    def publish() -> None:
+        os.link(temp, project.box(SENDER, Box.OUTBOX, name))
+        os.unlink(temp)
+
+    return publish
+
+
+def as_plain_writer(project: Project, name: str, data: bytes) -> Publish:
+    """docs/protocol.md §3 and nothing more: a plain write in outbox/tmp/ (no fsync, no
+    stat), then `os.replace` into outbox/ (timed), within one clock tick of the write."""
+    temp = project.box(SENDER, Box.DRAFTS, f".{name}.tmp")
+    with open(temp, "wb") as file:
+        file.write(data)
+    return lambda: os.replace(temp, project.box(SENDER, Box.OUTBOX, name))
+
+
+WRITERS = (as_swarm_handoff, as_plain_writer)
+
+
+def latency(projects: list[Project], samples: int) -> list[list[list[float]]]:
+    """Seconds from the handoff's arrival in outbox/ until every recipient's copy shows in
+    new/; `samples` per project and writer (WRITERS), taken in turn from each project's
+    running daemon, one writer after the other."""
     inotify = Inotify()
     try:
         for project in projects:
             for role in RECIPIENTS:
                 inotify.watch(project.box(role, Box.NEW), IN_MOVED_TO)
-        results: list[list[float]] = [[] for _ in projects]
+        results: list[list[list[float]]] = [[[] for _ in WRITERS] for _ in projects]
         for _ in range(samples):
             for project, result in zip(projects, results, strict=True):
-                result.append(_pickup(project, inotify))
-                time.sleep(SPACING)
+                for writer, times in zip(WRITERS, result, strict=True):
+                    times.append(_pickup(project, inotify, writer))
+                    time.sleep(SPACING)
     finally:
         inotify.close()
     return results
 
 
-def _pickup(project: Project, inotify: Inotify) -> float:
-    """One handoff: queued as swarm_handoff does (not timed), then timed to visibility."""
+def _pickup(
+    project: Project, inotify: Inotify, writer: Callable[[Project, str, bytes], Publish]
+) -> float:
+    """One handoff: prepared by `writer` (not timed), then timed from its arrival in
+    outbox/ to its visibility in every recipient's new/."""
     name, data = project.handoff()
-    draft = project.box(SENDER, Box.DRAFTS, f".{name}.tmp")
-    durable.create(draft, data)
+    publish = writer(project, name, data)
     waiting = {(project.box(role, Box.NEW), name) for role in RECIPIENTS}
     started = time.perf_counter()
-    os.rename(draft, project.box(SENDER, Box.OUTBOX, name))
+    publish()
     while waiting:
         events = inotify.read(started + TIMEOUT - time.perf_counter())
         if not events:
@@ -436,9 +470,9 @@ def measure(base: str, sizes: Sizes) -> list[Scenario]:
     try:
         for project in projects:
             pids.append(_start(project))
-        _progress(f"{sizes.latency_samples} pickup samples per history size, in turn")
+        _progress(f"{sizes.latency_samples} pickup samples per history size and writer")
         for run, samples in zip(runs, latency(projects, sizes.latency_samples), strict=True):
-            run.latencies_ms = [s * 1000 for s in samples]
+            run.latencies_ms, run.plain_ms = _in_ms(samples)
         for project in projects[1:]:
             _handoffd("stop", project.root)
         runs[0].at_rest = _at_rest(projects[0], pids[0], sizes)
@@ -446,6 +480,23 @@ def measure(base: str, sizes: Sizes) -> list[Scenario]:
         for project in projects:
             _handoffd("stop", project.root)
     return runs
+
+
+def measure_pickup(base: str, sizes: Sizes) -> Scenario:
+    """Section 3 alone: pickup samples of both writers from one daemon, no history."""
+    run, project = Scenario(0), Project(os.path.join(base, "pickup"))
+    try:
+        _start(project)
+        _progress(f"{sizes.latency_samples} pickup samples per writer")
+        (samples,) = latency([project], sizes.latency_samples)
+        run.latencies_ms, run.plain_ms = _in_ms(samples)
+    finally:
+        _handoffd("stop", project.root)
+    return run
+
+
+def _in_ms(samples: list[list[float]]) -> list[list[float]]:
+    return [[seconds * 1000 for seconds in times] for times in samples]
 
 
 def _start(project: Project) -> int:
@@ -568,6 +619,7 @@ def _emit(text: str, figures: dict[str, Any], json_path: str | None, json_only: 
 @click.option("--board", is_flag=True, help="Only the board: status --json against its floor.")
 @click.option("--digest", is_flag=True, help="Only the digest scenario (docs/protocol.md §11).")
 @click.option("--web", is_flag=True, help="Only the web board: its page against status --json.")
+@click.option("--pickup", is_flag=True, help="Only section 3: pickup latency of both writers.")
 def main(
     quick: bool,
     directory: str | None,
@@ -577,6 +629,7 @@ def main(
     board: bool,
     digest: bool,
     web: bool,
+    pickup: bool,
     **given: Any,
 ) -> None:
     """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth.
@@ -606,9 +659,13 @@ def main(
         chosen["histories"] = tuple(chosen["histories"])
     sizes = Sizes(**{**asdict(QUICK if quick else Sizes()), **chosen})
     base = tempfile.mkdtemp(prefix="handoffd-bench-", dir=directory)
+    shown = {"latency_samples": sizes.latency_samples} if pickup else asdict(sizes)
     try:
         info = machine(base)
-        result = benchreport.report(measure(base, sizes))
+        if pickup:
+            result = benchreport.report_pickup(measure_pickup(base, sizes))
+        else:
+            result = benchreport.report(measure(base, sizes))
         info["load_end"] = _load()
     except BenchError as error:
         raise click.ClickException(str(error)) from None
@@ -619,11 +676,11 @@ def main(
             shutil.rmtree(base, ignore_errors=True)
     if quick:  # tiny sizes say whether the benchmark works, not how fast anything is
         result = {"metrics": result["metrics"], "quick": True}
-    report = json.dumps({**info, "sizes": asdict(sizes), **result}, sort_keys=True)
+    report = json.dumps({**info, "sizes": shown, **result}, sort_keys=True)
     if json_only:
         click.echo(report)
     else:
-        click.echo(benchreport.render(info, asdict(sizes), result))
+        click.echo(benchreport.render(info, shown, result, only_pickup=pickup))
     if json_path:
         with open(json_path, "w", encoding="utf-8") as file:
             file.write(report + "\n")

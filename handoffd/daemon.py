@@ -131,6 +131,7 @@ class Daemon:
         self.courier.recover(roles)
         if watch:
             self.watcher = Watcher(self.poke.set)
+            self.courier.arrivals = self.watcher  # a file renamed in is taken at once
             self._rearm(roles)
 
     def close(self, drain: float = 0.0) -> None:

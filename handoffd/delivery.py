@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 
     from structlog.typing import FilteringBoundLogger
 
+    from handoffd.watch import Watcher
+
 JOURNAL = os.path.join(SWARMFORGE, "daemon", "handoffd.journal")
 BATCH_LIMIT = 256  # originals per pass: bounds the work a SIGTERM waits for
 FIRST_RETRY, LAST_RETRY = 0.5, 60.0  # seconds; doubling in between
@@ -74,6 +76,8 @@ class Courier:
         self.refused_senders: set[str] = set()  # senders of originals failed in this pass
         self.settling: dict[str, float] = {}  # files still being written: when to look again
         self.clock = time.time  # the wall clock file times are compared with
+        self.arrivals: Watcher | None = None  # how outbox files arrived, from their events
+        self._unsure: dict[str, os.stat_result] = {}  # taken as links: confirmed by a sync
 
     # --- passes ---------------------------------------------------------------------
 
@@ -166,7 +170,7 @@ class Courier:
     ) -> list[tuple[Role, str]]:
         """Outbox entries due for a try: every outbox in turn, each in queue (filename)
         order, so one sender's flood never starves the others; sorted by name."""
-        queues, present = [], set()
+        queues, present, listed = [], set(), time.monotonic()
         for role in roles.values():
             try:
                 names = [entry.name for entry in hf.visible(role.path(Box.OUTBOX))]
@@ -183,7 +187,9 @@ class Courier:
         # A deferred original that left its outbox (taken back, or archived by recovery)
         # must not keep its timer: a due time in the past makes the loop wait 0 s forever.
         self.retries = {path: r for path, r in self.retries.items() if path in present}
-        self.settling, wall = {}, self.clock()
+        if self.arrivals is not None:
+            self.arrivals.prune(present, listed)
+        self.settling, self._unsure, wall = {}, {}, self.clock()
         chosen: list[tuple[str, Role, str]] = []
         self.backlog = False
         for item in _in_turn(queues):  # settled files only, so a flood's checks stay bounded
@@ -192,6 +198,7 @@ class Courier:
                 break
             if self._settled(item[2], now, wall):
                 chosen.append(item)
+        chosen = self._confirmed(chosen, now, wall)
         return [(role, path) for _, role, path in sorted(chosen, key=lambda item: item[0])]
 
     def _settled(self, path: str, now: float, wall: float) -> bool:
@@ -200,12 +207,39 @@ class Courier:
             info = os.lstat(path)
         except FileNotFoundError:
             return False
-        delay = settle.wait(info, wall, writing=False)
+        said = self.arrivals.said(path, info) if self.arrivals is not None else None
+        renamed, unsure = settle.renamed(said, info)
+        delay = settle.wait(info, wall, writing=False, renamed=renamed)
         if not delay and stat.S_ISREG(info.st_mode) and settle.being_written(path):
             delay = settle.RECHECK
         if delay:
             self.settling[path] = now + delay
+        elif unsure:
+            self._unsure[path] = info
         return not delay
+
+    def _confirmed(
+        self, chosen: list[tuple[str, Role, str]], now: float, wall: float
+    ) -> list[tuple[str, Role, str]]:
+        """`chosen`, less the files a sync shows were written in place (settle.renamed):
+        taken as links on a `created` event, they may have had writes still on their way."""
+        if not self._unsure or self.arrivals is None:
+            return chosen
+        synced = self.arrivals.sync({os.path.dirname(p) for p in self._unsure})
+        kept = []
+        for item in chosen:
+            info = self._unsure.get(item[2])
+            if info is not None:
+                caught_up = os.path.dirname(item[2]) in synced
+                said = self.arrivals.said(item[2], info) if caught_up else None
+                delay = settle.wait(
+                    info, wall, writing=False, renamed=settle.renamed(said, info)[0]
+                )
+                if delay:
+                    self.settling[item[2]] = now + delay
+                    continue
+            kept.append(item)
+        return kept
 
     def _stage(self, sender: Role, path: str, roles: dict[str, Role], now: float) -> Entry | None:
         """Check an original and stage its copies; None if it failed, was deferred or is gone."""

@@ -152,20 +152,45 @@ def name_problem(draft: Draft, sender: str) -> str | None:
 def queue(sender: Role, draft: Draft, now: float) -> str:
     """Write the handoff into the sender's outbox, complete or not at all; its path, once
     the file is durable (the outbox, and any folder made for it, flushed)."""
-    drafts, outbox = sender.path(Box.DRAFTS), sender.path(Box.OUTBOX)
-    durable.makedirs(drafts)
-    durable.makedirs(outbox)
-    fd = _lock(sender.handoffs)  # held throughout: no temp here is a live writer's but ours
+    fd = _ready(sender)  # held throughout: no temp here is a live writer's but ours
     try:
-        _sweep(sender.handoffs)
         while True:
             name, content = compose(draft, sender.name, _take_number(sender.handoffs), now)
-            # A short temp name: the queued name alone may come close to the filesystem's limit.
-            if _publish(durable.temp_name(drafts, name), content.render(), outbox, name):
-                durable.fsync_dir(outbox)
-                return os.path.join(outbox, name)
+            path = _put(sender, name, content.render())
+            if path is not None:
+                return path
     finally:
         os.close(fd)
+
+
+def publish(sender: Role, name: str, data: bytes) -> str | None:
+    """Put `data` into the sender's outbox as `name`, durably; its path, or None if that
+    name is taken (the caller picks another, or knows the file is already there)."""
+    fd = _ready(sender)
+    try:
+        return _put(sender, name, data)
+    finally:
+        os.close(fd)
+
+
+def _ready(sender: Role) -> int:
+    """The sender's folders made durable and its queueing lock taken, what a dead writer
+    left swept; returns the lock (close it to release)."""
+    durable.makedirs(sender.path(Box.DRAFTS))
+    durable.makedirs(sender.path(Box.OUTBOX))
+    fd = _lock(sender.handoffs)
+    _sweep(sender.handoffs)
+    return fd
+
+
+def _put(sender: Role, name: str, data: bytes) -> str | None:
+    """Publish `data` as `name` (under the queueing lock): its path, None if it is taken."""
+    drafts, outbox = sender.path(Box.DRAFTS), sender.path(Box.OUTBOX)
+    # A short temp name: the queued name alone may come close to the filesystem's limit.
+    if not _publish(durable.temp_name(drafts, name), data, outbox, name):
+        return None
+    durable.fsync_dir(outbox)
+    return os.path.join(outbox, name)
 
 
 def _publish(temp: str, data: bytes, outbox: str, name: str) -> bool:

@@ -238,16 +238,19 @@ class RecordingWaker:
         return [role for batch in self.requests for role, _ in batch]
 
 
-def open_daemon(project: Project, renotify_after: float = 120.0, record: bool = True) -> Daemon:
+def open_daemon(
+    project: Project, renotify_after: float = 120.0, record: bool = True, watch: bool = False
+) -> Daemon:
     """A daemon for `project`, logging to its log file, recovered and ready to step (no
-    watches).  With `record`, wake-ups are recorded instead of sent."""
+    watches unless `watch`: then close it).  With `record`, wake-ups are recorded instead
+    of sent."""
     log_path(project).parent.mkdir(parents=True, exist_ok=True)
     log = logging.configure(str(log_path(project)), console=False)
     daemon = Daemon(str(project.root), log, renotify_after)
     if record:
         daemon.waker.close()
         daemon.waker = RecordingWaker()  # type: ignore[assignment]
-    daemon.open(watch=False)
+    daemon.open(watch=watch)
     return daemon
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,10 @@ class Agent:
 
     def call(self, name: str, **args: Any) -> types.CallToolResult:
         return self.portal.call(self.session.call_tool, name, args, self.timeout)
+
+    def call_within(self, seconds: float, name: str, **args: Any) -> types.CallToolResult:
+        """`call`, failing after `seconds` without an answer (a server that hangs or died)."""
+        return self.portal.call(partial(self.session.call_tool, name, args, seconds))
 
     def tools(self) -> list[types.Tool]:
         return self.portal.call(self.session.list_tools).tools

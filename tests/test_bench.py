@@ -17,6 +17,9 @@ METRICS = (
     "latency_p99_ms",
     "latency_max_ms",
     "latency_p50_in_limit_periods",
+    "plain_p50_ms",
+    "plain_p99_ms",
+    "plain_max_ms",
     "helper_median_ms",
     "python_median_ms",
     "helper_vs_python",
@@ -39,7 +42,8 @@ GROWTH = (
     "latency_p99_ms",
     "p99_vs_empty",
 )
-VERDICTS = ("drain", "latency_p50", "latency_p99", "helper_startup", "idle_cpu", "idle_rss")
+VERDICTS = ("drain", "latency_p50", "latency_p99", "plain_p50", "plain_p99", "helper_startup",
+            "idle_cpu", "idle_rss")  # fmt: skip
 
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -60,7 +64,8 @@ def test_quick_bench_prints_the_table_and_writes_every_metric_to_the_json_file(t
     report = json.loads(json_file.read_text())
 
     text = "\n".join(table)
-    for label in ("disk limit", "drain", "pickup p50", "pickup p99", "ready_for_next",
+    for label in ("disk limit", "drain", "pickup p50", "pickup p99", "plain write + rename",
+                  "ready_for_next",
                   "python -c pass", "taking one file", "finishing it", "idle CPU", "idle RSS",
                   "history 500"):  # fmt: skip
         assert label in text
@@ -120,3 +125,21 @@ def test_json_only_prints_just_the_json_line(tmp_path):
     lines = result.stdout.strip().split("\n")
     assert len(lines) == 1
     assert set(json.loads(lines[0])["metrics"]["growth"]) == {"50"}
+
+
+def test_pickup_alone_measures_both_writers_and_judges_only_them(tmp_path):
+    """Section 3 without the rest (drains, start-up, idle, growth), for a quick look at
+    pickup; its verdicts are the full run's pickup verdicts."""
+    json_file = tmp_path / "report.json"
+    result = bench("--pickup", "--latency-samples", "5", "--dir", str(tmp_path),
+                   "--json", str(json_file), timeout=120)  # fmt: skip
+    report = json.loads(json_file.read_text())
+    assert set(report["verdicts"]) == {"latency_p50", "latency_p99", "plain_p50", "plain_p99"}
+    assert report["metrics"]["latency_samples"] == 5
+    for key in ("latency_p50_ms", "plain_p50_ms", "plain_p99_ms", "plain_max_ms"):
+        assert isinstance(report["metrics"][key], float), key
+    assert "3 pickup p50, swarm_handoff" in result.stdout
+    assert "pickup p50, plain write + rename" in result.stdout
+    assert "disk limit" not in result.stdout and "idle" not in result.stdout
+    assert result.returncode == (0 if report["all_pass"] else 1), result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]

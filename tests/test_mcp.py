@@ -24,7 +24,7 @@ SCHEMAS = {  # tool -> its arguments: the command's long options in snake_case, 
     "send_handoff": {
         "type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason",
         "objective", "decisions_made", "ruled_out_paths", "target_scope", "hard_constraints",
-        "verification", "if_blocked",
+        "verification", "if_blocked", "idempotency_key",
     },
     "ready_for_next": set(),
     "done_with_current": set(),

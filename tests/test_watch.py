@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd.watch import Watcher, is_trigger
+from handoffd import settle
+from handoffd.watch import MARKER, Watcher, is_trigger
 from tests.daemon_support import wait_for
 
 OUTBOX = "/w/coder/.swarmforge/handoffs/outbox"
@@ -163,3 +164,104 @@ def test_a_handoff_arriving_just_after_an_archive_is_not_held_back(
     drop(outbox, "50_b_from_coder_to_QA.handoff")
     assert events.wait()
     assert time.monotonic() - start < 0.3, "held behind the archive's half-move"
+
+
+# --- how a file arrived (settle.py reads it) --------------------------------------------
+
+
+def said(watcher: Watcher, path: Path) -> str | None:
+    return watcher.said(str(path), os.lstat(path))
+
+
+def armed_outbox(tmp_path: Path, watcher: Watcher) -> Path:
+    outbox = tmp_path / "handoffs" / "outbox"
+    (outbox / "tmp").mkdir(parents=True)
+    watcher.update([str(outbox)])
+    return outbox
+
+
+def test_a_rename_from_an_unwatched_folder_is_said_moved_and_a_link_created(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, events = watching
+    outbox = armed_outbox(tmp_path, watcher)
+    drop(outbox, "50_a_from_coder_to_QA.handoff")  # outbox/tmp/ is not watched
+    linked = outbox / "50_b_from_coder_to_QA.handoff"
+    (outbox / "tmp" / "b").write_text("x")
+    os.link(outbox / "tmp" / "b", linked)
+
+    assert watcher.sync([str(outbox)]) == {str(outbox)}
+    assert said(watcher, outbox / "50_a_from_coder_to_QA.handoff") == settle.MOVED
+    assert said(watcher, linked) == settle.CREATED
+    assert events.wait()
+
+
+def test_a_file_written_in_place_is_said_written_once_the_watcher_caught_up(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, _ = watching
+    outbox = armed_outbox(tmp_path, watcher)
+    path = outbox / "50_a_from_coder_to_QA.handoff"
+    path.write_text("x")
+
+    assert watcher.sync([str(outbox)]) == {str(outbox)}
+    assert said(watcher, path) == settle.WRITTEN
+
+
+def test_a_file_changed_since_its_event_is_never_taken_on_that_events_word(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, _ = watching
+    outbox = armed_outbox(tmp_path, watcher)
+    drop(outbox)
+    path = outbox / "50_x_from_coder_to_QA.handoff"
+    watcher.sync([str(outbox)])
+    before = os.lstat(path)
+    path.write_text("longer now")  # as if its events were lost: the identity tells
+
+    assert watcher.said(str(path), before) == settle.MOVED
+    assert said(watcher, path) == settle.WRITTEN
+
+
+def test_a_file_moved_out_of_the_outbox_is_forgotten_and_brings_no_pass(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    """Archiving (outbox/ → sent/) is a move out of the watch: reported whole, it would
+    look like a file landing in the outbox, and start a pass after every delivery."""
+    watcher, events = watching
+    outbox = armed_outbox(tmp_path, watcher)
+    sent = tmp_path / "handoffs" / "sent"
+    sent.mkdir()
+    drop(outbox)
+    assert events.wait()
+    os.rename(outbox / "50_x_from_coder_to_QA.handoff", sent / "50_x_from_coder_to_QA.handoff")
+
+    assert watcher.sync([str(outbox)]) == {str(outbox)}
+    assert not events.wait(0.3)
+    assert watcher.said(str(outbox / "50_x_from_coder_to_QA.handoff"), os.lstat(sent)) is None
+    assert [n for n in os.listdir(outbox) if n.startswith(".")] == []  # no marker left
+
+
+def test_sync_answers_only_for_directories_it_watches(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, _ = watching
+    outbox = armed_outbox(tmp_path, watcher)
+    other = tmp_path / "other"
+    other.mkdir()
+
+    assert watcher.sync([str(outbox), str(other)]) == {str(outbox)}
+    assert os.listdir(other) == []
+
+
+def test_a_marker_a_killed_daemon_left_is_swept_when_the_outbox_is_armed(
+    tmp_path: Path, watching: tuple[Watcher, Events]
+) -> None:
+    watcher, _ = watching
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    (outbox / f"{MARKER}999.0").write_bytes(b"")
+
+    watcher.update([str(outbox)])
+
+    assert os.listdir(outbox) == []

@@ -65,9 +65,7 @@ def _properties(param: Param) -> dict[str, Any]:
                      "holding it, read by the server."},
         }  # fmt: skip
     schema: dict[str, Any] = {"description": param.help}
-    if param.schema is not None:
-        schema.update(param.schema)
-    elif param.kind == spec.NAMES:  # one name, a comma-separated list, or a JSON list
+    if param.kind == spec.NAMES:  # one name, a comma-separated list, or a JSON list
         schema["anyOf"] = [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
     elif param.kind == spec.CHOICE:
         schema.update(type="string", enum=list(param.choices))
@@ -75,6 +73,7 @@ def _properties(param: Param) -> dict[str, Any]:
         schema["type"] = {spec.INT: "integer", spec.FLOAT: "number", spec.FLAG: "boolean"}.get(
             param.kind, "string"
         )
+    schema.update(param.schema or {})
     if param.minimum is not None:
         schema["exclusiveMinimum" if param.open_minimum else "minimum"] = param.minimum
     if param.default not in (None, ""):

@@ -129,7 +129,10 @@ def from_tool(op: Op, values: dict[str, Any], context: Context) -> dict[str, Any
     inside the calling role's worktree, a draft from its fields."""
     if any(p.kind == spec.DRAFT for p in op.params):
         draft = draft_text(values)
-        return draft if isinstance(draft, Result) else {"draft": draft, "name": "send_handoff"}
+        if isinstance(draft, Result):
+            return draft
+        key = values.get("idempotency_key")  # the one argument that is not the draft's
+        return {"draft": draft, "name": "send_handoff", "idempotency_key": key}
     fetched = dict(values)
     for param in op.params:
         if param.kind == spec.TEXT:

@@ -19,7 +19,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from handoffd.config import Role
+    from handoffd.draft import Draft
     from handoffd.ops.steps import Step
+
+    Enqueue = Callable[[Role, Draft, float], str]  # queue a checked draft: its path
 
 USAGE = """\
 Usage: swarm_handoff.sh <draft-file>
@@ -115,12 +119,19 @@ def send(
     draft: str,
     name: str = "send_handoff",
     consumed: Callable[[], None] | None = None,
+    idempotency_key: str | None = None,
+    enqueue: Enqueue | None = None,
 ) -> Result:
     """`swarm_handoff DRAFT` and the tool `send_handoff`: check the draft text (called
-    `name` in a refusal), queue it, then `consumed()` (the draft file is deleted)."""
+    `name` in a refusal), queue it with `enqueue` (default `outbox.queue`), then
+    `consumed()` (the draft file is deleted).  With `idempotency_key`, once per key."""
+    if idempotency_key is not None:
+        from handoffd.ops import idempotency
+
+        return idempotency.send(context, idempotency_key, draft)
     sent_to = ""
     try:
-        result, sent_to = _queue(context, draft, name, consumed)
+        result, sent_to = _queue(context, draft, name, consumed, enqueue)
     except Refusal as refusal:
         result = refusal.result()
     except OSError as error:
@@ -129,7 +140,11 @@ def send(
 
 
 def _queue(
-    context: Context, text: str, name: str, consumed: Callable[[], None] | None
+    context: Context,
+    text: str,
+    name: str,
+    consumed: Callable[[], None] | None,
+    enqueue: Enqueue | None,
 ) -> tuple[Result, str]:
     """The result, and the recipients of the handoff queued."""
     from handoffd import draft, git, outbox
@@ -145,11 +160,15 @@ def _queue(
         checked = [too_long]
     if isinstance(checked, list):
         raise Refusal(Exit.REFUSED, invalid(context, checked, text, name))
-    path = outbox.queue(sender, checked, time.time())
+    path = (enqueue or outbox.queue)(sender, checked, time.time())
     if consumed is not None:
         consumed()
-    queued = Result(Exit.OK, f"HANDOFF QUEUED: {path}\n", _no_daemon_warning(context.root))
-    return queued, ",".join(checked.recipients)
+    return queued(context.root, path), ",".join(checked.recipients)
+
+
+def queued(root: str, path: str) -> Result:
+    """What queueing prints: the token, and a warning when no daemon will deliver it."""
+    return Result(Exit.OK, f"HANDOFF QUEUED: {path}\n", _no_daemon_warning(root))
 
 
 def invalid(context: Context, errors: list[str], text: str, name: str) -> str:

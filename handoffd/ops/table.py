@@ -50,6 +50,10 @@ SEND_FIELDS = (
     Param("hard_constraints", STR, "packet: what must not break or change."),
     Param("verification", STR, "packet: the commands that show the work is done."),
     Param("if_blocked", STR, "packet: what to do when stuck."),
+    Param("idempotency_key", STR, "Makes a retry safe: a second call with this key and the "
+          "same fields returns the first call's path and queues nothing (for 24 hours at "
+          "least); the same key with other fields is refused (IDEMPOTENCY_CONFLICT). Use a new "
+          "key for each handoff.", schema={"minLength": 1, "maxLength": 200}),
 )  # fmt: skip
 DRAFT_FILE = Param("draft", DRAFT, "The draft file: header lines (a packet adds its sections).",
                    positional=True, required=True, metavar="DRAFT", tool=False)  # fmt: skip
@@ -92,7 +96,8 @@ OPS = (
        "exactly as swarm_handoff.sh does with a draft file. git_handoff needs to, priority, "
        "task and commit; note needs to, priority and message; packet needs to, priority, "
        "task and all seven sections. Prints 'HANDOFF QUEUED: <path>'; a bad draft is refused "
-       "with every error listed ('HANDOFF INVALID'): fix the fields and send again."),
+       "with every error listed ('HANDOFF INVALID'): fix the fields and send again. Give an "
+       "idempotency_key to retry safely after a lost reply."),
     Op("ready-for-next", QUEUE + "take", "Take the next work in the role's receive mode.",
        (*WHO, ROOT), tool_params=(),
        about="Take your next work (as ready_for_next.sh): prints a TASK block (task mode) or a "
