@@ -7,6 +7,7 @@ Both build offline with the backend the test extra installs (`--no-build-isolati
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -21,6 +22,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 PACKAGE = CHECKOUT / "handoffd"
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+BUILD_LEFTOVERS = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
 
 
 def shipped_files() -> set[str]:
@@ -47,8 +49,12 @@ def run(*command: str | Path, cwd: Path = CHECKOUT) -> subprocess.CompletedProce
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The wheel built from the checkout, and everything the build printed."""
     out = tmp_path_factory.mktemp("wheel")
+    # From a copy of the sources alone: a checkout's own build/ folder (left by an earlier
+    # build) would put modules since removed into the wheel.
+    source = tmp_path_factory.mktemp("source") / "handoffd"
+    shutil.copytree(CHECKOUT, source, ignore=shutil.ignore_patterns(*BUILD_LEFTOVERS))
     built = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                "-w", out, CHECKOUT)  # fmt: skip
+                "-w", out, source)  # fmt: skip
     assert built.returncode == 0, built.stderr
     (path,) = out.glob("handoffd-*.whl")
     return path, built.stdout + built.stderr
