@@ -22,7 +22,16 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 PACKAGE = CHECKOUT / "handoffd"
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-BUILD_LEFTOVERS = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
+BUILD_LEFTOVERS = (
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+)
 
 
 def shipped_files() -> set[str]:
