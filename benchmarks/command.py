@@ -64,7 +64,7 @@ def main(
     **given: Any,
 ) -> None:
     """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth.
-    A full run exits 1 when a figure misses its target; --quick gives no verdict."""
+    A run exits 1 when a figure misses its target; --quick gives no verdict."""
     named = [name for name in ONE_OF if given.pop(name)]
     if len(named) > 1:
         flags = ", ".join(f"--{name}" for name in ONE_OF)
