@@ -254,13 +254,24 @@ def demo(rounds: int, miss_rate: float, renotify_after: float, keep: bool, seed:
     raise SystemExit(0 if summary.ok else 1)
 
 
+BENCH_FROM_CHECKOUT = (
+    "handoffd bench: the benchmark runs from a checkout of the repository, not from an "
+    "installed package (in a checkout: `pip install -e .`, or `python -m benchmarks`)"
+)
+
+
 @main.command(add_help_option=False, context_settings={"ignore_unknown_options": True})
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def bench(args: tuple[str, ...]) -> None:
     """Measure drain, pickup latency, start-up and idle cost against this disk's limit."""
-    from handoffd import bench as benchmark  # its options live there: `handoffd bench --help`
-
-    benchmark.main.main(list(args), prog_name="handoffd bench")
+    try:  # beside the package in a checkout (an editable install has its root on sys.path)
+        from benchmarks import command  # type: ignore[import-not-found, unused-ignore]
+    except ModuleNotFoundError as error:
+        if error.name != "benchmarks":
+            raise
+        click.echo(BENCH_FROM_CHECKOUT, err=True)
+        raise SystemExit(1) from None
+    command.main.main(list(args), prog_name="handoffd bench")  # its options: `bench --help`
 
 
 @main.command()

@@ -22,19 +22,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from handoffd import audit, config, journal, outbox
+from handoffd import audit, config, journal
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.daemon import Daemon
 from handoffd.delivery import JOURNAL
-from handoffd.draft import Draft
 from handoffd.inbox import Inbox
+from testbed import queue_note
 from tests.conftest import git, make_project, roles_tsv
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,21 +45,6 @@ INBOX = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 
 def roles_of(root: Path | str) -> dict[str, Role]:
     return config.load_roles(str(root))
-
-
-def queue_note(
-    roles: dict[str, Role],
-    sender: str,
-    recipients: list[str],
-    priority: str = "50",
-    message: str = "hello",
-    now: float | None = None,
-) -> str:
-    """Queue a note the way `swarm_handoff` does (same code, no process); its outbox path."""
-    headers = {"type": "note", "to": ",".join(recipients), "priority": priority}
-    headers["message"] = message
-    draft = Draft(headers, list(recipients), None)
-    return outbox.queue(roles[sender], draft, time.time() if now is None else now)
 
 
 class RecordingLog:

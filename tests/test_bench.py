@@ -1,11 +1,20 @@
-"""`handoffd bench` runs end to end and reports every figure; --quick gives no verdict (it
-never checks a speed), a judged run exits 1 on a miss."""
+"""The benchmark (benchmarks/ beside the package, run by `handoffd bench` from a checkout)
+works end to end: each scenario at --quick sizes prints its table and its figures and
+gives no verdict (tiny sizes never check a speed); a judged run exits 1 exactly when a
+figure misses; and the targets are the ones the tables state."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+from benchmarks.board import Board
+from benchmarks.digest import Digest
+from benchmarks.scenario import Report, Target
+from benchmarks.web import Web
+from tests.conftest import BIN
 
 METRICS = (
     "disk_limit_files_per_s",
@@ -44,6 +53,13 @@ GROWTH = (
 )
 VERDICTS = ("drain", "latency_p50", "latency_p99", "plain_p50", "plain_p99", "helper_startup",
             "idle_cpu", "idle_rss")  # fmt: skip
+STARTUP = ("helper_median_ms", "python_median_ms", "helper_vs_python", "take_median_ms",
+           "finish_median_ms", "take_vs_python", "finish_vs_python")  # fmt: skip
+BOARD = ("floor_ms", "status_empty_history_ms", "status_ms",
+         "status_with_history_dependency_ms", "status_vs_floor", "history_growth",
+         "history_dependency_vs_floor")  # fmt: skip
+WEB = ("status_json_ms", "page_ms", "fragment_ms", "page_vs_status", "page_bytes",
+       "status_json_bytes")  # fmt: skip
 
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -51,6 +67,9 @@ def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "handoffd", "bench", *args],
         capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
+
+
+# --- the full run and its sections ------------------------------------------------------
 
 
 def test_quick_bench_prints_the_table_and_writes_every_metric_to_the_json_file(tmp_path):
@@ -102,6 +121,7 @@ def test_quick_bench_gives_no_verdict_and_explains_each_term_where_it_is_printed
     report = json.loads(json_file.read_text())
     assert report["quick"] is True
     assert "verdicts" not in report and "all_pass" not in report
+    assert set(report["metrics"]["growth"]) == {"50"}  # --history replaces the quick size
 
 
 def test_a_full_run_exits_non_zero_exactly_when_a_figure_misses(tmp_path):
@@ -116,15 +136,6 @@ def test_a_full_run_exits_non_zero_exactly_when_a_figure_misses(tmp_path):
     overall = "PASS" if report["all_pass"] else "MISS"
     assert f"\noverall: {overall}\n" in result.stdout
     assert result.returncode == (0 if report["all_pass"] else 1), result.stderr
-
-
-def test_json_only_prints_just_the_json_line(tmp_path):
-    result = bench("--quick", "--json-only", "--history", "50", "--idle-seconds", "0.5",
-                   "--dir", str(tmp_path))  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().split("\n")
-    assert len(lines) == 1
-    assert set(json.loads(lines[0])["metrics"]["growth"]) == {"50"}
 
 
 def test_pickup_alone_measures_both_writers_and_judges_only_them(tmp_path):
@@ -143,3 +154,124 @@ def test_pickup_alone_measures_both_writers_and_judges_only_them(tmp_path):
     assert "disk limit" not in result.stdout and "idle" not in result.stdout
     assert result.returncode == (0 if report["all_pass"] else 1), result.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_startup_alone_times_the_helpers_against_python_and_judges_only_that(tmp_path):
+    """Section 4 alone, in a project of its own with no daemon: the helper against python."""
+    json_file = tmp_path / "report.json"
+    result = bench("--startup", "--startup-runs", "2", "--dir", str(tmp_path),
+                   "--json", str(json_file), timeout=120)  # fmt: skip
+    report = json.loads(json_file.read_text())
+    assert set(report["verdicts"]) == {"helper_startup"}
+    assert set(report["metrics"]) == set(STARTUP) and report["sizes"] == {"startup_runs": 2}
+    assert "4 ready_for_next start-up, median" in result.stdout and "<= 1.5x" in result.stdout
+    assert "bytecode of the helpers:" in result.stdout and "pickup" not in result.stdout
+    assert result.returncode == (0 if report["all_pass"] else 1), result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_json_only_prints_just_the_json_line_the_json_file_holds(tmp_path):
+    json_file = tmp_path.parent / f"{tmp_path.name}-report.json"
+    result = bench("--startup", "--quick", "--json-only", "--json", str(json_file),
+                   "--dir", str(tmp_path), timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().split("\n")
+    assert len(lines) == 1
+    assert json.loads(lines[0]) == json.loads(json_file.read_text())
+    assert json.loads(lines[0])["quick"] is True
+
+
+def test_one_scenario_at_a_time_and_the_refusal_says_which_flags(tmp_path):
+    result = bench("--board", "--web", "--dir", str(tmp_path), timeout=30)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "give at most one of --board, --digest, --web, --pickup, --startup" in result.stderr
+    assert list(tmp_path.iterdir()) == []  # refused before anything was built
+
+
+# --- the board, the web page, digests ---------------------------------------------------
+
+
+def test_the_board_scenario_prints_its_table_and_its_figures(tmp_path: Path) -> None:
+    result = bench("--board", "--quick", "--dir", str(tmp_path), "--json",
+                   str(tmp_path / "figures.json"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "figures.json").read_text())["board"]
+    (tmp_path / "figures.json").unlink()
+    assert all(figures[key] > 0 for key in BOARD)
+    assert (figures["open_cards"], figures["history"]) == (60, 500)
+    assert "status vs floor" in result.stdout and "history 0 -> N" in result.stdout
+    assert "target <= 2.0x" in result.stdout and "target <= 1.2x" in result.stdout
+    assert "PASS" not in result.stdout and "MISS" not in result.stdout  # quick: no verdict
+    assert list(tmp_path.iterdir()) == []  # its projects are removed afterwards
+
+
+def test_the_web_scenario_prints_its_table_with_the_target_and_its_figures(tmp_path: Path):
+    result = bench("--web", "--quick", "--dir", str(tmp_path), "--json",
+                   str(tmp_path / "figures.json"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "figures.json").read_text())["web"]
+    assert all(figures[key] > 0 for key in WEB)
+    assert figures["open_cards"] == 60
+    assert "page vs status --json" in result.stdout and "target < 3.0x" in result.stdout
+    assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]
+
+
+def test_the_digest_scenario_runs_and_reports_both_history_sizes(tmp_path):
+    json_file = tmp_path / "figures.json"
+    done = bench("--digest", "--quick", "--dir", str(tmp_path), "--json", str(json_file))
+    assert done.returncode == 0, done.stderr
+    assert "growth 500 vs 0:" in done.stdout and "60 lines" in done.stdout
+    assert "(target <= 1.20x, <= 1 s)\n" in done.stdout
+    figures = json.loads(json_file.read_text())["digest"]
+    assert [f["history"] for f in figures] == [0, 500]
+    assert all(len(f["warm_s"]) == 3 for f in figures)
+    assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]  # the projects are gone
+
+
+# --- the targets ------------------------------------------------------------------------
+
+
+def test_a_target_is_met_on_its_bound_unless_strict_and_states_itself_as_the_table_does():
+    assert Target("t", 2.0, "<=", 2.0, "x", ".1f").met
+    assert not Target("t", 3.0, "<", 3.0, "x", ".1f").met
+    assert Target("t", 0.5, ">=", 0.5, "x").met and not Target("t", 0.49, ">=", 0.5, "x").met
+    assert Target("t", 1, ">=", 1 / 1.5, "x", ".2f").text == ">= 0.67x"
+    assert Target("t", 1, "<=", 60.0, " MB").text == "<= 60 MB"
+    assert Target("t", 1, "<=", 7.0, shown="flat").text == "flat"
+
+
+def test_the_board_web_and_digest_targets_are_the_ones_their_tables_state():
+    board = {t.name: t for t in Board().targets({"status_vs_floor": 2.0, "history_growth": 1.21})}
+    assert board["status_vs_floor"].met and not board["history_growth"].met
+    (web,) = Web().targets({"page_vs_status": 2.99})
+    assert web.met and web.text == "< 3.0x"
+    digest = Digest().targets([{"warm_s": [0.5, 0.5, 0.5]}, {"warm_s": [0.54, 1.1, 0.55]}])
+    assert [(t.name, t.met, t.text) for t in digest] == [
+        ("growth", True, "<= 1.20x"), ("warm", True, "<= 1 s")]  # fmt: skip
+    slow = Digest().targets([{"warm_s": [0.9]}, {"warm_s": [1.05]}])
+    assert [t.met for t in slow] == [True, False]
+
+
+def test_a_judged_report_carries_its_verdicts_and_a_quick_one_says_it_gave_none():
+    targets = {"a": Target("a", 1.0, "<=", 2.0), "b": Target("b", 3.0, "<=", 2.0)}
+    judged = Report("x", {"date": "d"}, {"n": 1}, {"v": 1}, targets, {"a": True, "b": False})
+    assert judged.as_json() == {"date": "d", "sizes": {"n": 1}, "x": {"v": 1},
+                                "verdicts": {"a": True, "b": False}, "all_pass": False}  # fmt: skip
+    assert (judged.verdict("a"), judged.verdict("b")) == ("PASS", "MISS")
+    quick = Report("x", {}, {}, {}, targets, None)
+    assert quick.as_json() == {"sizes": {}, "x": {}, "quick": True}
+    assert quick.verdict("a") == "" and not quick.all_pass
+
+
+# --- where the benchmark lives ----------------------------------------------------------
+
+
+def test_the_benchmark_and_the_tests_share_a_factory_that_pulls_in_neither():
+    """testbed builds the projects of both: importing it loads no pytest and no benchmark,
+    and the benchmark's command loads no pytest and none of the tests."""
+    probe = ("import sys, {}; print(sorted({{m.split('.')[0] for m in sys.modules}} & "
+             "{{'pytest', 'benchmarks', 'tests', '_pytest'}}))")  # fmt: skip
+    for module, allowed in (("testbed", "[]"), ("benchmarks.command", "['benchmarks']")):
+        done = subprocess.run([f"{BIN}/python", "-c", probe.format(module)],
+                              capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+        assert (done.stdout.strip(), done.stderr) == (allowed, ""), module

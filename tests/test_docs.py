@@ -10,8 +10,8 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 PROTOCOL = CHECKOUT / "docs" / "protocol.md"
 OPERATIONS = CHECKOUT / "docs" / "operations.md"
 DOCUMENTS = [CHECKOUT / "README.md", *sorted((CHECKOUT / "docs").glob("*.md"))]
-CITING = [*(CHECKOUT / "handoffd").rglob("*.py"), *(CHECKOUT / "tests").rglob("*.py"),
-          *DOCUMENTS]  # fmt: skip
+CODE = ("handoffd", "tests", "benchmarks", "testbed")
+CITING = [*(path for folder in CODE for path in (CHECKOUT / folder).rglob("*.py")), *DOCUMENTS]
 
 
 def sections() -> set[int]:
@@ -75,6 +75,21 @@ def test_the_module_map_of_docs_operations_md_names_every_module_and_no_other() 
     section = text[text.index("Every module under `handoffd/`") :]
     named = set(re.findall(r"^ *- `([\w/]+)` — ", section, re.M))
     listed = {name for name in named if not name.endswith("/")}
-    assert {"adapters/mcp", "bench", "outcome", "board/web/app", "board/reports"} <= modules()
+    assert {"adapters/mcp", "cli", "outcome", "board/web/app", "board/reports"} <= modules()
     assert sorted(modules() - listed) == []
     assert sorted(listed - modules()) == []
+
+
+def test_the_map_names_every_module_beside_the_package_and_no_other() -> None:
+    """benchmarks/ and testbed/ are not in the wheel, but the map shows them all the same."""
+    text = OPERATIONS.read_text(encoding="utf-8")
+    section = text[text.index("Beside the package") : text.index("Every module under `handoffd/`")]
+    listed = {n for n in re.findall(r"^ *- `([\w/]+)` — ", section, re.M) if not n.endswith("/")}
+    found = {
+        str(path.relative_to(CHECKOUT).with_suffix(""))
+        for folder in ("benchmarks", "testbed")
+        for path in (CHECKOUT / folder).rglob("*.py")
+    }
+    assert "benchmarks/scenario" in found and "testbed/project" in found
+    assert sorted(found - listed) == []
+    assert sorted(listed - found) == []

@@ -94,6 +94,16 @@ def test_the_wheel_holds_every_module_and_data_file_of_the_package(
     assert shim_mode & 0o111, "the shims must stay executable: agents run them by name"
 
 
+def test_the_wheel_holds_no_benchmark_and_no_test_support(wheel: tuple[Path, str]) -> None:
+    """benchmarks/ and testbed/ (the projects it and the tests build) stay in the checkout."""
+    path, _ = wheel
+    with zipfile.ZipFile(path) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist()}
+        strays = [name for name in archive.namelist() if "bench" in name.lower()]
+    assert {top for top in tops if not top.startswith("handoffd-")} == {"handoffd"}
+    assert strays == []
+
+
 def borrowing_venv(venv: Path) -> Path:
     """A new virtual environment without handoffd that borrows the test environment's
     libraries (the dependencies, the build backend) through a path entry: no network."""
@@ -123,6 +133,17 @@ def test_the_installed_wheel_runs_handoffd_from_its_own_files(fresh_venv: Path) 
     result = run(fresh_venv / "bin" / "handoffd", "--help", cwd=fresh_venv)
     assert result.returncode == 0, result.stderr
     assert "Usage: handoffd [OPTIONS] COMMAND [ARGS]..." in result.stdout
+
+
+def test_the_installed_wheel_says_in_one_line_that_the_benchmark_runs_from_a_checkout(
+    fresh_venv: Path,
+) -> None:
+    result = run(fresh_venv / "bin" / "handoffd", "bench", "--quick", cwd=fresh_venv)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        "handoffd bench: the benchmark runs from a checkout of the repository, not from an "
+        "installed package (in a checkout: `pip install -e .`, or `python -m benchmarks`)\n"
+    )
 
 
 def test_the_installed_wheel_runs_a_helper_and_ships_its_shims_and_sample(

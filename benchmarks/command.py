@@ -1,0 +1,88 @@
+"""`handoffd bench`, and `python -m benchmarks` from a checkout: the options, the scenario
+they choose (the full run unless one is named), and what is printed — the scenario's table,
+or with `--json-only` its JSON line; `--json FILE` also writes the JSON there."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from benchmarks.board import Board
+from benchmarks.digest import Digest
+from benchmarks.queue import Pickup, Queue
+from benchmarks.scenario import BenchError, Scenario, run
+from benchmarks.startup import StartupScenario
+from benchmarks.web import Web
+
+ONE_OF = ("board", "digest", "web", "pickup", "startup")
+SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
+    "queue": Queue, "board": Board, "digest": Digest, "web": Web, "pickup": Pickup,
+    "startup": StartupScenario,
+}  # fmt: skip
+
+
+@click.command()
+@click.option("--quick", is_flag=True, help="Tiny sizes: checks the benchmark runs, not speed.")
+@click.option("--handoffs", type=click.IntRange(1), help="Backlog size (2 copies each) [1000].")
+@click.option("--latency-samples", type=click.IntRange(1), help="Pickup samples [200].")
+@click.option("--idle-seconds", type=click.FloatRange(0.5), help="Idle window [15].")
+@click.option("--startup-runs", type=click.IntRange(1), help="Runs of each command [20].")
+@click.option(
+    "--limit-files",
+    type=click.IntRange(1),
+    help="Files of each disk-limit loop, run before and after each drain [1000].",
+)
+@click.option(
+    "--history",
+    "histories",
+    type=click.IntRange(1),
+    multiple=True,
+    help="History sizes for the growth runs, repeatable [10000, 50000].",
+)
+@click.option("--dir", "directory", type=click.Path(file_okay=False), help="Where to build.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write every figure as JSON to this file.",
+)
+@click.option("--json-only", is_flag=True, help="Print only the JSON (one line), no table.")
+@click.option("--keep", is_flag=True, help="Keep the temp dir.")  # fmt: skip
+@click.option("--board", is_flag=True, help="Only the board: status --json against its floor.")
+@click.option("--digest", is_flag=True, help="Only the digest scenario (docs/protocol.md §11).")
+@click.option("--web", is_flag=True, help="Only the web board: its page against status --json.")
+@click.option("--pickup", is_flag=True, help="Only section 3: pickup latency of both writers.")
+@click.option("--startup", is_flag=True, help="Only section 4: helper start-up against python.")
+def main(
+    quick: bool,
+    directory: str | None,
+    json_path: str | None,
+    json_only: bool,
+    keep: bool,
+    **given: Any,
+) -> None:
+    """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth.
+    A run exits 1 when a figure misses its target; --quick gives no verdict."""
+    named = [name for name in ONE_OF if given.pop(name)]
+    if len(named) > 1:
+        flags = ", ".join(f"--{name}" for name in ONE_OF)
+        raise click.UsageError(f"give at most one of {flags}: each runs one scenario alone")
+    scenario = SCENARIOS[named[0] if named else "queue"]()
+    chosen = {key: value for key, value in given.items() if value not in (None, ())}
+    if "histories" in chosen:
+        chosen["histories"] = tuple(chosen["histories"])
+    try:
+        report = run(scenario, scenario.sizes(quick, chosen), quick, directory, keep)
+    except BenchError as error:
+        raise click.ClickException(str(error)) from None
+    data = json.dumps(report.as_json(), sort_keys=True)
+    click.echo(data if json_only else scenario.render(report))
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as file:
+            file.write(data + "\n")
+        if not json_only:
+            click.echo(f"JSON: {json_path}")
+    if not quick and not report.all_pass:
+        raise SystemExit(1)
