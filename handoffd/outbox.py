@@ -52,11 +52,15 @@ def _try_lock(handoffs: str) -> int | None:
 
 
 def _take_number(handoffs: str) -> int:
-    """The next number, recorded (under the lock).  Its folder is not flushed: a power cut
-    may give the number out again, and the time in the name keeps the two apart."""
+    """The next number, recorded durably (under the lock).  Its folder is flushed before
+    the caller publishes a name that uses it: a number a power cut could forget would be
+    handed out again after the reboot, and within one second that is the same name and id
+    as a handoff already delivered.  One directory fsync per send; the file's own fsync
+    was always there."""
     path = os.path.join(handoffs, SEQUENCE_FILE)
     number = _read_number(path) + 1
     durable.replace(path, f"{number:06d}\n".encode())
+    durable.fsync_dir(handoffs)
     return number
 
 

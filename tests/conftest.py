@@ -13,6 +13,7 @@ first on PATH, and `SWARMFORGE_ROLE` set or unset as a test asks.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -96,14 +97,48 @@ def helper_env(role: str | None) -> dict[str, str]:
     return env
 
 
-def run_command(command: str, *args: str, cwd: Path | str, role: str | None) -> Result:
+# seconds: a command facing a FIFO, a device or a link where its file should be answers at
+# once; one that waits on it fails the test here, never stalls the suite
+HANG = 10.0
+
+
+HOSTILE = ("fifo", "device", "link")  # what `plant` can put where a file should be
+SAID = {"fifo": "a FIFO", "device": "a device", "link": "a symbolic link"}  # how it is named
+
+
+def plant(path: Path, what: str, outside: Path) -> Path | None:
+    """Put a hostile entry where the file `path` should be (docs/protocol.md Part II): a FIFO
+    nobody writes to, a device that never ends (`/dev/zero`'s numbers), or a link to a FIFO
+    in `outside` — a command that follows the link blocks just as on the FIFO, so answering
+    at once shows it was not followed.  Returns the link's target, if any."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "device":
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o644, os.makedev(1, 5))
+        except PermissionError:
+            pytest.skip("making a device node needs CAP_MKNOD")
+    else:
+        target = outside / f"{path.name}.outside"
+        os.mkfifo(target)
+        path.symlink_to(target)
+        return target
+    return None
+
+
+def run_command(
+    command: str, *args: str, cwd: Path | str, role: str | None, timeout: float = 60.0
+) -> Result:
     """Run an installed command; `role=None` leaves SWARMFORGE_ROLE unset."""
     proc = subprocess.run(
         [command, *args],
         cwd=cwd,
         env=helper_env(role),
         capture_output=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
     )
     return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), proc.stdout)
@@ -132,13 +167,20 @@ class Project:
         """A role's folder, e.g. `box("coder", "inbox/new")`."""
         return self.handoffs(role) / box
 
-    def run(self, command: str, *args: str, role: str | None, cwd: Path | None = None) -> Result:
+    def run(
+        self,
+        command: str,
+        *args: str,
+        role: str | None,
+        cwd: Path | None = None,
+        timeout: float = 60.0,
+    ) -> Result:
         """Run `command` as `role` (None: SWARMFORGE_ROLE unset) from `cwd` (default: the
-        role's worktree)."""
+        role's worktree); a run past `timeout` seconds fails the test."""
         if cwd is None:
             assert role is not None, "give a cwd when SWARMFORGE_ROLE is unset"
             cwd = self.worktrees[role]
-        return run_command(command, *args, cwd=cwd, role=role)
+        return run_command(command, *args, cwd=cwd, role=role, timeout=timeout)
 
     def role_mode(self, role: str) -> str:
         return "batch" if role == "cleaner" else "task"
