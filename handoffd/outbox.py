@@ -5,16 +5,18 @@ from __future__ import annotations
 import fcntl
 import os
 
-from handoffd import durable
+from handoffd import durable, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.draft import Draft, dependencies
+from handoffd.inbox import refuse_linked
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: swarm_handoff imports this module
 if TYPE_CHECKING:
     from handoffd.scan import Entry
 
 SEQUENCE_FILE = "sequence"
+SEQUENCE_LIMIT = 64  # bytes: six digits and a line feed; never read more of the file
 PREAMBLE = "Re-read your role and constitution."
 
 
@@ -83,7 +85,9 @@ def sweep(handoffs: str) -> None:
 
 def _sweep(handoffs: str) -> None:
     stray = [t for t in durable.temp_files(handoffs) if _queue_temp(t, f".{SEQUENCE_FILE}.")]
-    stray += [t for t in durable.temp_files(os.path.join(handoffs, Box.DRAFTS)) if _queue_temp(t)]
+    if not safeio.linked_folders(handoffs, (Box.DRAFTS,)):  # never delete through a link
+        drafts = os.path.join(handoffs, Box.DRAFTS)
+        stray += [t for t in durable.temp_files(drafts) if _queue_temp(t)]
     for temp in stray:
         durable.unlink_quietly(temp)
 
@@ -98,11 +102,12 @@ def _queue_temp(path: str, prefix: str = ".") -> bool:
 
 def _read_number(path: str) -> int:
     """The last number taken; a missing or garbled file counts as 0 (names also carry the
-    time, so restarting the count cannot collide with earlier handoffs)."""
+    time, so restarting the count cannot collide with earlier handoffs).  So does a FIFO,
+    device or link in its place, which is never opened or followed (docs/protocol.md Part
+    II): the rewrite then replaces it with a file of our own."""
     try:
-        with open(path, "rb") as file:
-            return int(file.read().strip() or b"0")
-    except (FileNotFoundError, ValueError):
+        return int(safeio.read_line(path, SEQUENCE_LIMIT) or "0")
+    except (FileNotFoundError, NotADirectoryError, safeio.Refused, ValueError):
         return 0
 
 
@@ -179,7 +184,9 @@ def publish(sender: Role, name: str, data: bytes) -> str | None:
 
 def _ready(sender: Role) -> int:
     """The sender's folders made durable and its queueing lock taken, what a dead writer
-    left swept; returns the lock (close it to release)."""
+    left swept; returns the lock (close it to release).  Refuses an outbox that is no
+    folder of its own (`inbox.refuse_linked`)."""
+    refuse_linked(sender.handoffs, (Box.OUTBOX, Box.DRAFTS), "nothing was queued")
     durable.makedirs(sender.path(Box.DRAFTS))
     durable.makedirs(sender.path(Box.OUTBOX))
     fd = _lock(sender.handoffs)
