@@ -126,6 +126,10 @@ def priority(handoff: hf.Handoff) -> str:
     return handoff.get("priority") or DEFAULT_PRIORITY
 
 
+class LinkedFolder(Refusal):
+    """A folder the step needs lies behind a symbolic link: refused before anything moved."""
+
+
 def linked_message(handoffs: str, where: str, outcome: str) -> str:
     """`LINKED_FOLDER: …`, the one line every command says it with."""
     return (
@@ -143,7 +147,7 @@ def refuse_linked(handoffs: str, boxes: tuple[str, ...], outcome: str) -> None:
     trusted: roles.tsv names it."""
     found = safeio.linked_folders(handoffs, boxes)
     if found:
-        raise Refusal(Exit.REFUSED, linked_message(handoffs, found[0], outcome))
+        raise LinkedFolder(Exit.REFUSED, linked_message(handoffs, found[0], outcome))
 
 
 # --- the I/O layer --------------------------------------------------------------------

@@ -468,7 +468,8 @@ def test_an_inbox_folder_behind_a_link_is_refused_and_nothing_moves_in_or_out(
     project: Project, tmp_path: Path, box: str
 ) -> None:
     """Taking from a linked new/ would read and move a file from outside the project,
-    finishing into a linked completed/ would carry one out: the helper refuses first."""
+    finishing into a linked completed/ would carry one out: the helper refuses first, and
+    leaves the live file alone (nothing changed)."""
     files, helper = LINKED[box]
     if helper == "done_with_current":
         project.put("coder", TAKEN, box="inbox/in_process", dequeued_at="2026-01-01T00:00:00Z")
@@ -491,3 +492,5 @@ def test_an_inbox_folder_behind_a_link_is_refused_and_nothing_moves_in_or_out(
         "again.\n"
     )
     assert snapshot(outside) == before
+    # nothing changed, so the live file is not rewritten (it would list what the link shows)
+    assert not (project.worktrees["coder"] / ".swarmforge" / "HANDOFF.md").exists()
