@@ -63,7 +63,11 @@ def read_socket(root: str) -> str:
     """The tmux socket path named in `.swarmforge/tmux-socket`.  Read carefully: a FIFO,
     a device or a link in its place is refused (`safeio.Refused`, an `OSError`), never
     waited on, followed or read past one path's length (docs/protocol.md Part II)."""
-    data = safeio.read_regular(os.path.join(root, SOCKET_FILE), SOCKET_LIMIT)
+    path = os.path.join(root, SOCKET_FILE)
+    try:
+        data = safeio.read_regular(path, SOCKET_LIMIT)
+    except safeio.Refused as refusal:  # say how to get a good one back
+        raise type(refusal)(path, f"{refusal.why}; `handoffd init` writes it again") from None
     raw = data.split(b"\n", 1)[0].strip()
     if not raw:
         raise RuntimeError(f"{SOCKET_FILE} is empty")

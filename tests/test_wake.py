@@ -217,7 +217,10 @@ def test_up_refuses_a_socket_file_that_is_a_fifo_in_one_line(project: Project) -
     result = project.run("handoffd", "up", str(project.root), role=None, cwd=project.root,
                          timeout=HANG)  # fmt: skip
     assert result.code == 1
-    assert result.err == f"Error: {socket_file}: a FIFO, not a regular file; it was not read\n"
+    assert result.err == (
+        f"Error: {socket_file}: a FIFO, not a regular file; it was not read; `handoffd init` "
+        "writes it again\n"
+    )
 
 
 def test_a_hung_tmux_does_not_delay_delivery_and_is_logged_as_timed_out(
