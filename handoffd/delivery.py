@@ -92,7 +92,7 @@ class Courier:
         in every folder the daemon writes temps in (staged copies, `.error` files, its
         own pid file and journal; only the daemon holding the lock writes those), and the
         senders' queueing temps (under their own lock, see `outbox.sweep`)."""
-        self.finish_journal()
+        self.finish_journal(roles)
         self.survey(roles)
         for role in roles.values():
             for box in (Box.NEW, Box.FAILED):
@@ -115,17 +115,20 @@ class Courier:
         except OSError as error:
             self.log.warning("sweep_failed", folder=folder, error=str(error))
 
-    def finish_journal(self) -> None:
+    def finish_journal(self, roles: dict[str, Role] | None = None) -> None:
         """Complete what a committed journal lists (a pass a crash or an error interrupted)."""
-        pending = self._pending()
+        pending = self._pending(roles)
         if pending:
             self._settle_journal(self._publish(pending, 0.0)[1])
             self.log.info("recovered", files=[os.path.basename(e.original) for e in pending])
 
-    def _pending(self) -> list[Entry]:
-        """The committed entries not yet finished; a corrupt journal is set aside."""
+    def _pending(self, roles: dict[str, Role] | None = None) -> list[Entry]:
+        """The committed entries not yet finished; a corrupt journal is set aside, and so is
+        one naming a path no pass of ours would (see `_check_paths`)."""
         try:
             entries = journal.load(self.journal)
+            if entries and roles is not None:
+                _check_paths(self.journal, entries, roles)
         except journal.Corrupt as error:
             # Nothing can be replayed from it; set it aside for a person and go on, rather
             # than stop every delivery.  Staged copies it named are swept at start-up.
@@ -139,7 +142,7 @@ class Courier:
         """One pass over every outbox; returns the roles that received new mail."""
         self.refused_senders = set()
         self.survey(roles)
-        pending = self._pending()
+        pending = self._pending(roles)
         due = [e for e in pending if self._due(e.original, now)]
         busy = {e.original for e in pending}  # journalled: never staged a second time
         staged = (
@@ -447,6 +450,41 @@ class Courier:
 
 
 # --- file steps -------------------------------------------------------------------------
+
+
+def _check_paths(path: str, entries: list[Entry], roles: dict[str, Role]) -> None:
+    """Refuse (`journal.Corrupt`) a journal any of whose entries names a path no pass of
+    ours would have written: an original outside its sender's outbox, an archive other
+    than its sender's `sent/`, a copy outside its recipient's `new/`, a role roles.tsv
+    does not know.  The journal is a file under `.swarmforge/` like any other, and one
+    planted there must not make the daemon rename a file anywhere else."""
+    for entry in entries:
+        problem = _path_problem(entry, roles)
+        if problem:
+            raise journal.Corrupt(f"{path}: the entry of {entry.original!r} {problem}")
+
+
+def _path_problem(entry: Entry, roles: dict[str, Role]) -> str | None:
+    sender = roles.get(entry.sender)
+    if sender is None or len(entry.copies) != len(entry.recipients):
+        return "names a role roles.tsv does not know, or copies that are not its recipients'"
+    name = os.path.basename(entry.original)
+    if not _in(entry.original, sender.path(Box.OUTBOX)) or name in ("", ".", ".."):
+        return "is not in its sender's outbox"
+    if os.path.normpath(entry.sent) != os.path.normpath(sender.path(Box.SENT)):
+        return "is not archived into its sender's sent/"
+    for (staged, final), recipient in zip(entry.copies, entry.recipients, strict=True):
+        role = roles.get(recipient)
+        new = role.path(Box.NEW) if role else ""
+        hidden = os.path.basename(staged).startswith(".") and staged.endswith(".tmp")
+        if not (role and _in(staged, new) and hidden and final == os.path.join(new, name)):
+            return f"has a copy outside {recipient}'s new/"
+    return None
+
+
+def _in(path: str, folder: str) -> bool:
+    """Whether `path` names an entry right inside `folder` (not deeper, not above)."""
+    return os.path.dirname(os.path.normpath(path)) == os.path.normpath(folder)
 
 
 def linked_folders(role: Role) -> dict[str, str]:

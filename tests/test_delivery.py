@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 import threading
 from collections.abc import Callable
@@ -18,7 +19,7 @@ import pytest
 
 from handoffd import checks, journal
 from handoffd.delivery import BATCH_LIMIT, JOURNAL
-from tests.conftest import HANG, Project, snapshot
+from tests.conftest import HANG, SAID, Project, plant, snapshot
 from tests.daemon_support import (
     HANDOFFD,
     events,
@@ -707,3 +708,46 @@ def test_the_start_up_sweep_never_deletes_through_a_linked_folder(
     link_folder(project, "QA", box, outside)
     run_once(project)
     assert theirs.read_text() == "someone else's\n"
+
+
+# --- the journal is a file under .swarmforge/ too ----------------------------------------------
+
+
+@pytest.mark.parametrize("what", ["fifo", "link"])
+def test_a_journal_that_is_no_regular_file_is_set_aside_and_delivery_goes_on(
+    project: Project, tmp_path: Path, what: str
+) -> None:
+    """A FIFO there would hold every pass (each reads the journal first); a link would be
+    read outside the project.  Neither is opened: set aside like a corrupt journal."""
+    journal_path = project.root / JOURNAL
+    target = plant(journal_path, what, tmp_path)
+    path = queue(project, "coder", ["QA"])
+    run_once(project)
+    assert inbox(project, "QA") == [path.name]
+    [corrupt] = events(project, "journal_corrupt")
+    assert f"{SAID[what]}, not a regular file" in corrupt["error"]
+    assert target is None or stat.S_ISFIFO(target.lstat().st_mode)
+
+
+def test_a_planted_journal_naming_paths_outside_the_queue_moves_nothing(
+    project: Project, tmp_path: Path
+) -> None:
+    """A committed journal is an order to rename: one naming files outside the roles'
+    outboxes, sent/ and new/ folders (anyone can write a token that matches) is refused
+    whole and set aside, and nothing it names is touched."""
+    outside = tmp_path / "elsewhere"
+    (outside / "sent").mkdir(parents=True)
+    precious, original = outside / ".precious.tmp", outside / "50_x_from_coder_to_QA.handoff"
+    precious.write_text("not mail\n")
+    original.write_text("not mail either\n")
+    before = snapshot(outside)
+    planted = journal.Entry(
+        "coder", str(original), (0, 0), str(outside / "sent"),
+        [(str(precious), str(outside / "taken.handoff"))], ["QA"],
+    )  # fmt: skip
+    (project.root / JOURNAL).parent.mkdir(parents=True, exist_ok=True)
+    journal.commit(str(project.root / JOURNAL), [planted])
+    run_once(project)
+    assert snapshot(outside) == before
+    [corrupt] = events(project, "journal_corrupt")
+    assert "is not in its sender's outbox" in corrupt["error"]
