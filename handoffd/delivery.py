@@ -557,11 +557,13 @@ def _sync(directories: list[str]) -> set[str]:
 
 
 def _same_copy(staged: str, final: str) -> bool:
-    """Whether two copies differ only in their `enqueued_at` stamp (one handoff, twice)."""
+    """Whether two copies differ only in their `enqueued_at` stamp (one handoff, twice).
+    What stands in `new/` is read the careful way: a FIFO or a link there under the
+    copy's name is no copy (it is never waited on or followed), so ours arrives beside it."""
+    limit = checks.MAX_BYTES + 4096
     try:
-        with open(staged, "rb") as a, open(final, "rb") as b:
-            ours, theirs = a.read(checks.MAX_BYTES + 4096), b.read(checks.MAX_BYTES + 4096)
-    except OSError:
+        ours, theirs = (safeio.read_regular(path, limit) for path in (staged, final))
+    except OSError:  # a refusal (`safeio.Refused`) is one
         return False
     return _unstamped(ours) == _unstamped(theirs)
 

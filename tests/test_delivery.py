@@ -751,3 +751,20 @@ def test_a_planted_journal_naming_paths_outside_the_queue_moves_nothing(
     assert snapshot(outside) == before
     [corrupt] = events(project, "journal_corrupt")
     assert "is not in its sender's outbox" in corrupt["error"]
+
+
+@pytest.mark.parametrize("what", ["fifo", "link"])
+def test_a_fifo_or_link_under_the_copys_name_in_new_is_never_opened_the_copy_lands_beside(
+    project: Project, tmp_path: Path, what: str
+) -> None:
+    """Before publishing, a name already in new/ is compared with the copy (the same copy
+    presented again is dropped): a FIFO there would hold the pass for good, a link would
+    be read outside.  It is no copy of ours, so ours gets a distinct name."""
+    name = handoff_name("coder", ["QA"])
+    planted = project.box("QA", "inbox/new") / name
+    target = plant(planted, what, tmp_path)
+    queue(project, "coder", ["QA"], name=name)
+    run_once(project)
+    assert inbox(project, "QA") == [name.replace(".handoff", ".2.handoff"), name]
+    assert planted.is_symlink() or stat.S_ISFIFO(planted.lstat().st_mode)
+    assert target is None or stat.S_ISFIFO(target.lstat().st_mode)
