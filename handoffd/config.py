@@ -8,9 +8,13 @@ a handoff directory (the older tool's lost-handoff bug).
 from __future__ import annotations
 
 import os
+import stat
+
+from handoffd import safeio
 
 SWARMFORGE = ".swarmforge"
 ROLES_FILE = os.path.join(SWARMFORGE, "roles.tsv")
+ROLES_LIMIT = 1024 * 1024  # bytes: thousands of roles; never read more of roles.tsv
 RECEIVE_MODES = ("task", "batch")
 # Said after every roles.tsv error: a person must know how to get back to a working swarm.
 REPAIR = (
@@ -135,8 +139,11 @@ def load_roles(root: str) -> dict[str, Role]:
     """Read `<root>/.swarmforge/roles.tsv`."""
     path = os.path.join(root, ROLES_FILE)
     try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
+        # the careful reader: a FIFO, a device or a link in its place is never opened or
+        # followed, and a file past the limit is never read whole (docs/protocol.md Part II)
+        text = safeio.read_regular(path, ROLES_LIMIT).decode("utf-8")
+    except safeio.Refused as refusal:
+        raise ConfigError(f"cannot read {path}: {refusal.why}{REPAIR}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read {path}: {error}{REPAIR}") from None
     try:
@@ -151,14 +158,14 @@ def find_root(cwd: str | None = None) -> str:
     start = os.path.abspath(cwd or os.getcwd())
     directory = start
     while True:
-        if os.path.isfile(os.path.join(directory, ROLES_FILE)):
+        if holds_roles(directory):
             return directory
         parent = os.path.dirname(directory)
         if parent == directory:
             break
         directory = parent
     main = _git_main_checkout(start)
-    if main and os.path.isfile(os.path.join(main, ROLES_FILE)):
+    if main and holds_roles(main):
         return main
     checkout = f" and in its git repository's main checkout {main}" if main else ""
     # The first line is the contract's exact text (docs/protocol.md §1): prompts match it.
@@ -167,6 +174,16 @@ def find_root(cwd: str | None = None) -> str:
         f"Looked for {ROLES_FILE} in {start} and every directory above it{checkout}.\n"
         "Run `handoffd init` in the project's root to lay one out."
     )
+
+
+def holds_roles(directory: str) -> bool:
+    """Whether `directory` has a `.swarmforge/roles.tsv` that is not a folder.  Not only a
+    regular file: a FIFO or a link there still marks the project, whose commands then say
+    what is wrong with it instead of looking for another project above."""
+    try:
+        return not stat.S_ISDIR(os.lstat(os.path.join(directory, ROLES_FILE)).st_mode)
+    except OSError:
+        return False
 
 
 def _git_main_checkout(cwd: str) -> str | None:

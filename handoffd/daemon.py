@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import stat
 import sys
 import threading
 import time
 
-from handoffd import config, durable, lifecycle, wake
+from handoffd import config, durable, lifecycle, safeio, wake
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.lifecycle import daemon_path, notify
@@ -231,16 +232,30 @@ class Daemon:
 
     def _restore_daemon_files(self) -> None:
         """Put back the pid file and the log if someone removed `daemon/` (the journal is
-        recreated by its next commit); a write that fails is retried at the next rescan."""
+        recreated by its next commit) or left a link, FIFO or file where it or they should
+        be (each is replaced, never written through); a write that fails is retried at the
+        next rescan."""
+        try:
+            replaced = lifecycle.own_folder(self.root)
+        except OSError as problem:
+            self.log.warning("mkdir_failed", folder=daemon_path(self.root, ""), error=str(problem))
+            return
         error = lifecycle.ensure_pid(self.root, os.getpid())
         if error is not None:
             self.log.warning("pid_file_not_written", error=str(error))
         log_file = daemon_path(self.root, "handoffd.log")
-        if not os.path.exists(log_file):
+        if not _regular(log_file):
             from handoffd import log as logging
 
             logging.reopen()  # never raises: a line that cannot be written is counted
             self.log.info("log_reopened", file=log_file)
+        self._replaced(replaced)
+
+    def _replaced(self, replaced: bool) -> None:
+        """Say that `daemon/` was a link, and was replaced by a folder of our own."""
+        if replaced:
+            folder = daemon_path(self.root, "").rstrip(os.sep)
+            self.log.error("linked_folder", folder=folder, replaced=True)
 
     def _reload(self) -> None:
         """After SIGHUP: a fresh log file where the rotator moved the old one away, and
@@ -312,7 +327,8 @@ class Daemon:
             try:
                 if os.path.isdir(role.worktree):
                     for box in HANDOFF_DIRS:
-                        durable.makedirs(role.path(box))
+                        if not safeio.linked_folders(role.handoffs, (box,)):  # not through one
+                            durable.makedirs(role.path(box))
             except OSError as error:
                 self.log.warning("mkdir_failed", role=role.name, error=str(error))
 
@@ -322,11 +338,20 @@ class Daemon:
         swarmforge = os.path.join(self.root, config.SWARMFORGE)
         directories = [swarmforge, os.path.join(swarmforge, "daemon")]
         for role in roles.values():
-            directories.append(role.path(Box.OUTBOX))
+            if Box.OUTBOX not in self.courier.linked.get(role.name, {}):
+                directories.append(role.path(Box.OUTBOX))  # a linked one is not taken from
         try:
             self.watcher.update(directories)
         except OSError as error:  # e.g. out of inotify watches: the rescan still finds work
             self.log.warning("watch_failed", error=str(error))
+
+
+def _regular(path: str) -> bool:
+    """Whether `path` is a regular file itself (a link to one is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _taken_stamp(role: Role) -> object:
@@ -335,7 +360,11 @@ def _taken_stamp(role: Role) -> object:
 
 
 def _idle_with_mail(role: Role) -> bool:
-    """Mail waits in new/ and nothing is in process: an agent that may have missed its wake-up."""
+    """Mail waits in new/ and nothing is in process: an agent that may have missed its
+    wake-up.  Never for an inbox that is no folder of its own: what a link there shows is
+    not mail the role can take (docs/protocol.md Part II)."""
+    if safeio.linked_folders(role.handoffs, (Box.NEW, Box.IN_PROCESS)):
+        return False
     return {e.state for e in listing(role, (State.NEW, State.IN_PROCESS))} == {State.NEW}
 
 
@@ -364,6 +393,7 @@ def serve(root: str, once: bool = False, renotify_after: float = 120.0) -> int:
     except OSError:  # daemon/ cannot be made (disk full?): retried at each rescan
         log = logging.configure(None)
     daemon = Daemon(root, log, renotify_after, lock)
+    daemon._replaced(lock.replaced)
     if lock.pid_error is not None:
         log.warning("pid_file_not_written", error=str(lock.pid_error))
     daemon.install_signal_handlers()

@@ -25,7 +25,7 @@ import os
 import stat
 import time
 
-from handoffd import checks, config, durable, journal, lifecycle, outbox, settle
+from handoffd import checks, config, durable, journal, lifecycle, outbox, safeio, settle
 from handoffd import handoff as hf
 from handoffd.config import SWARMFORGE, Box, Role
 from handoffd.journal import Entry
@@ -46,6 +46,11 @@ BATCH_LIMIT = 256  # originals per pass: bounds the work a SIGTERM waits for
 FIRST_RETRY, LAST_RETRY = 0.5, 60.0  # seconds; doubling in between
 # Errors about a name itself: retrying cannot cure them, so they fail, never defer forever.
 PERMANENT = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
+# The folders of a handoff directory that must be folders of its own (docs/protocol.md
+# Part II): a link in place of one is never followed.  Taking an original touches the
+# sender's first three; delivering a copy, the recipient's `inbox/new/`.
+FOLDERS = (Box.OUTBOX, Box.SENT, Box.FAILED, Box.DRAFTS, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
+SENDING = (Box.OUTBOX, Box.SENT, Box.FAILED)
 
 
 class Retry:
@@ -78,6 +83,7 @@ class Courier:
         self.clock = time.time  # the wall clock file times are compared with
         self.arrivals: Watcher | None = None  # how outbox files arrived, from their events
         self._unsure: dict[str, os.stat_result] = {}  # taken as links: confirmed by a sync
+        self.linked: dict[str, dict[str, str]] = {}  # role -> {box behind a link: the link}
 
     # --- passes ---------------------------------------------------------------------
 
@@ -86,10 +92,12 @@ class Courier:
         in every folder the daemon writes temps in (staged copies, `.error` files, its
         own pid file and journal; only the daemon holding the lock writes those), and the
         senders' queueing temps (under their own lock, see `outbox.sweep`)."""
-        self.finish_journal()
+        self.finish_journal(roles)
+        self.survey(roles)
         for role in roles.values():
             for box in (Box.NEW, Box.FAILED):
-                self._sweep(role.path(box))
+                if box not in self.linked.get(role.name, {}):  # never delete through a link
+                    self._sweep(role.path(box))
         own = tuple(f".{os.path.basename(n)}." for n in (self.journal, lifecycle.PID_FILE))
         self._sweep(os.path.dirname(self.journal), own)
         for role in roles.values():
@@ -107,17 +115,20 @@ class Courier:
         except OSError as error:
             self.log.warning("sweep_failed", folder=folder, error=str(error))
 
-    def finish_journal(self) -> None:
+    def finish_journal(self, roles: dict[str, Role] | None = None) -> None:
         """Complete what a committed journal lists (a pass a crash or an error interrupted)."""
-        pending = self._pending()
+        pending = self._pending(roles)
         if pending:
             self._settle_journal(self._publish(pending, 0.0)[1])
             self.log.info("recovered", files=[os.path.basename(e.original) for e in pending])
 
-    def _pending(self) -> list[Entry]:
-        """The committed entries not yet finished; a corrupt journal is set aside."""
+    def _pending(self, roles: dict[str, Role] | None = None) -> list[Entry]:
+        """The committed entries not yet finished; a corrupt journal is set aside, and so is
+        one naming a path no pass of ours would (see `_check_paths`)."""
         try:
             entries = journal.load(self.journal)
+            if entries and roles is not None:
+                _check_paths(self.journal, entries, roles)
         except journal.Corrupt as error:
             # Nothing can be replayed from it; set it aside for a person and go on, rather
             # than stop every delivery.  Staged copies it named are swept at start-up.
@@ -130,7 +141,8 @@ class Courier:
     def deliver(self, roles: dict[str, Role], now: float) -> set[str]:
         """One pass over every outbox; returns the roles that received new mail."""
         self.refused_senders = set()
-        pending = self._pending()
+        self.survey(roles)
+        pending = self._pending(roles)
         due = [e for e in pending if self._due(e.original, now)]
         busy = {e.original for e in pending}  # journalled: never staged a second time
         staged = (
@@ -149,6 +161,26 @@ class Courier:
                 recipients=entry.recipients,
             )  # fmt: skip
         return {name for entry in landed for name in entry.recipients}
+
+    def survey(self, roles: dict[str, Role]) -> None:
+        """Note which folders of each role lie behind a symbolic link, logging each link
+        once while it stays.  The daemon neither takes from a linked outbox (nor archives
+        into a linked `sent/` or `failed/`) nor delivers into a linked `inbox/new/`: either
+        would carry mail out of the project or into it from outside.  A few `lstat`s per
+        role and pass."""
+        linked: dict[str, dict[str, str]] = {}
+        for role in roles.values():
+            try:
+                found = linked_folders(role)
+            except OSError:  # cannot tell (EACCES): the steps meet the error and defer
+                found = {}
+            known = set(self.linked.get(role.name, {}).values())
+            for path in dict.fromkeys(found.values()):
+                if path not in known:
+                    self.log.error("linked_folder", role=role.name, folder=path)
+            if found:
+                linked[role.name] = found
+        self.linked = linked
 
     def _due(self, original: str, now: float) -> bool:
         retry = self.retries.get(original)
@@ -172,6 +204,8 @@ class Courier:
         order, so one sender's flood never starves the others; sorted by name."""
         queues, present, listed = [], set(), time.monotonic()
         for role in roles.values():
+            if any(box in self.linked.get(role.name, {}) for box in SENDING):
+                continue  # its originals wait where they are (see `survey`)
             try:
                 names = [entry.name for entry in hf.visible(role.path(Box.OUTBOX))]
             except OSError as error:  # e.g. EACCES: one unreadable outbox holds up no other
@@ -256,6 +290,8 @@ class Courier:
         except OSError as error:
             self._defer(path, error, now, sender)
             return None
+        if any(Box.NEW in self.linked.get(name, {}) for name in recipients):
+            return None  # held in the outbox, every copy or none (see `survey`)
         copies: list[tuple[str, str]] = []
         try:
             for recipient in recipients:
@@ -416,6 +452,52 @@ class Courier:
 # --- file steps -------------------------------------------------------------------------
 
 
+def _check_paths(path: str, entries: list[Entry], roles: dict[str, Role]) -> None:
+    """Refuse (`journal.Corrupt`) a journal any of whose entries names a path no pass of
+    ours would have written: an original outside its sender's outbox, an archive other
+    than its sender's `sent/`, a copy outside its recipient's `new/`, a role roles.tsv
+    does not know.  The journal is a file under `.swarmforge/` like any other, and one
+    planted there must not make the daemon rename a file anywhere else."""
+    for entry in entries:
+        problem = _path_problem(entry, roles)
+        if problem:
+            raise journal.Corrupt(f"{path}: the entry of {entry.original!r} {problem}")
+
+
+def _path_problem(entry: Entry, roles: dict[str, Role]) -> str | None:
+    sender = roles.get(entry.sender)
+    if sender is None or len(entry.copies) != len(entry.recipients):
+        return "names a role roles.tsv does not know, or copies that are not its recipients'"
+    name = os.path.basename(entry.original)
+    if not _in(entry.original, sender.path(Box.OUTBOX)) or name in ("", ".", ".."):
+        return "is not in its sender's outbox"
+    if os.path.normpath(entry.sent) != os.path.normpath(sender.path(Box.SENT)):
+        return "is not archived into its sender's sent/"
+    for (staged, final), recipient in zip(entry.copies, entry.recipients, strict=True):
+        role = roles.get(recipient)
+        new = role.path(Box.NEW) if role else ""
+        hidden = os.path.basename(staged).startswith(".") and staged.endswith(".tmp")
+        if not (role and _in(staged, new) and hidden and final == os.path.join(new, name)):
+            return f"has a copy outside {recipient}'s new/"
+    return None
+
+
+def _in(path: str, folder: str) -> bool:
+    """Whether `path` names an entry right inside `folder` (not deeper, not above)."""
+    return os.path.dirname(os.path.normpath(path)) == os.path.normpath(folder)
+
+
+def linked_folders(role: Role) -> dict[str, str]:
+    """{box: the path of the link on its way} for each of `role`'s FOLDERS behind a link
+    (its own name, or one above it such as a linked `inbox/`)."""
+    found = {}
+    for box in FOLDERS:
+        hit = safeio.linked_folders(role.handoffs, (box,))
+        if hit:
+            found[box] = os.path.join(role.handoffs, hit[0])
+    return found
+
+
 def _stage_copy(handoff: hf.Handoff, recipient: Role, name: str) -> tuple[str, str]:
     """Write the recipient's stamped copy as a hidden, fsynced temp file in its new/."""
     new = recipient.path(Box.NEW)
@@ -442,6 +524,9 @@ def _archive(entry: Entry) -> None:
             return
     except FileNotFoundError:
         return  # archived before a crash
+    if safeio.linked_folders(os.path.dirname(entry.sent), (os.path.basename(entry.sent),)):
+        # linked since the pass began: never carry the original out of the project
+        raise OSError(errno.ENOTDIR, "a symbolic link, not a folder; not followed", entry.sent)
     durable.makedirs(entry.sent)
     name = durable.free_name(entry.sent, os.path.basename(entry.original))
     os.rename(entry.original, os.path.join(entry.sent, name))
@@ -472,11 +557,13 @@ def _sync(directories: list[str]) -> set[str]:
 
 
 def _same_copy(staged: str, final: str) -> bool:
-    """Whether two copies differ only in their `enqueued_at` stamp (one handoff, twice)."""
+    """Whether two copies differ only in their `enqueued_at` stamp (one handoff, twice).
+    What stands in `new/` is read the careful way: a FIFO or a link there under the
+    copy's name is no copy (it is never waited on or followed), so ours arrives beside it."""
+    limit = checks.MAX_BYTES + 4096
     try:
-        with open(staged, "rb") as a, open(final, "rb") as b:
-            ours, theirs = a.read(checks.MAX_BYTES + 4096), b.read(checks.MAX_BYTES + 4096)
-    except OSError:
+        ours, theirs = (safeio.read_regular(path, limit) for path in (staged, final))
+    except OSError:  # a refusal (`safeio.Refused`) is one
         return False
     return _unstamped(ours) == _unstamped(theirs)
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 
 NAME_MAX = 255  # bytes in one file name on Linux's usual filesystems
 TEMP_STEM = 64  # bytes of the final name a temp name keeps (it only has to be recognisable)
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _counter = itertools.count()
+STALE = 60.0  # seconds: a temp file this old is no live writer's (a rewrite takes milliseconds)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -103,6 +105,41 @@ def temp_files(directory: str) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     return [os.path.join(directory, n) for n in names if n.startswith(".") and n.endswith(".tmp")]
+
+
+def sweep_stale(directory: str, prefix: str, now: float | None = None) -> list[str]:
+    """Remove the temp files `<prefix><pid>….tmp` in `directory` that no live writer owns
+    (a SIGKILL or a power cut leaves them); the paths removed.  A writer is gone when its
+    pid names no process, or when its temp is older than STALE whatever the pid says:
+    pids are reused within minutes, so a live process of that number proves nothing about
+    an old file, and a swept writer that was only slow loses its rename, not data."""
+    now = time.time() if now is None else now
+    removed = []
+    for temp in temp_files(directory):
+        name = os.path.basename(temp)
+        pid = name[len(prefix) :].split(".")[0] if name.startswith(prefix) else ""
+        if not pid.isdigit():
+            continue
+        try:
+            old = now - os.lstat(temp).st_mtime > STALE
+        except FileNotFoundError:
+            continue  # renamed into place meanwhile
+        if old or not _alive(int(pid)):
+            unlink_quietly(temp)
+            removed.append(temp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    except OverflowError:  # no process can have that number
+        return False
+    return True
 
 
 def replace(path: str, data: bytes) -> None:

@@ -2,17 +2,19 @@
 
 The file holds two lines, `agent: <name>` and `conversation: <id or empty>`
 (docs/protocol.md §8).  Every helper renews it, so it costs one `os.utime` when
-nothing changed, and imports `os` and the careful reader only.  It is a liveness hint,
-not a record: it is replaced atomically (a reader never sees half of it) but never
-fsynced.  A link, FIFO or folder in its place is never followed, read or touched: a
-renewal replaces it with a file of our own.
+nothing changed, and imports `os`, the careful reader and `durable` only.  It is a
+liveness hint, not a record: it is replaced atomically (a reader never sees half of it)
+but never fsynced.  A link, FIFO or folder in its place is never followed, read or
+touched: a renewal replaces it with a file of our own.  A rewrite killed before its
+rename leaves its temp behind, which the next rewrite sweeps once its writer is gone
+(`durable.sweep_stale`).
 """
 
 from __future__ import annotations
 
 import os
 
-from handoffd import safeio
+from handoffd import durable, safeio
 
 NAME = "heartbeat"
 LIMIT = 4096  # two short lines; never read more of it
@@ -43,7 +45,9 @@ def renew(handoffs: str, agent: str, conversation: str) -> None:
     data = content(agent, conversation)
     if _touched(path, data):
         return
-    # write beside it and rename: a reader sees the old content or the new, never a mix
+    # write beside it and rename: a reader sees the old content or the new, never a mix;
+    # first, what a rewrite killed between its write and its rename left behind
+    durable.sweep_stale(handoffs, f".{NAME}.")
     temp = os.path.join(handoffs, f".{NAME}.{os.getpid()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     try:

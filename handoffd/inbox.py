@@ -20,12 +20,13 @@ import fcntl
 import itertools
 import os
 
-from handoffd import durable
+from handoffd import durable, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box
 from handoffd.outcome import Exit, Refusal
 
 DEFAULT_PRIORITY = "50"
+FOLDERS = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)  # every folder a step may touch
 SUFFIX = hf.SUFFIX  # only these names are queue items: an editor's `x.handoff~` is not one
 BLOCKED = "blocked_reason"
 
@@ -125,6 +126,30 @@ def priority(handoff: hf.Handoff) -> str:
     return handoff.get("priority") or DEFAULT_PRIORITY
 
 
+class LinkedFolder(Refusal):
+    """A folder the step needs lies behind a symbolic link: refused before anything moved."""
+
+
+def linked_message(handoffs: str, where: str, outcome: str) -> str:
+    """`LINKED_FOLDER: …`, the one line every command says it with."""
+    return (
+        f"LINKED_FOLDER: {os.path.join(handoffs, where)} is a symbolic link, not a folder; "
+        f"handoffd never follows it ({outcome}). Replace it with a real folder and run this "
+        "again."
+    )
+
+
+def refuse_linked(handoffs: str, boxes: tuple[str, ...], outcome: str) -> None:
+    """Refuse to act when one of `boxes` of the handoff directory `handoffs` lies behind a
+    symbolic link: whatever is written there would land outside the project, whatever is
+    taken from it would come from outside, and a rename into it would carry a file out
+    (docs/protocol.md Part II).  `outcome` says what was left undone.  `H` itself is
+    trusted: roles.tsv names it."""
+    found = safeio.linked_folders(handoffs, boxes)
+    if found:
+        raise LinkedFolder(Exit.REFUSED, linked_message(handoffs, found[0], outcome))
+
+
 # --- the I/O layer --------------------------------------------------------------------
 
 
@@ -145,6 +170,7 @@ class Inbox:
         self._unsynced: dict[str, None] = {}  # folders changed since their last fsync
 
     def __enter__(self) -> Inbox:
+        refuse_linked(os.path.dirname(self.root), FOLDERS, "nothing was taken or changed")
         durable.makedirs(self.root)
         self._lock = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         fcntl.flock(self._lock, fcntl.LOCK_EX)

@@ -25,9 +25,10 @@ from __future__ import annotations
 import json
 import os
 
-from handoffd import durable
+from handoffd import durable, safeio
 
 COMMIT = "commit"
+LIMIT = 64 * 1024 * 1024  # bytes: ~100,000 entries; never read more of a journal
 _REWRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -126,12 +127,16 @@ def commit(path: str, entries: list[Entry], atomic: bool = False) -> None:
 
 
 def load(path: str) -> list[Entry] | None:
-    """The committed entries, or None when there is no committed journal."""
+    """The committed entries, or None when there is no committed journal.  Read the
+    careful way (docs/protocol.md Part II): a FIFO, a device or a link in its place, or a
+    file past the limit, is `Corrupt`, never waited on, followed or read whole."""
     try:
-        with open(path, encoding="utf-8") as file:
-            lines = file.read().split("\n")
+        data = safeio.read_regular(path, LIMIT)
     except FileNotFoundError:
         return None
+    except safeio.Refused as refusal:
+        raise Corrupt(f"{path}: {refusal.why}") from None
+    lines = data.decode("utf-8", "replace").split("\n")  # JSON lines are ASCII: bad bytes tear
     head, _, token = lines[-2].partition(" ") if len(lines) > 1 else ("", "", "")
     if lines[-1] != "" or head != COMMIT or not token:
         return None

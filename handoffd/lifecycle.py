@@ -24,10 +24,12 @@ import subprocess
 import sys
 import time
 
+from handoffd import safeio
 from handoffd.config import SWARMFORGE
 
 DAEMON_DIR = os.path.join(SWARMFORGE, "daemon")
 PID_FILE = "handoffd.pid"
+PID_LIMIT = 64  # bytes: one number and a line feed; never read more of the pid file
 READY_FD_ENV = "HANDOFFD_READY_FD"
 STOP_GRACE = 5.0  # seconds between TERM and KILL
 
@@ -51,6 +53,7 @@ class Lock:
         self.fd: int | None = None
         self.identity: tuple[int, int] | None = None
         self.pid_error: OSError | None = None  # the pid file could not be written
+        self.replaced = False  # a link stood where daemon/ should be, and was removed
 
     def acquire(self) -> None:
         """Take the lock or raise `AlreadyRunning` with the holder's pid; then write the pid
@@ -64,6 +67,11 @@ class Lock:
         self.fd = fd
         info = os.fstat(fd)
         self.identity = (info.st_dev, info.st_ino)
+        try:
+            self.replaced = own_folder(self.root)
+        except OSError as error:
+            self.pid_error = error
+            return
         self.pid_error = ensure_pid(self.root, os.getpid())
 
     def lost(self) -> bool:
@@ -109,6 +117,17 @@ def holder(root: str) -> int | None:
     return None
 
 
+def own_folder(root: str) -> bool:
+    """Make sure `daemon/` is no link: one in its place is removed — the link itself, never
+    what it points at — so the journal, the log and the pid file are never written outside
+    the project (docs/protocol.md Part II); the folder is made anew by their next write.
+    True if a link was removed.  Only the daemon holding the lock calls this."""
+    if not safeio.linked_folders(os.path.join(root, SWARMFORGE), ("daemon",)):
+        return False
+    os.unlink(os.path.join(root, DAEMON_DIR))
+    return True
+
+
 def write_pid(root: str, pid: int) -> None:
     from handoffd import durable
 
@@ -129,11 +148,30 @@ def ensure_pid(root: str, pid: int) -> OSError | None:
 
 
 def read_pid(root: str) -> int | None:
+    """The pid the pid file names; None if there is none we may read (see `_open_daemon_file`)."""
     try:
-        with open(daemon_path(root, PID_FILE), "rb") as file:
-            return int(file.read().strip())
-    except (OSError, ValueError):
+        fd = _open_daemon_file(root, PID_FILE)
+    except OSError:
         return None
+    try:
+        return _pid_in(fd)
+    finally:
+        os.close(fd)
+
+
+def _pid_in(fd: int) -> int | None:
+    try:
+        return int(safeio.read_fd(fd, PID_LIMIT + 1).strip())
+    except (OSError, ValueError):  # garbled, or longer than any pid
+        return None
+
+
+def _open_daemon_file(root: str, name: str) -> int:
+    """A descriptor on the regular file `daemon/<name>`, opened the careful way: a FIFO or
+    a device there is never opened, and neither a link in its place nor a `daemon/` that is
+    a link is followed (docs/protocol.md Part II): `status` waits on nothing and reads
+    nothing outside the project.  `.swarmforge/` itself is trusted, as roles.tsv is."""
+    return safeio.open_regular(daemon_path(root, name), below=os.path.join(root, SWARMFORGE))
 
 
 def remove_pid(root: str, pid: int | None = None) -> None:
@@ -265,13 +303,17 @@ class DaemonState:
 def daemon_state(root: str) -> DaemonState:
     """Running only if some process holds the daemon lock: a pid file left behind by a
     killed daemon is stale, never "running".  Started when it wrote its pid file."""
-    path = daemon_path(root, PID_FILE)
+    pid: int | None = None
+    started_at: float | None = None
     try:
-        with open(path, encoding="ascii") as file:
-            pid: int | None = int(file.read().strip())
-        started_at: float | None = os.stat(path).st_mtime
-    except (OSError, ValueError):
-        pid, started_at = None, None
+        fd = _open_daemon_file(root, PID_FILE)
+    except OSError:
+        fd = None
+    if fd is not None:
+        try:
+            pid, started_at = _pid_in(fd), os.fstat(fd).st_mtime
+        finally:
+            os.close(fd)
     locker = holder(root)
     if locker is None:
         return DaemonState(pid, False, None)
@@ -283,12 +325,17 @@ def wake_times(root: str, tail: int = LOG_TAIL) -> tuple[Times, Times]:
     last `tail` bytes of the log: a bounded read, so the counts cover the recent past only.
     A line telling a sender its handoff was refused (`refused: true`) is not mail."""
     try:
-        with open(daemon_path(root, "handoffd.log"), "rb") as log:
-            size = log.seek(0, os.SEEK_END)
-            log.seek(max(0, size - tail))
-            lines = log.read().split(b"\n")[0 if size <= tail else 1 :]  # skip a cut line
+        fd = _open_daemon_file(root, "handoffd.log")  # a FIFO there must not hang `status`
     except OSError:
         return {}, {}
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        os.lseek(fd, max(0, size - tail), os.SEEK_SET)
+        lines = safeio.read_fd(fd, tail).split(b"\n")[0 if size <= tail else 1 :]  # a cut line
+    except OSError:
+        return {}, {}
+    finally:
+        os.close(fd)
     sent: Times = {}
     failed: Times = {}
     for line in lines:

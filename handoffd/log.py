@@ -6,12 +6,18 @@ what the log is about), so a line that cannot be written is counted and dropped,
 writing works again one `log_dropped` line says how many were lost.  Each line goes out in
 a single `write` of the whole line, and a write cut short is cut back off the file, so a
 JSON reader never meets half a line.
+
+The log is a file under `.swarmforge/`, where anyone may leave a link, a FIFO or a device
+in its place (docs/protocol.md Part II): the daemon never writes through a link nor waits
+on a FIFO's reader; it replaces such an entry with a file of its own and says so
+(`log_replaced`) on the first line it writes there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import threading
 from datetime import UTC, datetime
@@ -20,8 +26,12 @@ from typing import Any, TextIO
 import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
+from handoffd import safeio
+
 _sinks: list[LogFile] = []  # the files `configure` opened, for `reopen` (SIGHUP)
-_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+# No link followed; a FIFO swapped in after the check fails to open (no reader) instead of
+# waiting for one.  The flag changes nothing for a regular file.
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
 
 
 class LogFile:
@@ -32,6 +42,7 @@ class LogFile:
         self.fd: int | None = None
         self.dropped = 0  # lines lost since the last one written
         self.torn = False  # a cut-short write could not be cut back: start on a fresh line
+        self.replaced: str | None = None  # what stood where the log should be, until said
         self.lock = threading.Lock()  # the wake-up threads log too
         self._open()
 
@@ -41,12 +52,16 @@ class LogFile:
             data = line.encode("utf-8", "backslashreplace") + b"\n"
             if self.dropped:
                 data = _dropped_line(self.dropped) + data
+            if self.fd is None:
+                self._open()  # before the `log_replaced` line: opening may replace an entry
+            if self.replaced:
+                data = _replaced_line(self.path, self.replaced) + data
             if self.torn:
                 data = b"\n" + data
             if not self._append(data):
                 self.dropped += 1
                 return False
-            self.dropped, self.torn = 0, False
+            self.dropped, self.torn, self.replaced = 0, False, None
             return True
 
     def drop(self) -> None:
@@ -66,9 +81,26 @@ class LogFile:
 
     def _open(self) -> None:
         try:
-            self.fd = os.open(self.path, _FLAGS, 0o644)
+            self.fd = self._open_file()
         except OSError:
             self.fd = None  # e.g. daemon/ removed: try again at the next line
+
+    def _open_file(self) -> int:
+        """The log, open for appending.  A link, FIFO or device where it should be is
+        removed (the entry itself, never what a link points at) and a file made: the log
+        is ours to rewrite, like the pid file.  A folder there is left alone (no log)."""
+        try:
+            found = safeio.kind(os.lstat(self.path).st_mode)
+        except FileNotFoundError:
+            found = None
+        if found is not None:
+            os.unlink(self.path)  # a folder raises here: it is never removed
+            self.replaced = found
+        fd = os.open(self.path, _FLAGS, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in since the lstat
+            os.close(fd)
+            raise safeio.NotRegular(self.path, "not a regular file; not written")
+        return fd
 
     def _close(self) -> None:
         if self.fd is not None:
@@ -105,6 +137,14 @@ def _dropped_line(count: int) -> bytes:
     """The line that reports lost lines, written just before the first one that got through."""
     stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")  # as TimeStamper writes it
     entry = {"dropped": count, "event": "log_dropped", "level": "warning", "timestamp": stamp}
+    return json.dumps(entry).encode() + b"\n"
+
+
+def _replaced_line(path: str, found: str) -> bytes:
+    """The line saying what stood where the log should be (and was removed, not followed)."""
+    stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    entry = {"event": "log_replaced", "file": path, "level": "warning", "timestamp": stamp,
+             "was": found}  # fmt: skip
     return json.dumps(entry).encode() + b"\n"
 
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import fcntl
 import os
 
-from handoffd import durable
+from handoffd import durable, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.draft import Draft, dependencies
+from handoffd.inbox import refuse_linked
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: swarm_handoff imports this module
 if TYPE_CHECKING:
     from handoffd.scan import Entry
 
 SEQUENCE_FILE = "sequence"
+SEQUENCE_LIMIT = 64  # bytes: six digits and a line feed; never read more of the file
 PREAMBLE = "Re-read your role and constitution."
 
 
@@ -52,11 +54,15 @@ def _try_lock(handoffs: str) -> int | None:
 
 
 def _take_number(handoffs: str) -> int:
-    """The next number, recorded (under the lock).  Its folder is not flushed: a power cut
-    may give the number out again, and the time in the name keeps the two apart."""
+    """The next number, recorded durably (under the lock).  Its folder is flushed before
+    the caller publishes a name that uses it: a number a power cut could forget would be
+    handed out again after the reboot, and within one second that is the same name and id
+    as a handoff already delivered.  One directory fsync per send; the file's own fsync
+    was always there."""
     path = os.path.join(handoffs, SEQUENCE_FILE)
     number = _read_number(path) + 1
     durable.replace(path, f"{number:06d}\n".encode())
+    durable.fsync_dir(handoffs)
     return number
 
 
@@ -79,7 +85,9 @@ def sweep(handoffs: str) -> None:
 
 def _sweep(handoffs: str) -> None:
     stray = [t for t in durable.temp_files(handoffs) if _queue_temp(t, f".{SEQUENCE_FILE}.")]
-    stray += [t for t in durable.temp_files(os.path.join(handoffs, Box.DRAFTS)) if _queue_temp(t)]
+    if not safeio.linked_folders(handoffs, (Box.DRAFTS,)):  # never delete through a link
+        drafts = os.path.join(handoffs, Box.DRAFTS)
+        stray += [t for t in durable.temp_files(drafts) if _queue_temp(t)]
     for temp in stray:
         durable.unlink_quietly(temp)
 
@@ -94,11 +102,12 @@ def _queue_temp(path: str, prefix: str = ".") -> bool:
 
 def _read_number(path: str) -> int:
     """The last number taken; a missing or garbled file counts as 0 (names also carry the
-    time, so restarting the count cannot collide with earlier handoffs)."""
+    time, so restarting the count cannot collide with earlier handoffs).  So does a FIFO,
+    device or link in its place, which is never opened or followed (docs/protocol.md Part
+    II): the rewrite then replaces it with a file of our own."""
     try:
-        with open(path, "rb") as file:
-            return int(file.read().strip() or b"0")
-    except (FileNotFoundError, ValueError):
+        return int(safeio.read_line(path, SEQUENCE_LIMIT) or "0")
+    except (FileNotFoundError, NotADirectoryError, safeio.Refused, ValueError):
         return 0
 
 
@@ -175,7 +184,9 @@ def publish(sender: Role, name: str, data: bytes) -> str | None:
 
 def _ready(sender: Role) -> int:
     """The sender's folders made durable and its queueing lock taken, what a dead writer
-    left swept; returns the lock (close it to release)."""
+    left swept; returns the lock (close it to release).  Refuses an outbox that is no
+    folder of its own (`inbox.refuse_linked`)."""
+    refuse_linked(sender.handoffs, (Box.OUTBOX, Box.DRAFTS), "nothing was queued")
     durable.makedirs(sender.path(Box.DRAFTS))
     durable.makedirs(sender.path(Box.OUTBOX))
     fd = _lock(sender.handoffs)

@@ -19,11 +19,12 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 
-from handoffd import config, durable
+from handoffd import config, durable, safeio
 from handoffd.config import Box
 
 SAMPLE = "swarmforge.conf"
 MAIN_WORKTREE = "master"  # the project checkout itself
+CONF_LIMIT = 1024 * 1024  # bytes: never read more of a swarm configuration under .swarmforge/
 _NOT_IN_BRANCH = frozenset(" ~^:?*[\\")
 BOXES = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 # Runtime state, never committed; every worktree writes its own live file HANDOFF.md.
@@ -167,7 +168,7 @@ def locate(root: str | None, cwd: str) -> str:
 def enclosing_project(path: str) -> str | None:
     """The nearest directory at or above `path` holding .swarmforge/roles.tsv."""
     while True:
-        if os.path.isfile(os.path.join(path, config.ROLES_FILE)):
+        if config.holds_roles(path):
             return path
         parent = os.path.dirname(path)
         if parent == path:
@@ -185,16 +186,32 @@ def configuration(root: str, given: str | None) -> tuple[str, str] | None:
     else the sample, but only for a project without roles yet.  None: keep roles.tsv as it
     is (the sample must never silently replace roles someone chose)."""
     stored = stored_configuration(root)
-    source = given or (stored if os.path.isfile(stored) else None)
-    if source is None:
-        if os.path.isfile(os.path.join(root, config.ROLES_FILE)):
+    if given is None and os.path.lexists(stored):
+        return _read_stored(stored), stored
+    if given is None:
+        if config.holds_roles(root):
             return None
         return sample_text(), f"(sample {SAMPLE})"
     try:
-        with open(source, encoding="utf-8") as file:
-            return file.read(), source
+        with open(given, encoding="utf-8") as file:  # the person's own choice: a pipe is fine
+            return file.read(), given
     except (OSError, UnicodeDecodeError) as error:
-        raise SwarmConfigError(f"cannot read {source}: {error}") from None
+        raise SwarmConfigError(f"cannot read {given}: {error}") from None
+
+
+def _read_stored(path: str) -> str:
+    """The configuration kept under `.swarmforge/`, read the careful way: anyone who can
+    write there may have left a FIFO, a device or a link in its place, which is refused by
+    name, never waited on, followed or read past the limit (docs/protocol.md Part II)."""
+    try:
+        return safeio.read_regular(path, CONF_LIMIT).decode("utf-8")
+    except safeio.Refused as refusal:
+        raise SwarmConfigError(
+            f"cannot read {path}: {refusal.why}; replace it with the swarm configuration "
+            "(or pass --config)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SwarmConfigError(f"cannot read {path}: {error}") from None
 
 
 def init(root: str, windows: list[Window], remember: str | None = None) -> list[str]:
@@ -252,14 +269,17 @@ def _ensure_worktree(root: str, window: Window, changes: list[str]) -> None:
 
 
 def _write_if_changed(path: str, text: str, changes: list[str]) -> None:
+    """Write `path` unless it already holds `text`.  What stands there is read the careful
+    way: a FIFO, a device, a link or an oversized file is not what we would write, so it is
+    replaced (the entry itself: a link's target is never read or written)."""
+    data = text.encode()
     try:
-        with open(path, encoding="utf-8") as file:
-            if file.read() == text:
-                return
-    except FileNotFoundError:
+        if safeio.read_regular(path, len(data)) == data:
+            return
+    except (FileNotFoundError, safeio.Refused):
         pass
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    durable.replace(path, text.encode())
+    durable.replace(path, data)
     changes.append(path)
 
 

@@ -119,6 +119,31 @@ def open_dir(path: str, *, dir_fd: int | None = None, below: str | None = None) 
     return _open_folder(path, dir_fd, path)
 
 
+def linked_folders(below: str, folders: tuple[str, ...]) -> list[str]:
+    """Which of `folders` (paths relative to the trusted folder `below`, such as
+    `inbox/new`) lie behind a symbolic link: for each, the first name on its way that is
+    one, that name once however many folders lie under it (a linked `inbox/` stands for
+    `inbox/new` and `inbox/completed` alike).  Such a folder is never to be followed: what
+    is written through it lands outside the project, what is taken from it comes from
+    outside.  A name not there yet is fine (it is made as a real folder), and so, here, is a
+    file or FIFO in a folder's place: nothing can be written through one, and the command
+    that needs the folder says so.  Only `lstat`: cheap for every helper and every pass."""
+    found: dict[str, None] = {}
+    for folder in folders:
+        where = ""
+        for name in folder.split("/"):
+            where = f"{where}/{name}" if where else name
+            try:
+                mode = os.lstat(os.path.join(below, where)).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                break
+            if stat.S_ISLNK(mode):
+                found[where] = None
+            if not stat.S_ISDIR(mode):
+                break
+    return list(found)
+
+
 def read_fd(fd: int, limit: int) -> bytes:
     """At most `limit` bytes from `fd`, to its end: `os.read` may return fewer than asked."""
     chunks, size = [], 0

@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 
+from handoffd import safeio
 from handoffd.config import SWARMFORGE
 
 TYPE_CHECKING = False
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 TEXT = "You have new handoff mail. If idle, run ready_for_next.sh."
 REFUSED = "A handoff you sent was refused: see the .error file beside it in {failed}/"
 SOCKET_FILE = os.path.join(SWARMFORGE, "tmux-socket")
+SOCKET_LIMIT = 4096  # bytes: one path (PATH_MAX); never read more of the socket file
 TMUX_TIMEOUT = 2.0  # seconds for one tmux call
 # The older tool's cadence (docs/protocol.md §5.5): agent TUIs take text and Enter sent
 # in one burst for a paste and leave it unsent, so the keys that submit come apart.
@@ -58,9 +60,15 @@ def _tmux(socket: str, timeout: float, *args: str) -> None:
 
 
 def read_socket(root: str) -> str:
-    """The tmux socket path named in `.swarmforge/tmux-socket`."""
-    with open(os.path.join(root, SOCKET_FILE), "rb") as file:
-        raw = file.readline().strip()
+    """The tmux socket path named in `.swarmforge/tmux-socket`.  Read carefully: a FIFO,
+    a device or a link in its place is refused (`safeio.Refused`, an `OSError`), never
+    waited on, followed or read past one path's length (docs/protocol.md Part II)."""
+    path = os.path.join(root, SOCKET_FILE)
+    try:
+        data = safeio.read_regular(path, SOCKET_LIMIT)
+    except safeio.Refused as refusal:  # say how to get a good one back
+        raise type(refusal)(path, f"{refusal.why}; `handoffd init` writes it again") from None
+    raw = data.split(b"\n", 1)[0].strip()
     if not raw:
         raise RuntimeError(f"{SOCKET_FILE} is empty")
     # A path is bytes: whatever the file holds is passed on unchanged (tmux says whether

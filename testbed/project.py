@@ -69,14 +69,17 @@ def helper_env(role: str | None) -> dict[str, str]:
     return env
 
 
-def run_command(command: str, *args: str, cwd: Path | str, role: str | None) -> Result:
-    """Run an installed command; `role=None` leaves SWARMFORGE_ROLE unset."""
+def run_command(
+    command: str, *args: str, cwd: Path | str, role: str | None, timeout: float = 60.0
+) -> Result:
+    """Run an installed command; `role=None` leaves SWARMFORGE_ROLE unset; a run past
+    `timeout` seconds raises (a test fails, never stalls)."""
     proc = subprocess.run(
         [command, *args],
         cwd=cwd,
         env=helper_env(role),
         capture_output=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
     )
     return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), proc.stdout)
@@ -125,13 +128,20 @@ class Project:
         self.sequence += 1
         return self.sequence
 
-    def run(self, command: str, *args: str, role: str | None, cwd: Path | None = None) -> Result:
+    def run(
+        self,
+        command: str,
+        *args: str,
+        role: str | None,
+        cwd: Path | None = None,
+        timeout: float = 60.0,
+    ) -> Result:
         """Run `command` as `role` (None: SWARMFORGE_ROLE unset) from `cwd` (default: the
-        role's worktree)."""
+        role's worktree); a run past `timeout` seconds fails the test."""
         if cwd is None:
             assert role is not None, "give a cwd when SWARMFORGE_ROLE is unset"
             cwd = self.worktrees[role]
-        return run_command(command, *args, cwd=cwd, role=role)
+        return run_command(command, *args, cwd=cwd, role=role, timeout=timeout)
 
     def role_mode(self, role: str) -> str:
         """The role's receive mode, as roles.tsv has it."""

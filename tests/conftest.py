@@ -13,6 +13,8 @@ first on PATH, and `SWARMFORGE_ROLE` set or unset as a test asks (`Project.run`)
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +26,12 @@ from testbed import BIN, GIT_ENV, Project, Result, Seat, git, helper_env, roles_
 from testbed import make_project as make_repository
 
 __all__ = ["BIN", "GIT_ENV", "Project", "Result", "git", "helper_env", "roles_tsv", "run_command"]
+
+# seconds: a command facing a FIFO, a device or a link where its file should be answers at
+# once; one that waits on it fails the test here, never stalls the suite
+HANG = 10.0
+HOSTILE = ("fifo", "device", "link")  # what `plant` can put where a file should be
+SAID = {"fifo": "a FIFO", "device": "a device", "link": "a symbolic link"}  # how it is named
 
 T = TypeVar("T")
 SEATS = (
@@ -53,6 +61,29 @@ def wait_for(condition: Callable[[], T], timeout: float = 15.0, what: str = "con
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.01)
+
+
+def plant(path: Path, what: str, outside: Path) -> Path | None:
+    """Put a hostile entry where the file `path` should be (docs/protocol.md Part II): a FIFO
+    nobody writes to, a device that never ends (`/dev/zero`'s numbers), or a link to a FIFO
+    in `outside` — a command that follows the link blocks just as on the FIFO, so answering
+    at once shows it was not followed.  Returns the link's target, if any."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "device":
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o644, os.makedev(1, 5))
+        except PermissionError:
+            pytest.skip("making a device node needs CAP_MKNOD")
+    else:
+        target = outside / f"{path.name}.outside"
+        os.mkfifo(target)
+        path.symlink_to(target)
+        return target
+    return None
 
 
 def snapshot(directory: Path) -> dict[str, bytes | None]:

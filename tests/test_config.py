@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import config
-from tests.conftest import Project, git, roles_tsv
+from tests.conftest import HANG, HOSTILE, SAID, Project, git, plant, roles_tsv
 
 SOURCE = "/p/.swarmforge/roles.tsv"
 
@@ -217,3 +217,48 @@ def test_an_invalid_role_name_is_quoted_with_its_control_characters_escaped() ->
     terminal the error is printed on."""
     message = config_error(roles_tsv([("ok", "ok", "/w/ok"), ("x\033[2K\r", "x", "/w/x")]))
     assert message.startswith(f"{SOURCE}:2: invalid role name 'x\\x1b[2K\\r'")
+
+
+# --- hostile files (docs/protocol.md Part II) -------------------------------------------------
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+@pytest.mark.parametrize("command", [("ready_for_next",), ("handoffd", "status")])
+def test_a_roles_tsv_that_is_no_regular_file_is_refused_by_name_at_once(
+    project: Project, tmp_path: Path, what: str, command: tuple[str, ...]
+) -> None:
+    """A FIFO, a device or a link to something outside in place of roles.tsv: never waited
+    on, read or followed; the command says what it found and how to get back."""
+    path = project.root / ".swarmforge" / "roles.tsv"
+    plant(path, what, tmp_path)
+    result = project.run(*command, role="coder", timeout=HANG)
+    assert (result.code, result.out) == (1, "")
+    first, *rest = result.err.splitlines()
+    assert first == f"cannot read {path}: {SAID[what]}, not a regular file; it was not " + (
+        "followed" if what == "link" else "read"
+    )
+    assert rest == [config.REPAIR.strip()]
+
+
+def test_a_roles_tsv_over_its_limit_is_refused_without_being_read_whole(project: Project) -> None:
+    """1 MiB holds thousands of roles; past it the file is refused, not parsed."""
+    path = project.root / ".swarmforge" / "roles.tsv"
+    text = path.read_text()
+    path.write_text(text + "#" * (config.ROLES_LIMIT - len(text)) + "\n")
+    result = project.run("ready_for_next", role="coder", timeout=HANG)
+    assert result.code == 1
+    assert result.err.splitlines()[0] == (
+        f"cannot read {path}: larger than the {config.ROLES_LIMIT}-byte limit; it was not read "
+        "further"
+    )
+
+
+def test_the_project_is_found_by_a_roles_tsv_that_is_a_fifo_and_its_problem_named(
+    project: Project,
+) -> None:
+    """From a worktree the root is found by name, so the error is about roles.tsv, not a
+    missing project."""
+    path = project.root / ".swarmforge" / "roles.tsv"
+    plant(path, "fifo", project.root)
+    result = project.run("ready_for_next", role="cleaner", timeout=HANG)
+    assert result.code == 1 and result.err.startswith(f"cannot read {path}: a FIFO"), result.err

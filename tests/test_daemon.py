@@ -19,7 +19,7 @@ import pytest
 
 from handoffd import config, journal
 from handoffd.audit import audit
-from tests.conftest import Project, wait_for
+from tests.conftest import SAID, Project, plant, wait_for
 from tests.daemon_support import (
     RecordingWaker,
     Tmux,
@@ -321,6 +321,25 @@ def test_a_broken_roles_tsv_never_stops_the_running_daemon(
     rewrite_roles(project, good)  # fixed: picked up again
     wait_for(lambda: len(events(project, "config_loaded")) > loaded, what="config reloaded")
     assert stop_daemon(process)[0] == 0
+
+
+@pytest.mark.parametrize("what", ["fifo", "link"])
+def test_a_roles_tsv_swapped_for_a_fifo_or_a_link_is_logged_and_the_last_good_roles_serve(
+    project: Project, procs: list[subprocess.Popen[str]], tmp_path: Path, what: str
+) -> None:
+    """Never waited on nor followed (docs/protocol.md Part II): the daemon says what it
+    found, once, and goes on delivering with the roles it had."""
+    process = run_daemon(project, procs)
+    swap = project.root / ".swarmforge" / ".roles.tsv.swap"
+    plant(swap, what, tmp_path)
+    os.rename(swap, project.root / config.ROLES_FILE)
+    error = wait_event(project, "config_error")
+    assert f"{SAID[what]}, not a regular file" in error["error"]
+    assert error["kept"] == ["QA", "cleaner", "coder"]
+    path = queue(project, "coder", ["QA"])
+    wait_delivered(project, "QA", path.name)
+    assert stop_daemon(process)[0] == 0
+    assert len(events(project, "config_error")) == 1
 
 
 def test_sigterm_in_the_middle_of_a_backlog_exits_0_and_leaves_a_consistent_queue(

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import stat
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -16,8 +19,9 @@ import pytest
 
 from handoffd import checks, journal
 from handoffd.delivery import BATCH_LIMIT, JOURNAL
-from tests.conftest import Project
+from tests.conftest import HANG, SAID, Project, plant, snapshot
 from tests.daemon_support import (
+    HANDOFFD,
     events,
     handoff_bytes,
     handoff_name,
@@ -605,3 +609,162 @@ def test_start_up_sweeps_the_daemons_own_temps_and_dead_senders_but_nothing_else
     open_daemon(project)
     assert [p.name for p in stale if p.exists()] == []
     assert all(p.exists() for p in others)
+
+
+# --- folders behind a link (docs/protocol.md Part II) ------------------------------------------
+
+
+def link_folder(project: Project, role: str, box: str, outside: Path) -> Path:
+    """Put a link to `outside` where `role`'s folder `box` should be."""
+    folder = project.box(role, box)
+    if folder.is_dir():
+        shutil.rmtree(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    outside.mkdir(exist_ok=True)
+    folder.symlink_to(outside)
+    return folder
+
+
+def run_once(project: Project) -> None:
+    done = subprocess.run(
+        [HANDOFFD, "run", "--once", str(project.root)],
+        capture_output=True, text=True, timeout=HANG, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("box", ["outbox", "sent", "failed"])
+def test_a_sender_whose_outbox_sent_or_failed_is_behind_a_link_is_not_taken_from(
+    project: Project, tmp_path: Path, box: str
+) -> None:
+    """Taking from a linked outbox reads files from outside the project; archiving into a
+    linked sent/ or failed/ carries them out.  The daemon does neither, says so once, and
+    every other sender's mail goes on."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    name = handoff_name("coder", ["cleaner" if box != "failed" else "ghost"])
+    planted = outside / name if box == "outbox" else project.box("coder", "outbox") / name
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_bytes(handoff_bytes(name, "coder", "ghost" if box == "failed" else "cleaner"))
+    stood_still(planted)
+    folder = link_folder(project, "coder", box, outside)
+    other = queue(project, "QA", ["cleaner"])
+    before = snapshot(outside)
+
+    run_once(project)
+
+    assert inbox(project, "cleaner") == [other.name]
+    assert snapshot(outside) == before
+    assert planted.exists()
+    assert [(e["role"], e["folder"]) for e in events(project, "linked_folder")] == [
+        ("coder", str(folder))
+    ]
+
+
+def test_mail_for_a_recipient_whose_new_is_behind_a_link_waits_for_every_recipient(
+    project: Project, tmp_path: Path
+) -> None:
+    """No copy written through the link, and none to the other recipient either (every
+    copy or none); once the folder is real again, both arrive."""
+    outside = tmp_path / "elsewhere"
+    folder = link_folder(project, "QA", "inbox/new", outside)
+    path = queue(project, "coder", ["cleaner", "QA"])
+
+    run_once(project)
+    assert path.exists() and os.listdir(outside) == [] and inbox(project, "cleaner") == []
+
+    folder.unlink()
+    folder.mkdir()
+    run_once(project)
+    assert not path.exists()
+    assert inbox(project, "cleaner") == inbox(project, "QA") == [path.name]
+
+
+def test_a_linked_folder_is_logged_once_while_it_stays_and_again_once_relinked(
+    project: Project, tmp_path: Path
+) -> None:
+    folder = link_folder(project, "QA", "inbox", tmp_path / "elsewhere")
+    daemon = open_daemon(project)
+    for now in (0.0, 1.0, 2.0):
+        daemon.step(now)
+    assert len(events(project, "linked_folder")) == 1
+    folder.unlink()
+    daemon.step(3.0)
+    folder.symlink_to(tmp_path / "elsewhere")
+    daemon.step(4.0)
+    assert [e["folder"] for e in events(project, "linked_folder")] == [str(folder)] * 2
+
+
+@pytest.mark.parametrize("box", ["inbox/new", "failed"])
+def test_the_start_up_sweep_never_deletes_through_a_linked_folder(
+    project: Project, tmp_path: Path, box: str
+) -> None:
+    """A name that looks like one of our temps, in a folder outside the project, is not
+    ours to remove."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    theirs = outside / ".50_x_to_QA.handoff.4242.1.tmp"
+    theirs.write_text("someone else's\n")
+    link_folder(project, "QA", box, outside)
+    run_once(project)
+    assert theirs.read_text() == "someone else's\n"
+
+
+# --- the journal is a file under .swarmforge/ too ----------------------------------------------
+
+
+@pytest.mark.parametrize("what", ["fifo", "link"])
+def test_a_journal_that_is_no_regular_file_is_set_aside_and_delivery_goes_on(
+    project: Project, tmp_path: Path, what: str
+) -> None:
+    """A FIFO there would hold every pass (each reads the journal first); a link would be
+    read outside the project.  Neither is opened: set aside like a corrupt journal."""
+    journal_path = project.root / JOURNAL
+    target = plant(journal_path, what, tmp_path)
+    path = queue(project, "coder", ["QA"])
+    run_once(project)
+    assert inbox(project, "QA") == [path.name]
+    [corrupt] = events(project, "journal_corrupt")
+    assert f"{SAID[what]}, not a regular file" in corrupt["error"]
+    assert target is None or stat.S_ISFIFO(target.lstat().st_mode)
+
+
+def test_a_planted_journal_naming_paths_outside_the_queue_moves_nothing(
+    project: Project, tmp_path: Path
+) -> None:
+    """A committed journal is an order to rename: one naming files outside the roles'
+    outboxes, sent/ and new/ folders (anyone can write a token that matches) is refused
+    whole and set aside, and nothing it names is touched."""
+    outside = tmp_path / "elsewhere"
+    (outside / "sent").mkdir(parents=True)
+    precious, original = outside / ".precious.tmp", outside / "50_x_from_coder_to_QA.handoff"
+    precious.write_text("not mail\n")
+    original.write_text("not mail either\n")
+    before = snapshot(outside)
+    planted = journal.Entry(
+        "coder", str(original), (0, 0), str(outside / "sent"),
+        [(str(precious), str(outside / "taken.handoff"))], ["QA"],
+    )  # fmt: skip
+    (project.root / JOURNAL).parent.mkdir(parents=True, exist_ok=True)
+    journal.commit(str(project.root / JOURNAL), [planted])
+    run_once(project)
+    assert snapshot(outside) == before
+    [corrupt] = events(project, "journal_corrupt")
+    assert "is not in its sender's outbox" in corrupt["error"]
+
+
+@pytest.mark.parametrize("what", ["fifo", "link"])
+def test_a_fifo_or_link_under_the_copys_name_in_new_is_never_opened_the_copy_lands_beside(
+    project: Project, tmp_path: Path, what: str
+) -> None:
+    """Before publishing, a name already in new/ is compared with the copy (the same copy
+    presented again is dropped): a FIFO there would hold the pass for good, a link would
+    be read outside.  It is no copy of ours, so ours gets a distinct name."""
+    name = handoff_name("coder", ["QA"])
+    planted = project.box("QA", "inbox/new") / name
+    target = plant(planted, what, tmp_path)
+    queue(project, "coder", ["QA"], name=name)
+    run_once(project)
+    assert inbox(project, "QA") == [name.replace(".handoff", ".2.handoff"), name]
+    assert planted.is_symlink() or stat.S_ISFIFO(planted.lstat().st_mode)
+    assert target is None or stat.S_ISFIFO(target.lstat().st_mode)

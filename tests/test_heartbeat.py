@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from handoffd import heartbeat
+from tests.conftest import HANG, Project
 
 
 def test_a_role_that_never_beat_has_no_heartbeat(tmp_path: Path) -> None:
@@ -57,3 +59,28 @@ def test_the_heartbeat_is_a_plain_readable_file_not_an_executable_one(tmp_path: 
     """Created like any data file (0644 before the umask), never with execute bits."""
     heartbeat.renew(str(tmp_path), "claude", "")
     assert (tmp_path / heartbeat.NAME).stat().st_mode & 0o111 == 0
+
+
+# --- what a killed rewrite leaves ---------------------------------------------------------------
+
+NO_PID = 4_194_305  # past the kernel's largest pid_max: no process ever has it
+
+
+def test_a_rewrite_sweeps_a_killed_rewrites_temp_even_when_its_pid_is_reused(
+    project: Project,
+) -> None:
+    """`.heartbeat.<pid>.tmp` is what a renewal killed between its write and its rename
+    leaves.  The next rewrite removes it once its writer is gone: no process has that pid,
+    or the temp is older than a minute, whoever has that pid now (pids are reused within
+    minutes; pid 1 is always alive).  A live writer's fresh temp is left alone."""
+    handoffs = project.handoffs("coder")
+    handoffs.mkdir(parents=True, exist_ok=True)
+    reused, dead, fresh = (handoffs / f".heartbeat.{pid}.tmp" for pid in (1, NO_PID, os.getpid()))
+    for temp in (reused, dead, fresh):
+        temp.write_text("agent: someone\n")
+    old = time.time() - 10 * 60
+    os.utime(reused, (old, old))
+    beat = project.run("handoffd", "heartbeat", "--agent", "newcomer", role="coder", timeout=HANG)
+    assert beat.code == 0, beat.err
+    assert (handoffs / "heartbeat").read_text() == "agent: newcomer\nconversation:\n"
+    assert sorted(n for n in os.listdir(handoffs) if n.startswith(".heartbeat.")) == [fresh.name]

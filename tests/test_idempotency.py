@@ -259,6 +259,29 @@ def test_a_records_folder_that_is_a_symlink_is_replaced_and_nothing_is_written_t
     assert record_of(project, "k1").is_file()
 
 
+def test_an_outbox_behind_a_link_is_a_tool_error_on_a_first_call_and_on_a_retry(
+    project: Project, coder: Agent, tmp_path: Path
+) -> None:
+    """A retry re-publishes a recorded handoff that is nowhere: never through a link
+    (docs/protocol.md Part II); the call is refused, in one line, and a later retry with a
+    real outbox still sends it once."""
+    first = queued_path(send(coder, **NOTE, idempotency_key="k1"))
+    os.unlink(first)  # as if the first call died between its record and its file
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = project.box("coder", "outbox")
+    folder.rename(tmp_path / "kept")
+    folder.symlink_to(outside, target_is_directory=True)
+    for key in ("k1", "k2"):
+        refused = send(coder, **NOTE, idempotency_key=key)
+        assert refused.is_error and text(refused).startswith(f"LINKED_FOLDER: {folder} is a ")
+    assert list(outside.iterdir()) == []
+    folder.unlink()
+    (tmp_path / "kept").rename(folder)
+    assert queued_path(send(coder, **NOTE, idempotency_key="k1")) == first
+    assert outbox(project) == [os.path.basename(first)]
+
+
 # --- concurrent retries and kills ----------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from handoffd import handoff as hf
 from handoffd import inbox
 from handoffd.inbox import Inbox, Listing
 from handoffd.outcome import Refusal
-from tests.conftest import snapshot
+from tests.conftest import HANG, Project, snapshot
 
 STAMP = "20260615T140531Z"
 
@@ -449,3 +450,47 @@ def test_a_batch_is_flushed_before_it_moves_and_a_new_batch_dir_before_files_mov
         box.inbox.finish_batch()
         assert seen == ["in_process/" + name]
     assert sorted(seen[1:]) == ["completed", "in_process"]
+
+
+# --- folders behind a link (docs/protocol.md Part II), through the installed helpers -----------
+
+TAKEN = "50_20260101T000000Z_000001_from_QA_to_coder.handoff"
+LINKED = {  # the folder that is a link, what the outside folder holds, the helper run
+    "inbox": ({"new/" + TAKEN: b"id: x\n\nfrom outside\n"}, "ready_for_next"),
+    "inbox/new": ({TAKEN: b"id: x\n\nfrom outside\n"}, "ready_for_next"),
+    "inbox/in_process": ({TAKEN: b"id: x\n\nfrom outside\n"}, "ready_for_next"),
+    "inbox/completed": ({}, "done_with_current"),
+}
+
+
+@pytest.mark.parametrize("box", sorted(LINKED))
+def test_an_inbox_folder_behind_a_link_is_refused_and_nothing_moves_in_or_out(
+    project: Project, tmp_path: Path, box: str
+) -> None:
+    """Taking from a linked new/ would read and move a file from outside the project,
+    finishing into a linked completed/ would carry one out: the helper refuses first, and
+    leaves the live file alone (nothing changed)."""
+    files, helper = LINKED[box]
+    if helper == "done_with_current":
+        project.put("coder", TAKEN, box="inbox/in_process", dequeued_at="2026-01-01T00:00:00Z")
+    outside = tmp_path / "elsewhere"
+    for name, data in files.items():
+        (outside / name).parent.mkdir(parents=True, exist_ok=True)
+        (outside / name).write_bytes(data)
+    outside.mkdir(exist_ok=True)
+    before = snapshot(outside)
+    folder = project.handoffs("coder") / box
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if folder.is_dir():
+        shutil.rmtree(folder)
+    folder.symlink_to(outside)
+    result = project.run(helper, role="coder", timeout=HANG)
+    assert (result.code, result.out) == (2, "")
+    assert result.err == (
+        f"LINKED_FOLDER: {folder} is a symbolic link, not a folder; handoffd never follows "
+        "it (nothing was taken or changed). Replace it with a real folder and run this "
+        "again.\n"
+    )
+    assert snapshot(outside) == before
+    # nothing changed, so the live file is not rewritten (it would list what the link shows)
+    assert not (project.worktrees["coder"] / ".swarmforge" / "HANDOFF.md").exists()

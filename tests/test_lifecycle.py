@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import lifecycle
-from tests.conftest import BIN, Project, wait_for
+from tests.conftest import BIN, HANG, HOSTILE, SAID, Project, plant, wait_for
 from tests.daemon_support import (
     alive,
     finish,
@@ -337,3 +338,66 @@ def test_run_start_and_stop_take_the_root_as_the_root_option_too(stopper: Projec
     assert missing.returncode == 1
     shim = [os.path.join(BIN, "stop_handoff_daemon"), "--root", root]
     assert subprocess.run(shim, capture_output=True, timeout=30, check=False).returncode == 0
+
+
+# --- hostile files in daemon/ (docs/protocol.md Part II) ---------------------------------------
+
+DAEMON_FILES = {"pid": lifecycle.PID_FILE, "log": "handoffd.log"}
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+@pytest.mark.parametrize("which", sorted(DAEMON_FILES))
+def test_status_neither_waits_on_nor_follows_the_pid_file_or_the_log(
+    project: Project, tmp_path: Path, which: str, what: str
+) -> None:
+    """`status` reads the pid file (since when the daemon runs) and the log's tail (its
+    wake-ups): a FIFO, /dev/zero or a link outside there is passed over at once."""
+    plant(project.root / lifecycle.DAEMON_DIR / DAEMON_FILES[which], what, tmp_path)
+    shown = project.run("handoffd", "status", role="coder", timeout=HANG)
+    assert shown.code == 0 and shown.out.startswith("daemon: NOT RUNNING"), shown.err
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+@pytest.mark.parametrize("which", sorted(DAEMON_FILES))
+def test_the_daemon_replaces_a_pid_file_or_log_that_is_no_regular_file_and_delivers(
+    stopper: Project, tmp_path: Path, which: str, what: str
+) -> None:
+    """The daemon writes both: a FIFO there must not make it wait for a reader, a link
+    must not be written through.  The entry itself is replaced by a file of its own."""
+    project = stopper
+    path = project.root / lifecycle.DAEMON_DIR / DAEMON_FILES[which]
+    target = plant(path, what, tmp_path)
+    mail = queue(project, "coder", ["cleaner"])
+    once = handoffd("run", "--once", str(project.root), timeout=HANG)
+    assert once.returncode == 0, once.stderr
+    assert inbox(project, "cleaner") == [mail.name]
+    log = project.root / lifecycle.DAEMON_DIR / "handoffd.log"
+    assert log.is_file() and not log.is_symlink()
+    if which == "log":
+        first = json.loads(log.read_text().splitlines()[0])
+        assert (first["event"], first["was"]) == ("log_replaced", SAID[what])
+    assert target is None or stat.S_ISFIFO(target.lstat().st_mode)  # never opened, still there
+
+
+def test_a_daemon_folder_that_is_a_link_is_replaced_and_nothing_lands_outside(
+    stopper: Project, tmp_path: Path
+) -> None:
+    """The journal, the log and the pid file live in daemon/: written through a link they
+    would land wherever it points.  The link is removed (never its target) and a folder
+    of the project's own made."""
+    project = stopper
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the daemon's\n")
+    folder = project.root / lifecycle.DAEMON_DIR
+    folder.symlink_to(outside)
+    mail = queue(project, "coder", ["cleaner"])
+    once = handoffd("run", "--once", str(project.root), timeout=HANG)
+    assert once.returncode == 0, once.stderr
+    assert inbox(project, "cleaner") == [mail.name]
+    assert sorted(os.listdir(outside)) == ["keep.txt"]
+    assert folder.is_dir() and not folder.is_symlink()
+    logged = [json.loads(line) for line in (folder / "handoffd.log").read_text().splitlines()]
+    assert {"event": "linked_folder", "folder": str(folder), "replaced": True}.items() <= next(
+        e for e in logged if e["event"] == "linked_folder"
+    ).items()

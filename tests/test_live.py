@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from handoffd.continuity import live, work
-from tests.conftest import Project, git
+from tests.conftest import HANG, Project, git
 
 NOW = "2026-06-15T14:05:31.482113Z"
 
@@ -452,3 +453,20 @@ def test_note_on_a_folder_where_the_live_file_should_be_is_one_line(project: Pro
     assert noted.code == 1 and noted.out == ""
     assert noted.err == f"NOTE_NOT_WRITTEN: {path}: a directory, not the live file; remove it\n"
     assert not [n for n in os.listdir(path.parent) if n.endswith(".tmp")]  # no temp file left
+
+
+def test_a_rewrite_sweeps_a_dead_writers_temp_even_when_its_pid_is_alive_again(
+    project: Project,
+) -> None:
+    """A temp older than a minute is no live rewrite's, whatever process has that pid now
+    (pid 1 is always alive; pids are reused within minutes).  A fresh temp of a live
+    writer is never taken from under it."""
+    folder = project.worktrees["coder"] / ".swarmforge"
+    reused, fresh = folder / ".HANDOFF.md.1.0.tmp", folder / f".HANDOFF.md.{os.getpid()}.0.tmp"
+    for temp in (reused, fresh):
+        temp.write_text("# HANDOFF — half written\n")
+    old = time.time() - 10 * 60
+    os.utime(reused, (old, old))
+    noted = project.run("handoffd", "note", "--decision", "keep it", role="coder", timeout=HANG)
+    assert noted.code == 0, noted.err
+    assert sorted(n for n in os.listdir(folder) if n.endswith(".tmp")) == [fresh.name]

@@ -5,14 +5,28 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from handoffd import outbox
 from handoffd.draft import Draft
-from tests.conftest import Project, helper_env, without_daemon_warning
+from tests import crashstates, crashtrace
+from tests.conftest import (
+    BIN,
+    HANG,
+    HOSTILE,
+    Project,
+    helper_env,
+    plant,
+    without_daemon_warning,
+)
+from tests.crashtrace import Step
+from tests.fault_support import strace_problem
 
 NOW = 1781532331.482113  # 2026-06-15T14:05:31.482113Z
 
@@ -103,7 +117,8 @@ def leftovers(handoffs: Path) -> tuple[list[Path], list[Path]]:
     drafts = handoffs / "outbox" / "tmp"
     drafts.mkdir(parents=True, exist_ok=True)
     stale = [handoffs / ".sequence.4242.0.tmp", drafts / ".50_x_to_QA.handoff.4242.1.tmp"]
-    own = [drafts / "draft.txt", drafts / ".notes.tmp", handoffs / ".heartbeat.4242.tmp"]
+    # a live writer's fresh heartbeat temp (this process's): nobody's to sweep
+    own = [drafts / "draft.txt", drafts / ".notes.tmp", handoffs / f".heartbeat.{os.getpid()}.tmp"]
     for path in stale + own:
         path.write_text("x")
     return stale, own
@@ -248,3 +263,113 @@ def test_swarm_handoff_refuses_a_draft_whose_queued_name_would_be_too_long(
     assert draft.exists()
     outbox_dir = project.box("coder", "outbox")
     assert not outbox_dir.exists() or not [p for p in outbox_dir.iterdir() if p.is_file()]
+
+
+# --- hostile files (docs/protocol.md Part II) -------------------------------------------------
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+def test_a_sequence_file_that_is_no_regular_file_is_replaced_never_waited_on_or_followed(
+    project: Project, tmp_path: Path, what: str
+) -> None:
+    """Counted as 0, like a garbled one, and replaced by the rewrite: the link itself,
+    never its target, which stays as it was (a FIFO nobody opened)."""
+    sequence = project.handoffs("coder") / outbox.SEQUENCE_FILE
+    target = plant(sequence, what, tmp_path)
+    draft = project.draft(project.note_draft())
+    sent = project.run("swarm_handoff", str(draft), role="coder", timeout=HANG)
+    assert sent.code == 0 and "_000001_from_coder_" in sent.out, sent.err
+    assert sequence.read_text() == "000001\n" and not sequence.is_symlink()
+    assert target is None or stat.S_ISFIFO(target.lstat().st_mode)
+
+
+@pytest.mark.parametrize("box", ["outbox", "outbox/tmp"])
+def test_an_outbox_behind_a_link_is_refused_and_nothing_is_written_through_it(
+    project: Project, tmp_path: Path, box: str
+) -> None:
+    """What a sender queues through a link lands outside the project (and a daemon taking
+    from it would read outside): swarm_handoff refuses, keeping the draft."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    folder = project.handoffs("coder") / box
+    if folder.is_dir():
+        folder.rmdir()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.symlink_to(outside)
+    draft = project.draft(project.note_draft())
+    sent = project.run("swarm_handoff", str(draft), role="coder", timeout=HANG)
+    assert (sent.code, sent.out) == (2, "")
+    assert sent.err == (
+        f"LINKED_FOLDER: {folder} is a symbolic link, not a folder; handoffd never follows "
+        "it (nothing was queued). Replace it with a real folder and run this again.\n"
+    )
+    assert os.listdir(outside) == [] and draft.exists()
+
+
+def test_the_start_up_sweep_never_deletes_through_a_linked_drafts_folder(
+    project: Project, tmp_path: Path
+) -> None:
+    """A temp name in a folder outside the project is not ours to remove."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    theirs = outside / ".50_x_to_QA.handoff.4242.1.tmp"
+    theirs.write_text("someone else's\n")
+    drafts = project.handoffs("coder") / "outbox" / "tmp"
+    drafts.parent.mkdir(parents=True, exist_ok=True)
+    drafts.symlink_to(outside)
+    once = subprocess.run(
+        [os.path.join(BIN, "handoffd"), "run", "--once", str(project.root)],
+        capture_output=True, text=True, timeout=HANG, check=False,
+    )  # fmt: skip
+    assert once.returncode == 0, once.stderr
+    assert theirs.read_text() == "someone else's\n"
+
+
+# --- the sequence across a power cut ---------------------------------------------------------
+
+
+def test_no_name_is_published_with_a_number_a_power_cut_could_hand_out_again(
+    tmp_path: Path,
+) -> None:
+    """After a cut at any instant of two sends, every number in a queued name is one the
+    sequence file still holds (or passed): the next send cannot take it again, so no two
+    handoffs share a name and an id even when the reboot lands in the same second."""
+    problem = strace_problem()
+    if problem:
+        pytest.skip(problem)
+    base = tmp_path / "r0000000"
+    worktree = base / "proj" / "wt" / "coder"
+    worktree.mkdir(parents=True)
+    (base / "proj" / ".swarmforge").mkdir()
+    (base / "proj" / ".swarmforge" / "roles.tsv").write_text(f"coder\tcoder\t{worktree}\tcoder\n")
+    (tmp_path / "traces").mkdir()
+    steps = []
+    for n in (1, 2):  # the drafts lie outside the recorded tree: their removal is no state
+        draft = tmp_path / f"d{n}"
+        draft.write_text(f"type: note\nto: coder\npriority: 50\nmessage: n{n}\n")
+        argv = [os.path.join(BIN, "swarm_handoff"), str(draft)]
+        steps.append(Step(f"send {n}", argv, str(worktree), helper_env("coder")))
+    recorded = crashtrace.record(steps, str(base), str(tmp_path / "traces"), _ignored)
+    assert [out.count(b"HANDOFF QUEUED: ") for out in recorded.outputs] == [1, 1]
+    result = crashstates.explore(recorded, _numbers_kept, [])
+    assert not result.findings, result.report()
+
+
+def _ignored(rel: str) -> bool:
+    """Files nothing reads back to decide a number: the heartbeat and the live file."""
+    return os.path.basename(rel).lstrip(".").startswith(("heartbeat", "HANDOFF.md"))
+
+
+def _numbers_kept(tree: crashtrace.Tree, heard: list[crashtrace.Op]) -> list[str]:
+    handoffs = "proj/wt/coder/.swarmforge/handoffs/"
+    held = tree.get(handoffs + outbox.SEQUENCE_FILE) or b""
+    try:
+        number = int(held.strip() or b"0")
+    except ValueError:  # a torn file counts as 0 (outbox._read_number)
+        number = 0
+    published = [p for p in tree if p.startswith(handoffs + "outbox/") and p.endswith(".handoff")]
+    return [
+        f"{os.path.basename(p)} is published, but the sequence file says {number}"
+        for p in published
+        if int(os.path.basename(p).split("_")[2]) > number
+    ]

@@ -12,7 +12,7 @@ import pytest
 
 from handoffd import config, project
 from handoffd.project import SwarmConfigError
-from tests.conftest import git
+from tests.conftest import HANG, HOSTILE, SAID, git, plant
 from tests.swarm_support import BARE_GIT_ENV, handoffd
 
 SAMPLE_ROLES = {"coder": ("master", "task"), "cleaner": ("cleaner", "batch")}
@@ -450,3 +450,43 @@ def test_init_of_a_root_inside_a_project_refuses_and_says_where_the_project_is(
         f"{root} (or from any directory below it without a ROOT)\n"
     )
     assert not inner.exists()
+
+
+# --- hostile files (docs/protocol.md Part II) -------------------------------------------------
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+def test_init_refuses_a_kept_configuration_that_is_no_regular_file_in_one_line(
+    tmp_path: Path, what: str
+) -> None:
+    """The configuration kept under .swarmforge/ is read the careful way: a FIFO, a device
+    or a link outside is named, never waited on, read or followed."""
+    root = tmp_path / "p"
+    kept = root / ".swarmforge" / "swarmforge.conf"
+    plant(kept, what, tmp_path)
+    result = handoffd("init", str(root), timeout=HANG)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"Error: cannot read {kept}: {SAID[what]}, not a regular file; it was not "
+        f"{'followed' if what == 'link' else 'read'}; replace it with the swarm configuration "
+        "(or pass --config)\n"
+    )
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+@pytest.mark.parametrize("name", ["roles.tsv", "tmux-socket"])
+def test_init_replaces_a_roles_tsv_or_socket_file_that_is_no_regular_file(
+    tmp_path: Path, name: str, what: str
+) -> None:
+    """What init writes is first compared with what stands there; a FIFO, a device or a
+    link is never opened for that, and is replaced (the link itself, not its target)."""
+    root = tmp_path / "p"
+    (root / ".swarmforge").mkdir(parents=True)
+    (root / ".swarmforge" / "swarmforge.conf").write_text("window solo shell master\n")
+    target = plant(root / ".swarmforge" / name, what, tmp_path)
+    result = handoffd("init", str(root), timeout=HANG)
+    assert result.returncode == 0, result.stderr
+    assert list(config.load_roles(str(root))) == ["solo"]
+    path = root / ".swarmforge" / name
+    assert stat.S_ISREG(path.lstat().st_mode) and path.read_text().endswith("\n")
+    assert target is None or stat.S_ISFIFO(target.lstat().st_mode)

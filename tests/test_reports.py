@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+import pytest
+
 from handoffd.board import reports
+from tests import crashstates, crashtrace
+from tests.crashtrace import Step
+from tests.fault_support import strace_problem
 
 ID = "20260615T140531Z_000042_from_architect"
 NOW = 1_781_532_331.25  # 2026-06-15T14:05:31.25Z
@@ -104,3 +110,39 @@ def test_reported_at_is_the_time_the_name_carries_to_the_microsecond(tmp_path: P
         stamp = os.path.basename(path).split("_")[0]  # yyyymmddThhmmss.ffffffZ
         reported = reports.read(path).reported_at
         assert reported.replace("-", "").replace(":", "") == stamp, (path, reported)
+
+
+STORE = """
+import sys
+from handoffd.board import reports
+path = reports.store(sys.argv[1], {ident!r}, "RUNNING", "coder", "claude", "", "Working.", {now!r})
+print("REPORTED: " + path, flush=True)
+"""
+
+
+def test_a_report_stored_in_a_handoff_directory_it_made_survives_a_power_cut(
+    tmp_path: Path,
+) -> None:
+    """`REPORTED:` is printed once the report is durable, folders included: a handoff
+    directory made for the report (a role that never had mail) is flushed into its parent
+    like every folder below it, or a cut could forget it, and the report with it."""
+    problem = strace_problem()
+    if problem:
+        pytest.skip(problem)
+    base = tmp_path / "r0000000"
+    (base / "wt").mkdir(parents=True)
+    (tmp_path / "traces").mkdir()
+    handoffs = base / "wt" / ".swarmforge" / "handoffs"
+    code = STORE.format(ident=ID, now=NOW)
+    step = Step("store", [sys.executable, "-c", code, str(handoffs)], str(base), dict(os.environ))
+    recorded = crashtrace.record([step], str(base), str(tmp_path / "traces"))
+
+    def kept(tree: crashtrace.Tree, heard: list[crashtrace.Op]) -> list[str]:
+        said = b"".join(op.data for op in heard if op.kind == "said").decode()
+        named = [line.removeprefix("REPORTED: ") for line in said.splitlines()]
+        return [
+            f"{p} was reported, then lost" for p in named if p[len(str(base)) + 1 :] not in tree
+        ]
+
+    result = crashstates.explore(recorded, kept, [])
+    assert not result.findings, result.report()

@@ -112,6 +112,19 @@ def test_below_refuses_a_path_outside_it_even_spelled_with_dot_dot(tmp_path: Pat
             safeio.read_regular(str(path), 100, below=str(tmp_path / "base"))
 
 
+def test_linked_folders_names_each_link_on_the_way_once_and_nothing_else(tmp_path: Path) -> None:
+    """A link above several folders is named once for all of them; a missing folder (made
+    later, as a real one) and a file in a folder's place (nothing is written through it)
+    are not links."""
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "inbox").symlink_to(tmp_path / "outside")
+    (tmp_path / "outbox").mkdir()
+    (tmp_path / "outbox" / "tmp").symlink_to(tmp_path / "outside")
+    (tmp_path / "sent").write_text("a file\n")
+    folders = ("inbox/new", "inbox/completed", "outbox", "outbox/tmp", "sent", "failed")
+    assert safeio.linked_folders(str(tmp_path), folders) == ["inbox", "outbox/tmp"]
+
+
 def test_inside_compares_whole_names_not_a_raw_prefix() -> None:
     assert safeio.inside("/w/a/b", "/w/a") == "b"
     assert safeio.inside("/w/ab/c", "/w/a") is None

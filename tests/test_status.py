@@ -379,3 +379,34 @@ def test_a_crlf_file_named_with_a_carriage_return_keeps_the_columns(project: Pro
     header, row = out.stdout.decode().splitlines()[1:3]
     assert row.split()[1] == "by-hand\\r.handoff@QA"
     assert row.index("coder\\r") == header.index("FROM")
+
+
+def test_a_folder_behind_a_link_is_a_warning_line_saying_what_stops(
+    project: Project, tmp_path: Path
+) -> None:
+    """Nothing is delivered into, taken from or written through such a folder: the board
+    says so under its first line (on stderr with --json, whose stdout stays a list)."""
+    for n, (role, box) in enumerate([("coder", "failed"), ("QA", "inbox"),
+                                     ("cleaner", "inbox/in_process/batch_x")]):  # fmt: skip
+        folder = project.box(role, box)
+        if folder.is_dir():
+            folder.rmdir()
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / str(n)).mkdir()
+        folder.symlink_to(tmp_path / str(n))
+    warnings = [
+        "WARNING: coder's failed/ is a symbolic link, not a folder: handoffd never follows it, "
+        "so its outbox is not delivered; replace it with a real folder",
+        "WARNING: cleaner's inbox/in_process/batch_x/ is a symbolic link, not a folder: "
+        "handoffd never follows it, so that batch is never shown, taken or finished; replace "
+        "it with a real folder",
+        "WARNING: QA's inbox/ is a symbolic link, not a folder: handoffd never follows it, so "
+        "mail to it waits in its senders' outboxes and it cannot take work; replace it with a "
+        "real folder",
+    ]
+    shown = handoffd("status", str(project.root))
+    assert shown.stdout.splitlines()[1:] == [*warnings, "no open cards"]
+    as_json = handoffd("status", "--json", str(project.root))
+    assert (json.loads(as_json.stdout), as_json.stderr.splitlines()) == ([], warnings)
+    only = handoffd("status", "--role", "QA", str(project.root))
+    assert only.stdout.splitlines()[1:] == [warnings[2], "no open cards"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -16,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from handoffd.wake import REFUSED, RENOTIFY_CAP, TEXT, Renotifier, Unanswered, Waker
-from tests.conftest import Project, wait_for
+from tests.conftest import HANG, HOSTILE, SAID, Project, plant, wait_for
 from tests.daemon_support import (
+    HANDOFFD,
     Tmux,
     events,
     inbox,
@@ -189,6 +191,36 @@ def test_a_missing_socket_file_still_delivers_and_logs_wake_failed(project: Proj
     assert inbox(project, "QA") == [path.name]
     assert [e["role"] for e in events(project, "wake_failed")] == ["QA"]
     daemon.close()
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+def test_a_socket_file_that_is_no_regular_file_fails_the_wake_up_at_once_not_the_delivery(
+    project: Project, tmp_path: Path, what: str
+) -> None:
+    """`run --once` waits for its wake-ups: one blocked on a FIFO (or reading /dev/zero to
+    its end) would keep it past the deadline.  Refused at once instead, and logged."""
+    plant(project.root / ".swarmforge" / "tmux-socket", what, tmp_path)
+    path = queue(project, "coder", ["QA"])
+    done = subprocess.run(
+        [HANDOFFD, "run", "--once", str(project.root)],
+        capture_output=True, text=True, timeout=HANG, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert inbox(project, "QA") == [path.name]
+    [failed] = events(project, "wake_failed")
+    assert f"{SAID[what]}, not a regular file" in failed["error"]
+
+
+def test_up_refuses_a_socket_file_that_is_a_fifo_in_one_line(project: Project) -> None:
+    socket_file = project.root / ".swarmforge" / "tmux-socket"
+    plant(socket_file, "fifo", project.root)
+    result = project.run("handoffd", "up", str(project.root), role=None, cwd=project.root,
+                         timeout=HANG)  # fmt: skip
+    assert result.code == 1
+    assert result.err == (
+        f"Error: {socket_file}: a FIFO, not a regular file; it was not read; `handoffd init` "
+        "writes it again\n"
+    )
 
 
 def test_a_hung_tmux_does_not_delay_delivery_and_is_logged_as_timed_out(

@@ -151,7 +151,7 @@ def store(
 def open_folder(handoffs: str, card_id: str) -> int:
     """A descriptor on `H/reports/<id>/`, made if missing; `H` is the role's handoff
     directory (trusted, as by every command), the two folders below it are not."""
-    os.makedirs(handoffs, exist_ok=True)
+    durable.makedirs(handoffs)  # durable: `REPORTED:` must name a report a power cut keeps
     top = os.open(handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         folder = _own_folder(top, "reports", os.path.join(handoffs, "reports"))

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 
-from handoffd import config, lifecycle, scan
+from handoffd import config, lifecycle, safeio, scan
 from handoffd.board import cards, colour
+from handoffd.config import Box
 from handoffd.terminal import escape
 
 COLUMNS = ("STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
@@ -18,6 +21,18 @@ _SGR = {  # terminal colours of the STATUS cell; orange needs the 256-colour pal
     colour.GREEN: "\033[32m",
 }
 _RESET = "\033[0m"
+# What a folder of a handoff directory behind a symbolic link stops: every command
+# refuses to read or write through it (docs/protocol.md Part II).
+_STOPPED = {
+    Box.OUTBOX: "nothing is queued into or delivered from its outbox",
+    Box.DRAFTS: "it cannot queue handoffs",
+    Box.SENT: "its outbox is not delivered",
+    Box.FAILED: "its outbox is not delivered",
+    "inbox": "mail to it waits in its senders' outboxes and it cannot take work",
+    Box.NEW: "mail to it waits in its senders' outboxes",
+    Box.IN_PROCESS: "it cannot take or finish work",
+    Box.COMPLETED: "it cannot take or finish work",
+}
 
 
 def board(
@@ -40,6 +55,45 @@ def board(
     return result
 
 
+def folder_warnings(roles: dict[str, config.Role]) -> list[str]:
+    """One `WARNING:` line per folder of a role's handoff directory that lies behind a
+    symbolic link, and per `batch_*` link in its `in_process/`: what handoffd will not do
+    until it is a real folder again.  A few `lstat`s per role."""
+    lines = []
+    for role in roles.values():
+        try:
+            found = safeio.linked_folders(role.handoffs, tuple(_STOPPED))
+            found += _linked_batches(role.handoffs)
+        except OSError:
+            continue  # an unreadable folder is no link: its commands say what is wrong
+        for where in found:
+            stopped = _STOPPED.get(where, "that batch is never shown, taken or finished")
+            lines.append(
+                f"WARNING: {role.name}'s {escape(where)}/ is a symbolic link, not a folder: "
+                f"handoffd never follows it, so {stopped}; replace it with a real folder"
+            )
+    return lines
+
+
+def _linked_batches(handoffs: str) -> list[str]:
+    """`inbox/in_process/batch_…` for each batch name in process that is a link."""
+    try:
+        fd = safeio.open_dir(os.path.join(handoffs, Box.IN_PROCESS), below=handoffs)
+    except (FileNotFoundError, safeio.Refused):
+        return []  # none, or the folder itself is the problem (said above)
+    links = []
+    try:
+        for name in (n for n in os.listdir(fd) if n.startswith("batch_")):
+            try:
+                if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    links.append(f"{Box.IN_PROCESS}/{name}")
+            except FileNotFoundError:
+                continue  # finished or released since the listing
+    finally:
+        os.close(fd)
+    return links
+
+
 def daemon_line(daemon: lifecycle.DaemonState | None, now: float) -> str:
     """`daemon: running (pid N, up 2h 03m)` or `daemon: NOT RUNNING`."""
     if daemon is None or not daemon.running:
@@ -48,13 +102,20 @@ def daemon_line(daemon: lifecycle.DaemonState | None, now: float) -> str:
     return f"daemon: running (pid {daemon.pid}{up})"
 
 
-def render(result: cards.Board, now: float, show_all: bool, colours: bool) -> list[str]:
-    """The board as lines of text: the daemon and counts, any cycle, then a row per card."""
+def render(
+    result: cards.Board,
+    now: float,
+    show_all: bool,
+    colours: bool,
+    warnings: list[str] | None = None,
+) -> list[str]:
+    """The board as lines of text: the daemon and counts, any cycle, any `warnings`, then a
+    row per card."""
     counts = result.counts()
     shown = colour.ORDER if show_all else colour.ORDER[:-1]
     tally = " · ".join(f"{name} {counts[name]}" for name in shown)
     cycles = [escape(cycle) for cycle in result.cycles]  # the ids are the files' own words
-    lines = [f"{daemon_line(result.snapshot.daemon, now)} · {tally}", *cycles]
+    lines = [f"{daemon_line(result.snapshot.daemon, now)} · {tally}", *cycles, *(warnings or [])]
     if not result.cards:
         return [*lines, "no cards" if show_all else "no open cards"]
     rows = [_row(card) for card in result.cards]

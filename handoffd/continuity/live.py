@@ -286,24 +286,11 @@ def write(worktree: str, state: State, previous: Parsed | None = None) -> str:
 
 
 def sweep(directory: str) -> None:
-    """Remove the temp files of rewrites whose writer died (SIGKILL leaves them behind);
-    a live writer's temp name carries its pid, so it is never taken from under it."""
-    prefix = f".{os.path.basename(FILE)}."
-    for temp in durable.temp_files(directory):
-        name = os.path.basename(temp)
-        pid = name[len(prefix) :].split(".")[0] if name.startswith(prefix) else ""
-        if pid.isdigit() and not _alive(int(pid)):
-            durable.unlink_quietly(temp)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
+    """Remove the temp files of rewrites whose writer died (SIGKILL leaves them behind):
+    its pid is gone, or the temp is older than a minute, which no rewrite takes (a pid is
+    reused within minutes, so a live process of that number must not keep one forever).
+    A live writer's fresh temp is never taken from under it."""
+    durable.sweep_stale(directory, f".{os.path.basename(FILE)}.")
 
 
 def branch(worktree: str) -> str:

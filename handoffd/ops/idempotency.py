@@ -37,7 +37,7 @@ from handoffd.config import Box, Role
 from handoffd.draft import Draft
 from handoffd.ops import queue, steps
 from handoffd.ops.context import Context
-from handoffd.outcome import Exit, Result, refused
+from handoffd.outcome import Exit, Refusal, Result, refused
 
 FOLDER = ".idempotency"
 TTL = 24 * 3600.0  # seconds a record answers for its key, at least
@@ -214,6 +214,8 @@ def send(caller: Context, key: str, text: str) -> Result:
             if record.digest != wanted:
                 return refused(f"IDEMPOTENCY_CONFLICT: {key}")
             return _again(caller, record)
+    except Refusal as refusal:  # an outbox that is no folder of its own, say
+        return refusal.result()
     except OSError as error:
         return Result(Exit.FAILED, "", f"I/O error: {error}\n")
 

@@ -4,7 +4,7 @@ live file (docs/protocol.md §8, §10).  Helpers import this module: standard `o
 from __future__ import annotations
 
 from handoffd import heartbeat
-from handoffd.inbox import Inbox
+from handoffd.inbox import Inbox, LinkedFolder
 from handoffd.ops.context import Context
 from handoffd.outcome import Refusal, Result
 
@@ -47,6 +47,8 @@ def locked(context: Context, step: Step, *, alive: bool, force: bool = False) ->
     try:
         with Inbox(context.me.handoffs) as inbox:
             result = step(context, inbox)
+    except LinkedFolder as refusal:  # nothing changed; the live file would read through it
+        return after_step(context, refusal.result(), alive=alive, changed=False)
     except Refusal as refusal:
         result = refusal.result()
     except OSError as error:

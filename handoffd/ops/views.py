@@ -28,10 +28,13 @@ def status(
         return config_refusal(config.UnknownRole(role))
     shown = board.board(context.root, role, all, window * 60, now, context.roles)
     items = [card.to_json() for card in shown.cards]
+    roles = context.roles if role is None else {role: context.roles[role]}
+    warnings = board.folder_warnings(roles)
     if json:
         cycles = "".join(f"{escape(cycle)}\n" for cycle in shown.cycles)
-        return Result(Exit.OK, _dumps(items) + "\n", cycles, items)
-    text = "\n".join(board.render(shown, now, all, context.colours)) + "\n"
+        return Result(Exit.OK, _dumps(items) + "\n", cycles + "".join(f"{w}\n" for w in warnings),
+                      items)  # fmt: skip
+    text = "\n".join(board.render(shown, now, all, context.colours, warnings)) + "\n"
     return Result(Exit.OK, text, "", items)
 
 
