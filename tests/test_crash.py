@@ -293,6 +293,9 @@ def crash_points(scene: Scene) -> list[tuple[str, int]]:
     return points
 
 
+UNREACHED = "unreached"  # what `crash_at` says of a point the pass never came to
+
+
 def crash_at(scene: Scene, point: tuple[str, int], take: bool) -> str | None:
     """Kill the daemon at `point`, restart it, and return what is wrong, if anything."""
     scene.reset()
@@ -302,10 +305,11 @@ def crash_at(scene: Scene, point: tuple[str, int], take: bool) -> str | None:
         ["strace", "-f", "-qq", "-o", os.devnull, *inject, *HANDOFFD, "--once",
          str(scene.project.root)], capture_output=True, timeout=60, check=False,
     )  # fmt: skip
-    if killed.returncode != -signal.SIGKILL and name in SAMPLED and killed.returncode == 0:
-        # A read or close that changes nothing: this pass made fewer of them than the traced
-        # one (threads interleave), so there was nothing at that point to be killed at.
-        return None
+    if killed.returncode == 0:
+        # The pass ended before its n-th such call: this run made fewer of them than the
+        # traced one (a file settled a pass earlier, a lease check less), so there was
+        # nothing at that point to be killed at.  Counted by the test, never a failure alone.
+        return UNREACHED
     if killed.returncode != -signal.SIGKILL:
         return f"{name} #{n}: not killed (exit {killed.returncode}): {killed.stderr[-500:]!r}"
     partial = partial_copies(scene.roles)
@@ -347,14 +351,18 @@ def test_sigkill_at_every_io_step_of_a_three_recipient_delivery_then_restart_del
         return [r for r in results if r]
 
     with ThreadPoolExecutor(len(scenes)) as pool:
-        failures = [f for found in pool.map(run_share, range(len(scenes))) for f in found]
+        found = [f for share in pool.map(run_share, range(len(scenes))) for f in share]
+    failures = [f for f in found if f != UNREACHED]
+    unreached = len(found) - len(failures)
     by_call = Counter(name for name, _ in points)
     print(
         f"crash points covered: {len(points)} ({', '.join(f'{k} {v}' for k, v in by_call.items())})"
+        f", {unreached} not reached by their run"
     )
     assert not failures, f"{len(failures)} of {len(points)} crash points broke:\n" + "\n".join(
         failures
     )
+    assert unreached <= len(points) // 10, f"{unreached} of {len(points)} points never reached"
 
 
 def test_the_partial_copy_check_flags_truncated_unstamped_and_foreign_copies(
