@@ -125,7 +125,8 @@ class Link:
 
     def _events(self) -> dict[str, Any]:
         async def disconnected() -> None:
-            self.log.warning("nats_disconnected", servers=self.network.describe())
+            if not self._closed:
+                self.log.warning("nats_disconnected", servers=self.network.describe())
 
         async def reconnected() -> None:
             await self._connected()
