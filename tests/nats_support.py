@@ -136,16 +136,31 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def make_hosts(base: Path, urls: str, project: str | None = None, names: str = "ab") -> list[Host]:
-    """Two (or more) hosts of one swarm, laid out by the real `init` with the same conf."""
-    text = SWARM.format(project=project or project_name(), urls=urls)
+def make_hosts(
+    base: Path,
+    urls: str,
+    project: str | None = None,
+    names: str = "ab",
+    text: str = SWARM,
+    prepare: bool = True,
+) -> list[Host]:
+    """Two (or more) hosts of one swarm, laid out by the real `init` with the same conf
+    (`prepare=False`: by `project.init` alone, without reaching the servers)."""
+    from handoffd import project as layout
+
+    conf = text.format(project=project or project_name(), urls=urls)
     hosts = []
     for name in names:
         root = base / name
         root.mkdir(parents=True)
-        (root / "swarm.conf").write_text(text)
-        done = handoffd("init", "--host", name, "--config", str(root / "swarm.conf"), str(root))
-        assert done.returncode == 0, done.stderr
+        (root / "swarm.conf").write_text(conf)
+        if prepare:
+            done = handoffd("init", "--host", name, "--config", str(root / "swarm.conf"),
+                            str(root))  # fmt: skip
+            assert done.returncode == 0, done.stderr
+        else:
+            swarm = layout.parse_swarm(conf, "swarm.conf")
+            layout.init(str(root), swarm.windows, conf, name, swarm.hosts)
         hosts.append(Host(root, name))
     return hosts
 

@@ -17,6 +17,7 @@ import collections
 import concurrent.futures
 import ssl
 import threading
+import time
 
 import nats
 import nats.errors
@@ -40,6 +41,7 @@ RECONNECT_WAIT = 0.5  # seconds between attempts, and the first pause before ano
 REQUEST_TIMEOUT = 5.0  # seconds for one publish's acknowledgement or one API request
 FETCH_BATCH = 64  # messages per pull: one batch of copies costs one new/ flush per role
 FETCH_WAIT = 1.0  # seconds a pull waits on the server for messages
+IDLE_CHECK = 5.0  # seconds of empty fetches before asking the consumer whether mail waits
 MAX_ACK_PENDING = 1000  # messages handed to this host not yet acknowledged, at most
 
 
@@ -199,17 +201,34 @@ class Link:
             self._consuming = self.loop.create_task(self._consume(self._subjects))
 
     async def _consume(self, subjects: tuple[str, ...]) -> None:
-        """Keep fetching for `subjects`; each batch waits until the last one was taken."""
+        """Keep fetching for `subjects`; each batch waits until the last one was taken.
+
+        The subscription is made afresh after a reconnection, and whenever fetches come back
+        empty while the consumer says messages wait (after a cluster moved the consumer's
+        leader, pulls on the old subscription may never be answered)."""
         self._room = asyncio.Event()
         self._room.set()
         subscription: JetStreamContext.PullSubscription | None = None
+        made_at, idle_since = -1, time.monotonic()  # the connection it was made on
         while not self._closed:
             try:
-                if subscription is None:
-                    subscription = await self._subscribe(subjects)
+                if subscription is None or made_at != self.generation:
+                    if subscription is not None:
+                        await _quietly(subscription.unsubscribe())
+                    made = self._subscribe(subjects)
+                    subscription = await asyncio.wait_for(made, 2 * REQUEST_TIMEOUT)
+                    made_at, idle_since = self.generation, time.monotonic()
                 await self._room.wait()
-                messages = await subscription.fetch(FETCH_BATCH, timeout=FETCH_WAIT)
+                fetch = subscription.fetch(FETCH_BATCH, timeout=FETCH_WAIT)
+                messages = await asyncio.wait_for(fetch, FETCH_WAIT + REQUEST_TIMEOUT)
             except (TimeoutError, nats.errors.TimeoutError):
+                if subscription is not None and time.monotonic() - idle_since > IDLE_CHECK:
+                    idle_since = time.monotonic()
+                    if await self._stalled():
+                        self.log.warning(
+                            "nats_consumer_resubscribed", consumer=self.network.consumer
+                        )
+                        subscription = None
                 continue
             except asyncio.CancelledError:
                 raise
@@ -219,9 +238,19 @@ class Link:
                 subscription = None
                 await asyncio.sleep(RECONNECT_WAIT)
                 continue
+            idle_since = time.monotonic()
             self._room.clear()
             self.received.extend(messages)
             self.on_change()
+
+    async def _stalled(self) -> bool:
+        """Whether the consumer holds messages for us that our pulls are not getting."""
+        try:
+            js = self.jetstream()
+            info = await js.consumer_info(self.network.stream, self.network.consumer)
+        except Exception:
+            return True  # no answer either: a fresh subscription costs little
+        return bool(info.num_pending)
 
     async def _subscribe(self, subjects: tuple[str, ...]) -> JetStreamContext.PullSubscription:
         """The durable consumer `<project>-<host>`, made or brought up to date, bound."""
