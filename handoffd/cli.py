@@ -287,11 +287,23 @@ def down(root: str | None) -> None:
 @click.option("--renotify-after", type=click.FloatRange(min=0.1), default=1.0, show_default=True)
 @click.option("--keep", is_flag=True, help="Leave the swarm running to attach and watch.")
 @click.option("--seed", type=int, default=1, show_default=True)
-def demo(rounds: int, miss_rate: float, renotify_after: float, keep: bool, seed: int) -> None:
+@click.option(
+    "--hosts",
+    type=click.IntRange(1, 2),
+    default=1,
+    show_default=True,
+    help="2: the coder and the cleaner on two hosts (two project roots here) over a local "
+    "NATS server the demo starts and stops.",
+)
+def demo(
+    rounds: int, miss_rate: float, renotify_after: float, keep: bool, seed: int, hosts: int
+) -> None:
     """A live two-agent swarm in a throwaway directory, ending with a checked summary."""
     from handoffd import demo as demo_module
 
-    summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed)
+    if hosts > 1 and keep:
+        raise click.UsageError("--keep is for one host; --hosts 2 always takes its swarm down")
+    summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed, hosts=hosts)
     click.echo(demo_module.render(summary))
     raise SystemExit(0 if summary.ok else 1)
 

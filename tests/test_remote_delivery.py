@@ -140,7 +140,8 @@ def test_a_remote_role_without_nats_is_a_config_error_and_its_mail_waits_in_the_
     assert a.names("coder", "failed") == []
     errors = log.named("config_error")
     assert errors and errors[0]["roles"] == ["cleaner"]
-    assert "role 'cleaner' is on another host, but swarmforge.conf has no `nats <url>`" in (
-        errors[0]["error"]
+    assert (
+        "role 'cleaner' is on another host, but swarmforge.conf has no `nats <url>`"
+        in (errors[0]["error"])
     )
     assert [d["reason"] for d in log.named("deferred")] == ["nats: not configured"]

@@ -137,3 +137,47 @@ def last_seen(entries: list[Entry], now: float) -> list[str]:
             when = "never seen" if entry.at is None else f"last seen {ago(now - entry.at)} ago"
             lines.append(f"host {entry.host}: {when}")
     return lines
+
+
+# --- the view: `status --all-hosts` -----------------------------------------------------
+
+COLUMNS = ("STATUS", "HOST", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
+
+
+def gather(root: str, local: dict[str, Role], network: Network) -> tuple[list[dict[str, Any]],
+                                                                          list[str]]:  # fmt: skip
+    """Every host's open cards (this host's read from disk now, the others' from the
+    bucket) and a line per host not seen lately, or one saying the bucket is out of reach."""
+    cards = host_cards(root, local, network.here)
+    now = time.time()
+    try:
+        entries = [e for e in read_all(network) if e.host != network.here]
+    except ConnectionError as error:
+        return cards, [f"other hosts: not shown, NATS cannot be reached ({error})"]
+    for entry in entries:
+        cards += entry.cards
+    return cards, last_seen(entries, now)
+
+
+def render(cards: list[dict[str, Any]], notes: list[str], head: str) -> list[str]:
+    """The cards of every host as an aligned table, a HOST column after STATUS."""
+    from handoffd.board.colour import ago
+    from handoffd.terminal import escape
+
+    lines = [head, *notes]
+    if not cards:
+        return [*lines, "no open cards"]
+    rows = [list(COLUMNS)]
+    for card in cards:
+        age = card.get("age_s")
+        to = ",".join(card.get("to") or [])
+        cells = [card.get("host"), card.get("card"), card.get("from"), to, card.get("priority"),
+                 card.get("type"), card.get("task"), card.get("detail")]  # fmt: skip
+        text = [escape(str(cell)) if cell not in (None, "") else "-" for cell in cells]
+        colour = str(card.get("color") or "-").upper()
+        rows.append([colour, *text[:7], "-" if age is None else ago(float(age)), text[7]])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    for row in rows:
+        padded = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+        lines.append("  ".join([*padded, row[-1]]).rstrip())
+    return lines
