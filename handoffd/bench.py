@@ -620,6 +620,7 @@ def _emit(text: str, figures: dict[str, Any], json_path: str | None, json_only: 
 @click.option("--digest", is_flag=True, help="Only the digest scenario (docs/protocol.md §11).")
 @click.option("--web", is_flag=True, help="Only the web board: its page against status --json.")
 @click.option("--pickup", is_flag=True, help="Only section 3: pickup latency of both writers.")
+@click.option("--hosts", is_flag=True, help="Only two hosts over NATS: cross-host pickup, drain.")
 def main(
     quick: bool,
     directory: str | None,
@@ -630,6 +631,7 @@ def main(
     digest: bool,
     web: bool,
     pickup: bool,
+    hosts: bool,
     **given: Any,
 ) -> None:
     """Measure the disk's limit, drain, pickup latency, start-up, idle cost and growth.
@@ -640,6 +642,16 @@ def main(
         from handoffd.continuity import digest_bench
 
         _emit(*digest_bench.run(quick, directory, keep), json_path, json_only)
+        return
+    if hosts:  # a scenario of its own (docs/protocol.md §15)
+        from handoffd.remote import bench as hosts_bench
+
+        figures = hosts_bench.run(directory, quick)
+        data = json.dumps({"hosts": figures}, sort_keys=True)
+        click.echo(data if json_only else hosts_bench.render(figures))
+        if json_path:
+            with open(json_path, "w", encoding="utf-8") as file:
+                file.write(data + "\n")
         return
     if board or web:  # scenarios of their own: they share no project or figure with the others
         from handoffd.board import benchmark

@@ -143,3 +143,20 @@ def test_pickup_alone_measures_both_writers_and_judges_only_them(tmp_path):
     assert "disk limit" not in result.stdout and "idle" not in result.stdout
     assert result.returncode == (0 if report["all_pass"] else 1), result.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_bench_hosts_measures_cross_host_pickup_beside_local_pickup_and_the_drain() -> None:
+    """`bench --hosts --quick`: two hosts over a local nats-server, every figure present."""
+    import json as jsonlib
+    import os
+    import subprocess
+    import sys
+
+    command = [os.path.join(os.path.dirname(sys.executable), "handoffd"), "bench", "--hosts",
+               "--quick", "--json-only"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    figures = jsonlib.loads(done.stdout)["hosts"]
+    assert figures["cross_host_pickup_ms"]["n"] == 5 and figures["local_pickup_ms"]["n"] == 5
+    assert figures["cross_host_pickup_ms"]["p50"] > 0 and figures["drain_handoffs"] == 20
+    assert figures["drain_per_s"] > 0 and figures["disk_files_per_s"] > 0
