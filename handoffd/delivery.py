@@ -392,6 +392,10 @@ class Courier:
                 now_in_view = [self._reveal(staged, final) for staged, final in entry.copies]
                 if any(now_in_view):
                     landed.append(entry)
+                if entry.unacked and _archived(entry):
+                    # archived only once every remote copy was acknowledged: a crash after the
+                    # archive, before the journal was trimmed, left stale acknowledgements
+                    entry.acked = list(entry.remote)
                 (waiting if entry.unacked else revealed).append(entry)
             except OSError as error:
                 self._stuck(entry, error, now, unfinished)
@@ -534,6 +538,14 @@ def _remote_copies(entry: Entry) -> dict[str, bytes]:
     name = os.path.basename(entry.original)
     handoff = hf.parse(checks.read_entry(entry.original), name)
     return {role: stamped(handoff, role) for role in entry.unacked}
+
+
+def _archived(entry: Entry) -> bool:
+    """Whether the entry's original has left its outbox (it is in sent/ now)."""
+    try:
+        return _identity(entry.original) != entry.identity
+    except FileNotFoundError:
+        return True
 
 
 def _local(entry: Entry) -> list[str]:
