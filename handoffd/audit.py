@@ -9,6 +9,9 @@ scan (`scan.py`), history included, so it is an audit, never a hot path:
   reached nobody;
 - every `.handoff` file in an inbox is a complete handoff, stamped for its recipient;
 - no temp file or journal is left behind.
+
+`audit_hosts` checks the same over a swarm spread across hosts (docs/protocol.md §15):
+every host's own roles, and copies matched across all of them.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from handoffd import durable, journal, scan
+from handoffd import config, durable, journal, scan
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import JOURNAL
@@ -45,6 +48,26 @@ class Report:
 
 def audit(root: str, roles: dict[str, Role]) -> Report:
     report = Report()
+    _gather(root, roles, report)
+    _match(roles, report)
+    return report
+
+
+def audit_hosts(roots: list[str]) -> Report:
+    """The audit of one swarm whose hosts are the project roots `roots` (each read with its
+    own roles.tsv and `.swarmforge/host`): originals and copies of all hosts, matched."""
+    report = Report()
+    everyone: dict[str, Role] = {}
+    for root in roots:
+        here = config.this_host(root)
+        local = {n: r for n, r in config.load_roles(root).items() if config.is_local(r, here)}
+        _gather(root, local, report)
+        everyone.update(local)
+    _match(everyone, report)
+    return report
+
+
+def _gather(root: str, roles: dict[str, Role], report: Report) -> None:
     snapshot = scan.scan(root, roles, once=False)  # at rest, a name in two folders is a bug
     for entry in snapshot.entries(State.ORIGINALS):
         _original(entry, report)
@@ -52,13 +75,11 @@ def audit(root: str, roles: dict[str, Role]) -> Report:
         _copy(entry, report)
     for role in roles.values():
         _temps(role, report)
-    _match(roles, report)
     try:
         if journal.load(os.path.join(root, JOURNAL)) is not None:
-            report.problems.append("a committed delivery journal is left unfinished")
+            report.problems.append(f"a committed delivery journal is left unfinished in {root}")
     except journal.Corrupt as error:
         report.problems.append(f"the delivery journal is corrupt: {error}")
-    return report
 
 
 def _original(entry: scan.Entry, report: Report) -> None:

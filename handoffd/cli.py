@@ -17,6 +17,10 @@ from handoffd import config
 from handoffd.adapters.commands import project_of, root_argument, root_of
 from handoffd.ops.table import BY_NAME
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from handoffd.remote.settings import Network
+
 # commands defined elsewhere, imported on first use: name -> ("module:attribute", help)
 LAZY: dict[str, tuple[str, str]] = {
     "web": ("handoffd.board.web.command:web", "Serve the board in a browser, live."),
@@ -126,8 +130,14 @@ def stop_handoff_daemon(root: str | None) -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="Swarm configuration (default: ROOT/.swarmforge/swarmforge.conf, else the sample).",
 )
+@click.option(
+    "--host",
+    "host",
+    metavar="NAME",
+    help="Name this machine as one of the configuration's hosts (kept in .swarmforge/host).",
+)
 @root_argument
-def init(config_file: str | None, root: str | None) -> None:
+def init(config_file: str | None, host: str | None, root: str | None) -> None:
     """Lay out a project: git worktrees, handoff folders, roles.tsv, tmux socket."""
     from handoffd import project
 
@@ -142,14 +152,46 @@ def init(config_file: str | None, root: str | None) -> None:
             )
             return
         text, source = chosen
-        windows = project.parse(text, source)
-        changes = project.init(base, windows, remember=text)
+        swarm = project.parse_swarm(text, source)
+        here = host if host is not None else config.this_host(base)
+        project.check_hosts(swarm, here, source)
+        changes = project.init(base, swarm.windows, text, here, swarm.hosts)
     except (project.SwarmConfigError, config.ConfigError) as error:
         raise click.ClickException(str(error)) from None
     for change in changes:
         click.echo(f"created {change}")
-    roles = ", ".join(f"{w.role} ({w.mode})" for w in windows)
+    if swarm.urls:
+        from handoffd.remote import settings
+
+        network = settings.from_swarm(swarm, base, here)
+        assert network is not None  # it has servers
+        changes += _prepare_nats(network)
+    roles = ", ".join(f"{w.role} ({w.mode}{'' if w.local(here) else ' on ' + w.host})"
+                      for w in swarm.windows)  # fmt: skip
     click.echo(f"{base}: {roles}" + ("" if changes else " — already up to date"))
+
+
+def _prepare_nats(network: Network) -> list[str]:
+    """The stream and bucket of a swarm over several hosts, made if missing."""
+    try:
+        from handoffd.remote import setup
+    except ImportError as error:
+        raise click.ClickException(
+            f"this swarm uses NATS, whose client is missing ({error.name}): "
+            "pip install 'handoffd[nats]'"
+        ) from None
+    try:
+        prepared = setup.prepare(network)
+    except ConnectionError as error:
+        raise click.ClickException(
+            f"cannot reach the NATS servers {network.describe()} ({error}); start them, or "
+            "fix the `nats` line of swarmforge.conf, then run `handoffd init` again"
+        ) from None
+    for change in prepared.changes:
+        click.echo(f"created {change}")
+    for warning in prepared.warnings:
+        click.echo(warning, err=True)
+    return prepared.changes
 
 
 @main.command()
@@ -245,11 +287,23 @@ def down(root: str | None) -> None:
 @click.option("--renotify-after", type=click.FloatRange(min=0.1), default=1.0, show_default=True)
 @click.option("--keep", is_flag=True, help="Leave the swarm running to attach and watch.")
 @click.option("--seed", type=int, default=1, show_default=True)
-def demo(rounds: int, miss_rate: float, renotify_after: float, keep: bool, seed: int) -> None:
+@click.option(
+    "--hosts",
+    type=click.IntRange(1, 2),
+    default=1,
+    show_default=True,
+    help="2: the coder and the cleaner on two hosts (two project roots here) over a local "
+    "NATS server the demo starts and stops.",
+)
+def demo(
+    rounds: int, miss_rate: float, renotify_after: float, keep: bool, seed: int, hosts: int
+) -> None:
     """A live two-agent swarm in a throwaway directory, ending with a checked summary."""
     from handoffd import demo as demo_module
 
-    summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed)
+    if hosts > 1 and keep:
+        raise click.UsageError("--keep is for one host; --hosts 2 always takes its swarm down")
+    summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed, hosts=hosts)
     click.echo(demo_module.render(summary))
     raise SystemExit(0 if summary.ok else 1)
 

@@ -15,7 +15,13 @@ from handoffd import safeio
 SWARMFORGE = ".swarmforge"
 ROLES_FILE = os.path.join(SWARMFORGE, "roles.tsv")
 ROLES_LIMIT = 1024 * 1024  # bytes: thousands of roles; never read more of roles.tsv
+HOST_FILE = os.path.join(SWARMFORGE, "host")
 RECEIVE_MODES = ("task", "batch")
+# The first line `init` writes: column 8 is the role's host and the agent arguments are
+# column 9 on.  A roles.tsv without it comes from before hosts (column 8 held the agent
+# arguments) and must not be read as if column 8 named a host.
+FORMAT = "#handoffd-roles 2"
+HOSTS = " hosts="
 # Said after every roles.tsv error: a person must know how to get back to a working swarm.
 REPAIR = (
     "\nRepair roles.tsv by hand, or regenerate it from the swarm configuration with "
@@ -55,7 +61,8 @@ class Role:
     """One row of roles.tsv."""
 
     __slots__ = (
-        "agent", "agent_args", "display", "mode", "name", "session", "worktree", "worktree_name",
+        "agent", "agent_args", "display", "host", "mode", "name", "session", "worktree",
+        "worktree_name",
     )  # fmt: skip
 
     def __init__(
@@ -68,6 +75,7 @@ class Role:
         agent: str = "",
         mode: str = "task",
         agent_args: str = "",
+        host: str = "",
     ) -> None:
         self.name = name
         self.worktree_name = worktree_name
@@ -76,7 +84,8 @@ class Role:
         self.display = display
         self.agent = agent
         self.mode = mode
-        self.agent_args = agent_args  # handoffd's 8th column: shell words for the agent
+        self.agent_args = agent_args  # handoffd's 9th column on: shell words for the agent
+        self.host = host  # column 8: the host the role lives on; empty: this host
 
     @property
     def handoffs(self) -> str:
@@ -100,12 +109,17 @@ def parse_roles(text: str, source: str) -> dict[str, Role]:
     """Parse roles.tsv text into roles by name, in file order."""
     roles: dict[str, Role] = {}
     owners: dict[str, str] = {}
-    for number, line in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    hosts = _declared_hosts(lines[0].rstrip("\r"))
+    for number, line in enumerate(lines, start=1):
         if not line.strip() or line.startswith("#"):
             continue
-        role = _parse_row(line.rstrip("\r").split("\t"), f"{source}:{number}")
+        role = _parse_row(line.rstrip("\r").split("\t"), f"{source}:{number}", hosts)
         if role.name in roles:
             raise ConfigError(f"{source}:{number}: role '{role.name}' is listed twice")
+        if role.host:  # a remote role's worktree is a placeholder, never used here
+            roles[role.name] = role
+            continue
         worktree = os.path.normpath(role.worktree)
         if worktree in owners:
             raise ConfigError(
@@ -117,22 +131,47 @@ def parse_roles(text: str, source: str) -> dict[str, Role]:
     return roles
 
 
-def _parse_row(fields: list[str], where: str) -> Role:
+def _declared_hosts(first: str) -> tuple[str, ...] | None:
+    """The hosts the format line declares; None for a roles.tsv without it (one written
+    before hosts, or by another tool)."""
+    if not first.startswith(FORMAT):
+        return None
+    _, sep, names = first.partition(HOSTS)
+    return tuple(name for name in names.split(",") if name) if sep else ()
+
+
+def _parse_row(fields: list[str], where: str, hosts: tuple[str, ...] | None) -> Role:
     if len(fields) < 3:
         raise ConfigError(
             f"{where}: expected TAB-separated role, worktree-name, worktree-path "
-            f"[, session, display, agent, receive-mode]; got {len(fields)} field(s)"
+            f"[, session, display, agent, receive-mode, host, agent arguments]; "
+            f"got {len(fields)} field(s)"
         )
-    fields = [*fields[:8], *[""] * (8 - min(len(fields), 8))]
-    name, worktree_name, worktree, session, display, agent, mode, agent_args = fields
+    padded = [*fields[:8], *[""] * (8 - min(len(fields), 8))]
+    name, worktree_name, worktree, session, display, agent, mode, host = padded
+    agent_args = " ".join(field for field in fields[8:] if field)
     if not valid_role_name(name):
         raise ConfigError(
             f"{where}: invalid role name {name!r}: use letters, digits and '-' "
             "(no '_', '.' or '/'), starting with a letter or digit"
         )
+    if host and hosts is None:
+        raise ConfigError(
+            f"{where}: column 8 of role '{name}' holds {host!r}, but this roles.tsv was "
+            "written before column 8 named the role's host (agent arguments are now column 9 "
+            "on); run `handoffd init` to rewrite it"
+        )
+    if host and host not in (hosts or ()):
+        declared = ", ".join(hosts or ()) or "none"
+        raise ConfigError(
+            f"{where}: role '{name}' is on host {host!r}, which swarmforge.conf does not "
+            f"declare (declared: {declared}); fix its `host` lines and run `handoffd init`"
+        )
     if not os.path.isabs(worktree):
         raise ConfigError(f"{where}: worktree path of role '{name}' must be absolute: {worktree!r}")
-    return Role(name, worktree_name, worktree, session, display, agent, mode or "task", agent_args)
+    return Role(
+        name, worktree_name, worktree, session, display, agent, mode or "task", agent_args, host
+    )
 
 
 def load_roles(root: str) -> dict[str, Role]:
@@ -150,6 +189,23 @@ def load_roles(root: str) -> dict[str, Role]:
         return parse_roles(text, path)
     except ConfigError as error:
         raise ConfigError(f"{error}{REPAIR}") from None
+
+
+def this_host(root: str) -> str:
+    """This machine's host name, from `.swarmforge/host` (one line, never committed);
+    empty when the file is absent: a project on one machine needs none."""
+    try:
+        with open(os.path.join(root, HOST_FILE), encoding="utf-8") as file:
+            return file.readline().strip()
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {os.path.join(root, HOST_FILE)}: {error}") from None
+
+
+def is_local(role: Role, here: str) -> bool:
+    """Whether `role` lives on this host (`here`, as `.swarmforge/host` names it)."""
+    return not role.host or role.host == here
 
 
 def find_root(cwd: str | None = None) -> str:

@@ -29,6 +29,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
+    from handoffd.remote.bridge import Bridge
+
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
 IN_FLIGHT = 1.0  # seconds a stopping daemon lets a wake-up being typed finish
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
@@ -119,6 +121,7 @@ class Daemon:
         self.stopping = False
         self.hangup = False
         self.watcher: Watcher | None = None
+        self.bridge: Bridge | None = None  # the NATS side of a swarm over several hosts
         self._next_rescan = 0.0
         self._stop_file = daemon_path(root, "stop")
 
@@ -128,6 +131,7 @@ class Daemon:
         """Recover from any crash, then start watching; the daemon is ready after this."""
         self._take_stop_file()  # left by an earlier stop: not meant for us
         roles, _ = self.roles.get()
+        self._connect()
         self._make_dirs(roles)
         self.courier.recover(roles)
         if watch:
@@ -135,12 +139,37 @@ class Daemon:
             self.courier.arrivals = self.watcher  # a file renamed in is taken at once
             self._rearm(roles)
 
+    def _connect(self) -> None:
+        """With `nats` in swarmforge.conf, start the link to the other hosts (docs/protocol.md
+        §15); a project without it never imports the NATS client."""
+        from handoffd.remote import settings
+
+        try:
+            self.courier.here = config.this_host(self.root)
+            network = settings.load(self.root)
+        except config.ConfigError as error:
+            self.log.error("config_error", error=str(error))
+            return
+        if network is None:
+            return
+        try:
+            from handoffd.remote.bridge import Bridge
+        except ImportError as error:
+            missing = f"the NATS client is missing ({error.name}): pip install 'handoffd[nats]'"
+            self.log.error("config_error", error=f"swarmforge.conf names NATS servers; {missing}")
+            return
+        self.bridge = Bridge(self.root, network, self.log, self.poke.set)
+        self.courier.outgoing = self.bridge.outgoing
+        self.bridge.start()
+
     def close(self, drain: float = 0.0) -> None:
         if drain:
             self.waker.drain(drain)
         self.waker.close(wait=IN_FLIGHT)
         if self.watcher:
             self.watcher.stop()
+        if self.bridge is not None:
+            self.bridge.close()
 
     def request_stop(self, *_: object) -> None:
         """Signal handler: finish the pass in flight, then leave."""
@@ -184,12 +213,20 @@ class Daemon:
         while not self.stopping:
             if not self.courier.backlog:
                 due = self.courier.next_settled()
+                if self._publishing() and time.monotonic() < deadline:
+                    due = time.monotonic() + RESCAN  # woken by the stream's answer
                 if due is None or due > deadline:
                     break
                 self.poke.wait(max(0.0, due - time.monotonic()))
+            self.poke.clear()  # before the pass: an answer during it wakes the next wait
             self.guarded_step(time.monotonic())
         for path in self.courier.settling:
             self.log.warning("left_unsettled", file=path, waited=settle_limit)
+
+    def _publishing(self) -> bool:
+        """Copies for other hosts handed to the stream and not yet answered."""
+        outgoing = self.courier.outgoing
+        return outgoing is not None and outgoing.pending() > 0
 
     def guarded_step(self, now: float) -> bool:
         """A pass whose unexpected failure is logged, never fatal: the next pass retries."""
@@ -224,11 +261,19 @@ class Daemon:
         if rescan and self.lock is not None:
             self._restore_daemon_files()
         got_mail = self.courier.deliver(roles, now)
+        local = self.courier.local(roles)
+        if self.bridge is not None:
+            got_mail |= self.bridge.incoming.receive(local)
         self._wake(got_mail, roles, now)
+        if self.bridge is not None:
+            self.bridge.incoming.acknowledge()  # only now: each copy is written, its role woken
         self._wake_refused(self.courier.refused_senders, roles)
         if rescan:
             self._next_rescan = now + self.rescan_every
-            self._renotify(roles, now)
+            self._renotify(local, now)
+            if self.bridge is not None:
+                self.bridge.follow(local)
+                self.bridge.board.tick(local, now)
 
     def _restore_daemon_files(self) -> None:
         """Put back the pid file and the log if someone removed `daemon/` (the journal is
@@ -321,9 +366,9 @@ class Daemon:
             self.waker.wake([(name, roles[name].session)], text)
 
     def _make_dirs(self, roles: dict[str, Role]) -> None:
-        """Create each role's handoff folders, for roles whose worktree exists; durably,
-        since helpers and later passes rely on them (and on what they later hold)."""
-        for role in roles.values():
+        """Create each local role's handoff folders, for roles whose worktree exists;
+        durably, since helpers and later passes rely on them (and on what they later hold)."""
+        for role in self.courier.local(roles).values():
             try:
                 if os.path.isdir(role.worktree):
                     for box in HANDOFF_DIRS:
@@ -337,7 +382,7 @@ class Daemon:
             return
         swarmforge = os.path.join(self.root, config.SWARMFORGE)
         directories = [swarmforge, os.path.join(swarmforge, "daemon")]
-        for role in roles.values():
+        for role in self.courier.local(roles).values():
             if Box.OUTBOX not in self.courier.linked.get(role.name, {}):
                 directories.append(role.path(Box.OUTBOX))  # a linked one is not taken from
         try:

@@ -16,6 +16,10 @@ leaves the original in its outbox and retries it later with backoff.
 Publishing goes entry by entry: an entry that cannot be finished (its sender's
 `sent/` became a plain file, say) stays alone in the journal and is retried with
 backoff, while every other entry of the pass, and every later pass, goes on.
+
+A recipient on another host (docs/protocol.md §15) gets its copy through the NATS stream
+(`remote/outgoing.py`): the entry stays in the journal, its local copies published, until
+the stream acknowledged every remote copy; only then is the original archived.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
 
     from structlog.typing import FilteringBoundLogger
 
+    from handoffd.remote.outgoing import Outgoing
     from handoffd.watch import Watcher
 
 JOURNAL = os.path.join(SWARMFORGE, "daemon", "handoffd.journal")
@@ -84,6 +89,9 @@ class Courier:
         self.arrivals: Watcher | None = None  # how outbox files arrived, from their events
         self._unsure: dict[str, os.stat_result] = {}  # taken as links: confirmed by a sync
         self.linked: dict[str, dict[str, str]] = {}  # role -> {box behind a link: the link}
+        self.here = ""  # this host (`.swarmforge/host`); roles elsewhere are remote
+        self.outgoing: Outgoing | None = None  # the NATS side, when the project has one
+        self._written: object = None  # what the journal on disk lists: rewrite only a change
 
     # --- passes ---------------------------------------------------------------------
 
@@ -94,14 +102,19 @@ class Courier:
         senders' queueing temps (under their own lock, see `outbox.sweep`)."""
         self.finish_journal(roles)
         self.survey(roles)
-        for role in roles.values():
+        local = self.local(roles)
+        for role in local.values():
             for box in (Box.NEW, Box.FAILED):
                 if box not in self.linked.get(role.name, {}):  # never delete through a link
                     self._sweep(role.path(box))
         own = tuple(f".{os.path.basename(n)}." for n in (self.journal, lifecycle.PID_FILE))
         self._sweep(os.path.dirname(self.journal), own)
-        for role in roles.values():
+        for role in local.values():
             outbox.sweep(role.handoffs)  # a sender killed mid-queue, if it never sends again
+
+    def local(self, roles: dict[str, Role]) -> dict[str, Role]:
+        """The roles of this host: the only ones whose folders are here."""
+        return {name: role for name, role in roles.items() if config.is_local(role, self.here)}
 
     def _sweep(self, folder: str, prefixes: tuple[str, ...] = ("",)) -> None:
         """Remove the temp files in `folder` (those whose name starts with one of
@@ -136,6 +149,7 @@ class Courier:
             os.rename(self.journal, os.path.join(os.path.dirname(self.journal), aside))
             self.log.error("journal_corrupt", error=str(error), kept_as=aside)
             return []
+        self._written = _signature(entries or [])
         return entries or []
 
     def deliver(self, roles: dict[str, Role], now: float) -> set[str]:
@@ -143,7 +157,9 @@ class Courier:
         self.refused_senders = set()
         self.survey(roles)
         pending = self._pending(roles)
-        due = [e for e in pending if self._due(e.original, now)]
+        answered = self._answered(pending, now)
+        due = [e for e in pending if e in answered or (self._due(e.original, now)
+                                                       and not self._flying(e))]  # fmt: skip
         busy = {e.original for e in pending}  # journalled: never staged a second time
         staged = (
             self._stage(role, path, roles, now) for role, path in self._ready(roles, now, busy)
@@ -158,9 +174,68 @@ class Courier:
         for entry in landed:
             self.log.info(
                 "delivered", file=os.path.basename(entry.original), sender=entry.sender,
-                recipients=entry.recipients,
+                recipients=_local(entry),
             )  # fmt: skip
-        return {name for entry in landed for name in entry.recipients}
+        return {name for entry in landed for name in _local(entry)}
+
+    # --- copies for other hosts (docs/protocol.md §15) ----------------------------------
+
+    def _flying(self, entry: Entry) -> bool:
+        return self.outgoing is not None and self.outgoing.in_flight(entry)
+
+    def _answered(self, pending: list[Entry], now: float) -> list[Entry]:
+        """The journalled entries whose remote copies the stream answered since the last
+        pass (each acknowledgement logged as a delivery); after a reconnection, every entry
+        still waiting is due at once rather than at its backoff."""
+        if self.outgoing is None:
+            return []
+        if self.outgoing.reconnected():
+            for entry in pending:
+                if entry.unacked:
+                    self.retries.pop(entry.original, None)
+        answered = []
+        for entry in pending:
+            acked, error = self.outgoing.collect(entry)
+            if acked:
+                self.log.info("delivered", file=os.path.basename(entry.original),
+                              sender=entry.sender, recipients=acked, remote=True)  # fmt: skip
+            if error is not None:
+                self._postpone(entry.original, error, now)
+            if acked or error is not None:
+                answered.append(entry)
+        return answered
+
+    def _send_remote(self, entry: Entry, now: float) -> None:
+        """Hand the entry's unacknowledged remote copies to the stream, or defer them."""
+        if self._flying(entry) or not self._due(entry.original, now):
+            return
+        if self.outgoing is None:
+            self._unreachable(entry.original, entry.unacked, now)
+            return
+        try:
+            copies = _remote_copies(entry)
+        except (OSError, checks.Refused, hf.HandoffError) as error:
+            self._postpone(entry.original, f"cannot read the original again: {error}", now)
+            return
+        reason = self.outgoing.send(entry, copies)
+        if reason is not None:
+            self._postpone(entry.original, reason, now)
+
+    def _unreachable(self, path: str, remote: list[str], now: float) -> None:
+        """A recipient on another host and no NATS configured: a configuration error,
+        said by name; the original waits in its outbox (deferred), never failed."""
+        self.log.error(
+            "config_error", file=os.path.basename(path), roles=remote,
+            error=f"role '{remote[0]}' is on another host, but swarmforge.conf has no "
+            "`nats <url>` line to reach it; add one (and `project <name>`), then run "
+            "`handoffd init`",
+        )  # fmt: skip
+        self._postpone(path, "nats: not configured", now)
+
+    def _postpone(self, path: str, reason: str, now: float) -> None:
+        delay = self._backoff(path, now)
+        self.log.warning("deferred", file=os.path.basename(path), reason=reason,
+                         attempt=self.retries[path].attempts, retry_in=delay)  # fmt: skip
 
     def survey(self, roles: dict[str, Role]) -> None:
         """Note which folders of each role lie behind a symbolic link, logging each link
@@ -203,7 +278,7 @@ class Courier:
         """Outbox entries due for a try: every outbox in turn, each in queue (filename)
         order, so one sender's flood never starves the others; sorted by name."""
         queues, present, listed = [], set(), time.monotonic()
-        for role in roles.values():
+        for role in self.local(roles).values():
             if any(box in self.linked.get(role.name, {}) for box in SENDING):
                 continue  # its originals wait where they are (see `survey`)
             try:
@@ -292,15 +367,22 @@ class Courier:
             return None
         if any(Box.NEW in self.linked.get(name, {}) for name in recipients):
             return None  # held in the outbox, every copy or none (see `survey`)
+        here = self.local(roles)
+        remote = [name for name in recipients if name not in here]
+        if remote and self.outgoing is None:
+            self._unreachable(path, remote, now)
+            return None
         copies: list[tuple[str, str]] = []
         try:
             for recipient in recipients:
-                copies.append(_stage_copy(handoff, roles[recipient], name))
+                if recipient in here:
+                    copies.append(_stage_copy(handoff, roles[recipient], name))
         except OSError as error:
             _unstage(copies)
             self._defer(path, error, now, sender)
             return None
-        return Entry(sender.name, path, identity, sender.path(Box.SENT), copies, recipients)
+        return Entry(sender.name, path, identity, sender.path(Box.SENT), copies, recipients,
+                     remote)  # fmt: skip
 
     def _inspect(
         self, data: bytes, name: str, sender: Role, roles: dict[str, Role]
@@ -324,6 +406,7 @@ class Courier:
         try:
             _sync(_parents(staged for e in entries for staged, _ in e.copies))
             journal.commit(self.journal, [*(keep or []), *entries], atomic=bool(keep))
+            self._written = _signature([*(keep or []), *entries])
         except OSError as error:
             for entry in entries:
                 _unstage(entry.copies)
@@ -339,15 +422,23 @@ class Courier:
         landed: list[Entry] = []
         unfinished: list[Entry] = []
         revealed: list[Entry] = []
+        waiting: list[Entry] = []  # remote copies not all acknowledged: not archived yet
         for entry in entries:
             try:
                 now_in_view = [self._reveal(staged, final) for staged, final in entry.copies]
                 if any(now_in_view):
                     landed.append(entry)
-                revealed.append(entry)
+                if entry.unacked and _archived(entry):
+                    # archived only once every remote copy was acknowledged: a crash after the
+                    # archive, before the journal was trimmed, left stale acknowledgements
+                    entry.acked = list(entry.remote)
+                (waiting if entry.unacked else revealed).append(entry)
             except OSError as error:
                 self._stuck(entry, error, now, unfinished)
-        unsynced = _sync(_parents(final for e in revealed for _, final in e.copies))
+        unsynced = _sync(_parents(final for e in revealed + waiting for _, final in e.copies))
+        for entry in waiting:
+            self._send_remote(entry, now)
+            unfinished.append(entry)
         archived = []
         for entry in revealed:
             try:
@@ -372,9 +463,13 @@ class Courier:
         list, whose finished entries replay as no-ops."""
         if not remaining:
             journal.clear(self.journal)
+            self._written = _signature([])
             return
+        if _signature(remaining) == self._written:
+            return  # entries waiting on the stream: the journal already says just this
         try:
             journal.commit(self.journal, remaining, atomic=True)
+            self._written = _signature(remaining)
         except OSError as error:
             self.log.warning("journal_not_rewritten", error=str(error))
 
@@ -466,14 +561,16 @@ def _check_paths(path: str, entries: list[Entry], roles: dict[str, Role]) -> Non
 
 def _path_problem(entry: Entry, roles: dict[str, Role]) -> str | None:
     sender = roles.get(entry.sender)
-    if sender is None or len(entry.copies) != len(entry.recipients):
+    here = [r for r in entry.recipients if r not in entry.remote]  # others' copies: no path
+    known = all(r in roles for r in entry.recipients)
+    if sender is None or not known or len(entry.copies) != len(here):
         return "names a role roles.tsv does not know, or copies that are not its recipients'"
     name = os.path.basename(entry.original)
     if not _in(entry.original, sender.path(Box.OUTBOX)) or name in ("", ".", ".."):
         return "is not in its sender's outbox"
     if os.path.normpath(entry.sent) != os.path.normpath(sender.path(Box.SENT)):
         return "is not archived into its sender's sent/"
-    for (staged, final), recipient in zip(entry.copies, entry.recipients, strict=True):
+    for (staged, final), recipient in zip(entry.copies, here, strict=True):
         role = roles.get(recipient)
         new = role.path(Box.NEW) if role else ""
         hidden = os.path.basename(staged).startswith(".") and staged.endswith(".tmp")
@@ -504,12 +601,43 @@ def _stage_copy(handoff: hf.Handoff, recipient: Role, name: str) -> tuple[str, s
     if not os.path.isdir(recipient.worktree):
         raise FileNotFoundError(errno.ENOENT, "recipient worktree is missing", recipient.worktree)
     durable.makedirs(new)  # a copy in a folder a power cut forgets would be lost with it
-    copy = hf.Handoff(list(handoff.headers), handoff.body)
-    copy.set("recipient", recipient.name)
-    copy.set("enqueued_at", hf.iso_now())
     staged = durable.temp_name(new, name)
-    durable.create(staged, copy.render())
+    durable.create(staged, stamped(handoff, recipient.name))
     return staged, os.path.join(new, name)
+
+
+def stamped(handoff: hf.Handoff, recipient: str) -> bytes:
+    """The bytes of `recipient`'s copy: the original with `recipient` and `enqueued_at`."""
+    copy = hf.Handoff(list(handoff.headers), handoff.body)
+    copy.set("recipient", recipient)
+    copy.set("enqueued_at", hf.iso_now())
+    return copy.render()
+
+
+def _remote_copies(entry: Entry) -> dict[str, bytes]:
+    """The stamped copies of the entry's unacknowledged remote recipients, made from the
+    original still in its outbox (it is archived only once they are acknowledged)."""
+    if _identity(entry.original) != entry.identity:
+        raise FileNotFoundError(errno.ENOENT, "the original was replaced", entry.original)
+    name = os.path.basename(entry.original)
+    handoff = hf.parse(checks.read_entry(entry.original), name)
+    return {role: stamped(handoff, role) for role in entry.unacked}
+
+
+def _archived(entry: Entry) -> bool:
+    """Whether the entry's original has left its outbox (it is in sent/ now)."""
+    try:
+        return _identity(entry.original) != entry.identity
+    except FileNotFoundError:
+        return True
+
+
+def _local(entry: Entry) -> list[str]:
+    return [name for name in entry.recipients if name not in entry.remote]
+
+
+def _signature(entries: list[Entry]) -> object:
+    return [(e.original, tuple(e.acked)) for e in entries]
 
 
 def _unstage(copies: list[tuple[str, str]]) -> None:

@@ -53,6 +53,16 @@ def configuration(rounds: int, miss_rate: float, seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def across_hosts(text: str, url: str) -> str:
+    """The demo configuration spread over two hosts: the coder on `a`, the cleaner on `b`,
+    through the NATS server at `url` (docs/protocol.md §15)."""
+    lines = text.splitlines()
+    coder = [line for line in lines if line.startswith("window coder ")]
+    cleaner = [line for line in lines if line.startswith("window cleaner ")]
+    head = [f"project demo{os.getpid()}", f"nats {url}"]
+    return "\n".join([*head, "host a", *coder, "host b", *cleaner]) + "\n"
+
+
 def run(
     rounds: int = 20,
     miss_rate: float = 0.0,
@@ -61,8 +71,11 @@ def run(
     seed: int = 1,
     timeout: float | None = None,
     say: Callable[[str], None] = print,
+    hosts: int = 1,
 ) -> Summary:
     """Run the demo; the caller decides what a failed invariant means for its exit code."""
+    if hosts > 1:
+        return run_hosts(rounds, miss_rate, renotify_after, seed, timeout, say)
     base = tempfile.mkdtemp(prefix="handoffd-demo-")
     root = os.path.join(base, "project")
     limit = timeout or 60 + rounds * (3 + 20 * miss_rate)
@@ -88,6 +101,73 @@ def run(
     return summary
 
 
+def run_hosts(
+    rounds: int,
+    miss_rate: float,
+    renotify_after: float,
+    seed: int,
+    timeout: float | None,
+    say: Callable[[str], None],
+) -> Summary:
+    """`demo --hosts 2`: two project roots on this machine as hosts a and b, and a local
+    NATS server (sync_interval always) started and stopped here."""
+    from handoffd.remote import server, settings, setup
+
+    base = tempfile.mkdtemp(prefix="handoffd-demo-", dir="/tmp")
+    roots = {name: os.path.join(base, name) for name in "ab"}
+    nats = server.Server(os.path.join(base, "nats"))
+    limit = timeout or 60 + rounds * (3 + 20 * miss_rate)
+    started = time.monotonic()
+    try:
+        nats.start()
+        server.wait_jetstream(nats.url)
+        say(f"nats-server {nats.url} (data in {nats.store}, sync_interval always)")
+        text = across_hosts(configuration(rounds, miss_rate, seed), nats.url)
+        swarm_conf = project.parse_swarm(text, "demo configuration")
+        for name, root in roots.items():
+            project.init(root, swarm_conf.windows, text, name, swarm_conf.hosts)
+        network = settings.load(roots["a"])
+        assert network is not None
+        setup.prepare(network)
+        for name, root in roots.items():
+            socket, sessions = swarm.up(
+                root, daemon_args=("--renotify-after", str(renotify_after)),
+                tmux_config=os.devnull,
+            )  # fmt: skip
+            say(f"host {name} up in {root}: sessions {', '.join(sessions)} on {socket}")
+        returned = _watch(roots["a"], rounds, started + limit, say)
+        for root in roots.values():
+            _settle(root, started + limit)
+        summary = _summarise_hosts(list(roots.values()), rounds, returned, started)
+    finally:
+        for root in roots.values():
+            if os.path.isdir(os.path.join(root, config.SWARMFORGE)):
+                swarm.down(root)
+        nats.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    return summary
+
+
+def _summarise_hosts(roots: list[str], rounds: int, returned: int, started: float) -> Summary:
+    report = audit.audit_hosts(roots)
+    problems = list(report.problems)
+    failed = report.count(Box.FAILED)
+    if failed:
+        problems.append(f"{failed} handoff(s) in failed/")
+    events = [event for root in roots for event in _log_events(root)]
+    latencies: list[float] = []
+    for root in roots:
+        here = config.this_host(root)
+        local = {n: r for n, r in config.load_roles(root).items() if config.is_local(r, here)}
+        latencies += _pickup_latencies(local)
+    return Summary(
+        rounds=rounds, returned=returned, delivered=report.count(Box.SENT),
+        wakeups=events.count("wake"), renotifies=events.count("renotify"),
+        wake_failures=events.count("wake_failed"), latencies_ms=sorted(latencies),
+        problems=problems, seconds=time.monotonic() - started,
+    )  # fmt: skip
+
+
 def _watch(root: str, rounds: int, deadline: float, say: Callable[[str], None]) -> int:
     """Print each round trip as the coder completes the cleaner's reply; returns how many."""
     coder = config.load_roles(root)["coder"]
@@ -105,7 +185,8 @@ def _watch(root: str, rounds: int, deadline: float, say: Callable[[str], None]) 
 
 def _settle(root: str, deadline: float) -> None:
     """Wait until nothing is queued or in flight anywhere, so the audit sees a queue at rest."""
-    roles = config.load_roles(root).values()
+    here = config.this_host(root)
+    roles = [r for r in config.load_roles(root).values() if config.is_local(r, here)]
     states = (State.OUTBOX, State.NEW, State.IN_PROCESS)
     while time.monotonic() < deadline:
         if not any(scan.listing(role, states) for role in roles):

@@ -40,7 +40,16 @@ class Corrupt(Exception):
 class Entry:
     """One original in a pass: its staged copies and where it is archived."""
 
-    __slots__ = ("copies", "identity", "original", "recipients", "sender", "sent")
+    __slots__ = (
+        "acked",
+        "copies",
+        "identity",
+        "original",
+        "recipients",
+        "remote",
+        "sender",
+        "sent",
+    )
 
     def __init__(
         self,
@@ -50,6 +59,8 @@ class Entry:
         sent: str,
         copies: list[tuple[str, str]],
         recipients: list[str],
+        remote: list[str] | None = None,
+        acked: list[str] | None = None,
     ) -> None:
         self.sender = sender
         self.original = original
@@ -57,6 +68,16 @@ class Entry:
         self.sent = sent
         self.copies = copies  # (staged temp path, final path in new/)
         self.recipients = recipients
+        # Recipients on other hosts (docs/protocol.md §15): their copies go to the NATS
+        # stream, and the original stays in its outbox until the stream acknowledged each
+        # of them (`acked`); meanwhile the entry stays here and its local copies, already
+        # published, replay as no-ops.
+        self.remote = remote or []
+        self.acked = acked or []
+
+    @property
+    def unacked(self) -> list[str]:
+        return [role for role in self.remote if role not in self.acked]
 
     def to_json(self, token: str) -> str:
         return json.dumps(
@@ -68,6 +89,8 @@ class Entry:
                 "sent": self.sent,
                 "copies": [list(copy) for copy in self.copies],
                 "recipients": self.recipients,
+                "remote": self.remote,
+                "acked": self.acked,
             }
         )
 
@@ -84,6 +107,8 @@ class Entry:
             data["sent"],
             [(staged, final) for staged, final in data["copies"]],
             data["recipients"],
+            data.get("remote", []),  # a journal from before hosts has none
+            data.get("acked", []),
         )
 
 

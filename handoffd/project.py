@@ -4,6 +4,10 @@ A swarm configuration has one role per line:
 
     window <role> <agent> <worktree> [task|batch] [extra agent arguments...]
 
+and, for a swarm over several machines (docs/protocol.md §15), `project <name>`,
+`nats <url>[,<url>...]`, `nats-creds <file>`, `nats-tls-ca <file>` and `host <name>`
+lines: every `window` after a `host` line lives on that host.
+
 `init` turns it into the layout docs/protocol.md §1 describes.  It is idempotent: what
 exists and is right is left alone, so running it twice changes nothing, and it keeps
 the configuration it was given in .swarmforge/swarmforge.conf.
@@ -29,7 +33,12 @@ _NOT_IN_BRANCH = frozenset(" ~^:?*[\\")
 BOXES = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 # Runtime state, never committed; every worktree writes its own live file HANDOFF.md.
 EXCLUDES = (".worktrees/", ".swarmforge/roles.tsv", ".swarmforge/tmux-socket",
-            ".swarmforge/daemon/", ".swarmforge/handoffs/", ".swarmforge/HANDOFF.md")  # fmt: skip
+            ".swarmforge/daemon/", ".swarmforge/handoffs/", ".swarmforge/HANDOFF.md",
+            ".swarmforge/host")  # fmt: skip
+# Where a remote role's worktree column points: a path under the project that nothing
+# here ever creates or reads (the role's real worktree is on its own host).
+REMOTE = os.path.join(config.SWARMFORGE, "remote")
+SETTINGS = ("project", "nats", "nats-creds", "nats-tls-ca")
 
 
 class SwarmConfigError(Exception):
@@ -45,11 +54,31 @@ class Window:
     worktree: str
     mode: str = "task"
     args: tuple[str, ...] = field(default=())
+    host: str = ""  # the `host` line above it; empty: before any, this host
 
     def worktree_path(self, root: str) -> str:
         if self.worktree == MAIN_WORKTREE:
             return root
         return os.path.join(root, ".worktrees", self.worktree)
+
+    def local(self, here: str) -> bool:
+        return not self.host or self.host == here
+
+
+@dataclass
+class Swarm:
+    """A whole swarm configuration: its roles, and how its hosts reach each other."""
+
+    windows: list[Window]
+    hosts: list[str] = field(default_factory=list)  # declared by `host` lines, in order
+    settings: dict[str, str] = field(default_factory=dict)  # project, nats, nats-creds…
+
+    @property
+    def urls(self) -> list[str]:
+        return [url for url in self.settings.get("nats", "").split(",") if url]
+
+    def remote_windows(self, here: str) -> list[Window]:
+        return [window for window in self.windows if not window.local(here)]
 
 
 def sample_text() -> str:
@@ -58,8 +87,14 @@ def sample_text() -> str:
 
 
 def parse(text: str, source: str) -> list[Window]:
-    """Parse and validate a swarm configuration; every error names its line."""
-    windows: list[Window] = []
+    """Parse and validate a swarm configuration's roles; every error names its line."""
+    return parse_swarm(text, source).windows
+
+
+def parse_swarm(text: str, source: str) -> Swarm:
+    """Parse and validate a whole swarm configuration; every error names its line."""
+    swarm = Swarm([])
+    host = ""
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -68,15 +103,65 @@ def parse(text: str, source: str) -> list[Window]:
             words = shlex.split(line, comments=True)  # a trailing `# note` is not an argument
         except ValueError as error:
             raise SwarmConfigError(f"{where}: {error}") from None
-        window = _window(words, where)
-        _check_unique(window, windows, where)
-        windows.append(window)
-    if not windows:
+        if words and words[0] == "host":
+            host = _host_line(words, swarm, where)
+        elif words and words[0] in SETTINGS:
+            _setting(words, swarm, where)
+        else:
+            window = _window(words, where, host)
+            _check_unique(window, swarm.windows, where)
+            swarm.windows.append(window)
+    if not swarm.windows:
         raise SwarmConfigError(f"{source}: no roles; add lines 'window <role> <agent> <worktree>'")
-    return windows
+    if swarm.urls and "project" not in swarm.settings:
+        raise SwarmConfigError(
+            f"{source}: a `nats` line needs a `project <name>` line: the stream and subjects "
+            "the hosts share are named after the project"
+        )
+    return swarm
 
 
-def _window(words: list[str], where: str) -> Window:
+def valid_name(name: str) -> bool:
+    """A project or host name: it becomes part of NATS subjects, a stream, a bucket and a
+    consumer's name, which allow letters, digits, '-' and '_' (never '.', '*' or '>')."""
+    return config.valid_role_name(name.replace("_", "-"))
+
+
+def _host_line(words: list[str], swarm: Swarm, where: str) -> str:
+    if len(words) != 2 or not valid_name(words[1]):
+        raise SwarmConfigError(
+            f"{where}: expected 'host <name>' (letters, digits, '-' and '_'); got "
+            f"{' '.join(words)!r}"
+        )
+    if words[1] in swarm.hosts:
+        raise SwarmConfigError(f"{where}: host '{words[1]}' is declared twice")
+    swarm.hosts.append(words[1])
+    return words[1]
+
+
+def _setting(words: list[str], swarm: Swarm, where: str) -> None:
+    key = words[0]
+    if len(words) != 2:
+        shape = "<url>[,<url>...]" if key == "nats" else "<file>" if "-" in key else "<name>"
+        raise SwarmConfigError(f"{where}: expected '{key} {shape}' (one word)")
+    if key in swarm.settings:
+        raise SwarmConfigError(f"{where}: '{key}' is given twice")
+    value = words[1]
+    if key == "project" and not valid_name(value):
+        raise SwarmConfigError(
+            f"{where}: project name '{value}' must be letters, digits, '-' and '_' (it names "
+            "NATS subjects, the stream and the bucket)"
+        )
+    if key == "nats":
+        for url in value.split(","):
+            if "://" not in url:
+                raise SwarmConfigError(
+                    f"{where}: '{url}' is not a NATS server URL (nats://host:port)"
+                )
+    swarm.settings[key] = value
+
+
+def _window(words: list[str], where: str, host: str = "") -> Window:
     if len(words) < 4 or words[0] != "window":
         raise SwarmConfigError(
             f"{where}: expected 'window <role> <agent> <worktree> [task|batch] [agent args...]'"
@@ -99,7 +184,7 @@ def _window(words: list[str], where: str) -> Window:
                 f"{where}: receive mode '{mode}' must be task or batch "
                 "(agent arguments that do not start with '-' go after the mode)"
             )
-    return Window(role, agent, worktree, mode, tuple(rest))
+    return Window(role, agent, worktree, mode, tuple(rest), host)
 
 
 def plain_name(name: str) -> bool:
@@ -119,24 +204,39 @@ def _check_unique(window: Window, earlier: list[Window], where: str) -> None:
     for other in earlier:
         if other.role == window.role:
             raise SwarmConfigError(f"{where}: role '{window.role}' is defined twice")
-        if other.worktree == window.worktree:
+        # a window before any `host` line is on whichever host lays it out: it shares a
+        # checkout with every host's windows
+        same_host = other.host == window.host or not (other.host and window.host)
+        if other.worktree == window.worktree and same_host:
             raise SwarmConfigError(
                 f"{where}: roles '{other.role}' and '{window.role}' share the worktree "
                 f"'{window.worktree}'; each role needs its own worktree (its own inbox)"
             )
 
 
-def roles_tsv(windows: list[Window], root: str) -> str:
-    """roles.tsv: the 7 columns of docs/protocol.md §1, then the agent's extra arguments
-    (other tools ignore further columns)."""
-    rows = [
-        "\t".join((
-            w.role, w.worktree, w.worktree_path(root), f"swarmforge-{w.role}",
-            w.role[:1].upper() + w.role[1:], w.agent, w.mode, shlex.join(w.args),
-        ))
-        for w in windows
-    ]  # fmt: skip
-    return "".join(row.rstrip("\t") + "\n" for row in rows)
+def roles_tsv(
+    windows: list[Window], root: str, here: str = "", hosts: list[str] | None = None
+) -> str:
+    """roles.tsv: the format line, the 7 columns of docs/protocol.md §1, then the role's
+    host (empty: this host, `here`) and the agent's extra arguments (other tools ignore
+    further columns).  A remote role's worktree is a placeholder never used here."""
+    rows = []
+    for w in windows:
+        local = w.local(here)
+        path = w.worktree_path(root) if local else placeholder(root, w)
+        rows.append("\t".join((
+            w.role, w.worktree, path, f"swarmforge-{w.role}",
+            w.role[:1].upper() + w.role[1:], w.agent, w.mode, "" if local else w.host,
+            shlex.join(w.args),
+        )))  # fmt: skip
+    head = f"{config.FORMAT}{config.HOSTS}{','.join(hosts or [])}\n"
+    columns = "# role worktree-name worktree-path session display agent mode host agent-args\n"
+    return head + columns + "".join(row.rstrip("\t") + "\n" for row in rows)
+
+
+def placeholder(root: str, window: Window) -> str:
+    """The worktree column of a role on another host: never created, never used here."""
+    return os.path.join(root, REMOTE, window.host, window.role)
 
 
 def socket_path(root: str) -> str:
@@ -214,12 +314,44 @@ def _read_stored(path: str) -> str:
         raise SwarmConfigError(f"cannot read {path}: {error}") from None
 
 
-def init(root: str, windows: list[Window], remember: str | None = None) -> list[str]:
-    """Lay out the project at `root`; returns what was created or changed.  `remember`:
-    the configuration's text, kept in the project so a later plain `init` uses it."""
+def check_hosts(swarm: Swarm, here: str, source: str) -> None:
+    """Refuse a configuration this host cannot lay out: hosts declared but this one not
+    named (or named wrong), or a role on another host with no NATS to reach it by."""
+    declared = ", ".join(swarm.hosts)
+    if swarm.hosts and not here:
+        raise SwarmConfigError(
+            f"{source} declares hosts {declared}, but this machine's host is not named: run "
+            f"`handoffd init --host NAME` (it writes {config.HOST_FILE}, one line, not committed)"
+        )
+    if swarm.hosts and here not in swarm.hosts:
+        raise SwarmConfigError(
+            f"this machine is host '{here}' ({config.HOST_FILE}), which {source} does not "
+            f"declare (declared: {declared}); fix {config.HOST_FILE} or the `host` lines"
+        )
+    remote = swarm.remote_windows(here)
+    if remote and not swarm.urls:
+        raise SwarmConfigError(
+            f"{source}: role '{remote[0].role}' is on host {remote[0].host}, but there is no "
+            "`nats <url>` line: roles on other hosts are reached through NATS JetStream "
+            "(add `nats nats://HOST:4222` and `project <name>`)"
+        )
+
+
+def init(
+    root: str,
+    windows: list[Window],
+    remember: str | None = None,
+    here: str = "",
+    hosts: list[str] | None = None,
+) -> list[str]:
+    """Lay out the project at `root` for this host (`here`); returns what was created or
+    changed.  `remember`: the configuration's text, kept in the project so a later plain
+    `init` uses it.  Worktrees and handoff folders are made for this host's roles only."""
     changes: list[str] = []
     _ensure_repository(root, changes)
     for window in windows:
+        if not window.local(here):
+            continue
         _ensure_worktree(root, window, changes)
         for box in BOXES:
             os.makedirs(os.path.join(window.worktree_path(root), ".swarmforge", "handoffs", box),
@@ -227,7 +359,10 @@ def init(root: str, windows: list[Window], remember: str | None = None) -> list[
     swarmforge = os.path.join(root, config.SWARMFORGE)
     if remember is not None:
         _write_if_changed(stored_configuration(root), remember, changes)
-    _write_if_changed(os.path.join(swarmforge, "roles.tsv"), roles_tsv(windows, root), changes)
+    if here:
+        _write_if_changed(os.path.join(root, config.HOST_FILE), here + "\n", changes)
+    tsv = roles_tsv(windows, root, here, hosts)
+    _write_if_changed(os.path.join(swarmforge, "roles.tsv"), tsv, changes)
     _write_if_changed(os.path.join(swarmforge, "tmux-socket"), socket_path(root) + "\n", changes)
     exclude_from_git(root, EXCLUDES, changes)
     return changes

@@ -88,8 +88,10 @@ def up(
     daemon_args: tuple[str, ...] = (),
     tmux_config: str | None = None,
 ) -> tuple[str, list[str]]:
-    """Start the missing sessions and the daemon; returns the socket and the sessions started."""
-    roles = config.load_roles(root)
+    """Start the missing sessions and the daemon; returns the socket and the sessions started.
+    Only this host's roles get a session here (a role on another host runs there)."""
+    here = config.this_host(root)
+    roles = {n: r for n, r in config.load_roles(root).items() if config.is_local(r, here)}
     socket = read_socket(root)
     _check_agent_names(roles, agents or {})
     commands = {**default_agents(), **(agents or {})}

@@ -49,9 +49,57 @@ def test_receive_mode_empty_or_missing_means_task() -> None:
     assert roles["b"].mode == "task"
 
 
-def test_further_columns_are_ignored() -> None:
-    roles = parse(("a", "a", "/w/a", "s", "A", "x", "batch", "extra", "more"))
+def test_a_roles_tsv_without_column_8_reads_as_before_every_role_on_this_host() -> None:
+    roles = parse(("a", "a", "/w/a", "s", "A", "x", "batch"), ("b", "b", "/w/b", "", "", "", ""))
     assert roles["a"].mode == "batch"
+    assert (roles["a"].host, roles["b"].host) == ("", "")
+    assert roles["a"].agent_args == ""
+
+
+FORMAT = "#handoffd-roles 2 hosts=gpu,laptop\n"
+
+
+def test_column_8_is_the_host_and_the_agent_arguments_are_column_9_on() -> None:
+    text = FORMAT + roles_tsv([
+        ("a", "a", "/w/a", "s", "A", "x", "batch", "", "--model", "opus"),
+        ("b", "b", "/r/b", "s", "B", "x", "task", "gpu"),
+    ])  # fmt: skip
+    roles = config.parse_roles(text, SOURCE)
+    assert (roles["a"].host, roles["a"].agent_args) == ("", "--model opus")
+    assert (roles["b"].host, roles["b"].agent_args) == ("gpu", "")
+
+
+def test_a_roles_tsv_from_before_hosts_with_agent_arguments_in_column_8_says_run_init() -> None:
+    """The older layout kept agent arguments in column 8: read now, they would name a host."""
+    message = config_error(roles_tsv([("a", "a", "/w/a", "s", "A", "x", "task", "--model opus")]))
+    assert message.startswith(f"{SOURCE}:1: column 8 of role 'a' holds '--model opus'")
+    assert "run `handoffd init` to rewrite it" in message
+
+
+def test_a_column_8_naming_no_declared_host_is_an_error_saying_run_init() -> None:
+    text = FORMAT + roles_tsv([("a", "a", "/r/a", "s", "A", "x", "task", "ci")])
+    message = config_error(text)
+    assert message.startswith(f"{SOURCE}:2: role 'a' is on host 'ci', which swarmforge.conf")
+    assert "(declared: gpu, laptop)" in message
+    assert "run `handoffd init`" in message
+
+
+def test_remote_roles_may_share_a_placeholder_worktree_local_roles_may_not() -> None:
+    """One worktree per role is a rule of this host's inboxes; a remote role has none here."""
+    text = FORMAT + roles_tsv([("a", "a", "/w/x", "", "", "", "", "gpu"), ("b", "b", "/w/x")])
+    assert set(config.parse_roles(text, SOURCE)) == {"a", "b"}
+
+
+def test_a_role_is_local_when_its_host_is_empty_or_this_host(tmp_path: Path) -> None:
+    (tmp_path / ".swarmforge").mkdir()
+    assert config.this_host(str(tmp_path)) == ""
+    (tmp_path / ".swarmforge" / "host").write_text("gpu\n")
+    here = config.this_host(str(tmp_path))
+    assert here == "gpu"
+    text = FORMAT + roles_tsv([("a", "a", "/w/a"), ("b", "b", "/r/b", "", "", "", "", "gpu"),
+                               ("c", "c", "/r/c", "", "", "", "", "laptop")])  # fmt: skip
+    roles = config.parse_roles(text, SOURCE)
+    assert [n for n, r in roles.items() if config.is_local(r, here)] == ["a", "b"]
 
 
 def test_blank_lines_and_comments_are_skipped_and_crlf_is_tolerated() -> None:

@@ -64,6 +64,26 @@ def test_the_demo_runs_its_round_trips_and_ends_with_invariants_ok() -> None:
     assert re.search(r"invariants +OK", result.stdout)
 
 
+def test_the_demo_across_two_hosts_prints_the_same_summary_and_takes_everything_down() -> None:
+    """Two project roots as hosts a and b over a nats-server the demo starts and stops."""
+    result = demo_command("--hosts", "2", "--rounds", "3")
+    assert result.returncode == 0, result.stdout + result.stderr
+    hosts = re.findall(r"host (a|b) up in (\S+): sessions (\S+) on (\S+)", result.stdout)
+    assert [(name, session) for name, _, session, _ in hosts] == [
+        ("a", "swarmforge-coder"), ("b", "swarmforge-cleaner"),
+    ]  # fmt: skip
+    assert re.search(r"round trips +3/3\n", result.stdout)
+    assert re.search(r"handoffs delivered +6\n", result.stdout)
+    assert re.search(r"invariants +OK", result.stdout)
+    server = re.search(r"nats-server (\S+) \(data in (\S+), sync_interval always\)", result.stdout)
+    assert server, result.stdout
+    assert not os.path.exists(os.path.dirname(server.group(2)))
+    for _, root, _, socket in hosts:
+        assert not server_answers(socket), "a host's tmux server still runs"
+        wait_for(lambda root=root, socket=socket: not processes_touching(root, socket),
+                 what="the demo's processes to end")  # fmt: skip
+
+
 def test_the_demo_removes_its_directory_its_tmux_server_and_its_processes() -> None:
     result = demo_command("--rounds", "1")
     assert result.returncode == 0, result.stdout + result.stderr

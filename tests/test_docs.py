@@ -18,9 +18,10 @@ def sections() -> set[int]:
     return {int(n) for n in re.findall(r"^## (\d+)\. ", PROTOCOL.read_text(), re.M)}
 
 
-def test_the_protocol_has_sections_1_to_12_in_order() -> None:
+def test_the_protocol_has_sections_1_to_12_in_order_and_later_parts_after_them() -> None:
     numbers = [int(n) for n in re.findall(r"^## (\d+)\. ", PROTOCOL.read_text(), re.M)]
-    assert numbers == list(range(1, 13))
+    assert numbers[:12] == list(range(1, 13))
+    assert numbers == sorted(set(numbers))
 
 
 def test_every_citation_names_a_section_of_docs_protocol_md() -> None:

@@ -96,7 +96,7 @@ def test_a_trailing_comment_is_not_an_agent_argument() -> None:
 
 def test_the_display_column_keeps_the_role_names_capitals(tmp_path: Path) -> None:
     text = project.roles_tsv(project.parse("window QA shell qa\nwindow coder shell c\n", "s"), "/p")
-    assert [line.split("\t")[4] for line in text.splitlines()] == ["QA", "Coder"]
+    assert [line.split("\t")[4] for line in rows_of(text)] == ["QA", "Coder"]
 
 
 @pytest.mark.parametrize(
@@ -153,9 +153,14 @@ def test_a_configuration_without_roles_is_an_error(text: str) -> None:
 # --- roles.tsv and the socket -------------------------------------------------------------
 
 
+def rows_of(text: str) -> list[str]:
+    """roles.tsv's role lines, without its comments."""
+    return [line for line in text.splitlines() if not line.startswith("#")]
+
+
 def test_roles_tsv_has_the_seven_protocol_columns_and_a_swarmforge_session_per_role() -> None:
     windows = project.parse(project.sample_text(), "sample")
-    rows = [line.split("\t") for line in project.roles_tsv(windows, "/p").splitlines()]
+    rows = [line.split("\t") for line in rows_of(project.roles_tsv(windows, "/p"))]
     assert rows == [
         ["coder", "master", "/p", "swarmforge-coder", "Coder", "shell", "task"],
         ["cleaner", "cleaner", "/p/.worktrees/cleaner", "swarmforge-cleaner", "Cleaner",
@@ -163,11 +168,21 @@ def test_roles_tsv_has_the_seven_protocol_columns_and_a_swarmforge_session_per_r
     ]  # fmt: skip
 
 
-def test_agent_arguments_go_in_an_eighth_column_that_reads_back_as_shell_words() -> None:
+def test_agent_arguments_go_in_a_ninth_column_that_reads_back_as_shell_words() -> None:
     windows = project.parse("window a codex wa batch --model 'big one'\n", "swarm.conf")
-    roles = config.parse_roles(project.roles_tsv(windows, "/p"), "roles.tsv")
+    text = project.roles_tsv(windows, "/p")
+    assert rows_of(text)[0].split("\t")[7:] == ["", "--model 'big one'"]
+    roles = config.parse_roles(text, "roles.tsv")
     assert roles["a"].mode == "batch"
     assert roles["a"].agent_args == "--model 'big one'"
+
+
+def test_roles_tsv_starts_with_the_format_line_naming_the_declared_hosts() -> None:
+    text = "host gpu\nwindow a codex wa\nhost ci\nwindow b codex wb\n"
+    nats = "project p\nnats nats://127.0.0.1:4222\n"
+    swarm = project.parse_swarm(nats + text, "swarm.conf")
+    first = project.roles_tsv(swarm.windows, "/p", "gpu", swarm.hosts).splitlines()[0]
+    assert first == "#handoffd-roles 2 hosts=gpu,ci"
 
 
 def test_the_socket_path_is_short_and_private_to_this_user_and_this_project(
@@ -217,7 +232,7 @@ def test_init_creates_every_handoff_folder_of_every_role(tmp_path: Path) -> None
 def test_init_writes_roles_tsv_with_receive_modes_and_sessions(tmp_path: Path) -> None:
     root = tmp_path.resolve()
     init_sample(root)
-    lines = (root / ".swarmforge" / "roles.tsv").read_text().splitlines()
+    lines = rows_of((root / ".swarmforge" / "roles.tsv").read_text())
     assert all(len(line.split("\t")) == 7 for line in lines)
     roles = config.load_roles(str(root))
     assert {name: (r.worktree_name, r.mode) for name, r in roles.items()} == SAMPLE_ROLES
@@ -490,3 +505,107 @@ def test_init_replaces_a_roles_tsv_or_socket_file_that_is_no_regular_file(
     path = root / ".swarmforge" / name
     assert stat.S_ISREG(path.lstat().st_mode) and path.read_text().endswith("\n")
     assert target is None or stat.S_ISFIFO(target.lstat().st_mode)
+
+
+# --- hosts (docs/protocol.md §15) -----------------------------------------------------------
+
+TWO_HOSTS = """project demo
+nats nats://127.0.0.1:{port}
+window lead shell lead
+host a
+window coder shell master task
+host b
+window cleaner shell cleaner batch
+"""
+
+
+def test_every_window_after_a_host_line_lives_on_that_host_and_before_any_on_this_one() -> None:
+    swarm = project.parse_swarm(TWO_HOSTS.format(port=4222), "swarm.conf")
+    assert [(w.role, w.host) for w in swarm.windows] == [
+        ("lead", ""), ("coder", "a"), ("cleaner", "b"),
+    ]  # fmt: skip
+    assert swarm.hosts == ["a", "b"]
+    assert swarm.urls == ["nats://127.0.0.1:4222"]
+    assert [w.role for w in swarm.remote_windows("a")] == ["cleaner"]
+
+
+def test_two_hosts_may_each_use_the_checkout_itself_as_a_worktree() -> None:
+    text = "host a\nwindow coder shell master\nhost b\nwindow cleaner shell master\n"
+    assert [w.worktree for w in project.parse(text, "swarm.conf")] == ["master", "master"]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("nats nats://h:4222\nwindow a shell master\n", "a `nats` line needs a `project <name>`"),
+        ("project x.y\nwindow a shell master\n", "project name 'x.y' must be letters"),
+        ("host a\nhost a\nwindow a shell master\n", "host 'a' is declared twice"),
+        ("host a b\nwindow a shell master\n", "expected 'host <name>'"),
+        ("project p\nnats h:4222\nwindow a shell master\n", "'h:4222' is not a NATS server URL"),
+        ("nats-creds a b\nwindow a shell master\n", "expected 'nats-creds <file>'"),
+        ("project p\nproject q\nwindow a shell master\n", "'project' is given twice"),
+    ],
+)
+def test_each_network_line_error_names_its_line(text: str, words: str) -> None:
+    assert words in parse_error(text)
+
+
+def test_init_for_one_host_lays_out_its_roles_and_a_placeholder_for_the_others(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path.resolve() / "a"
+    swarm = project.parse_swarm(TWO_HOSTS.format(port=4222), "swarm.conf")
+    project.init(str(root), swarm.windows, None, "a", swarm.hosts)
+    roles = config.load_roles(str(root))
+    assert (roles["coder"].host, roles["coder"].worktree) == ("", str(root))
+    assert roles["cleaner"].host == "b"
+    placeholder = Path(roles["cleaner"].worktree)
+    assert placeholder == root / ".swarmforge" / "remote" / "b" / "cleaner"
+    assert not placeholder.exists()
+    assert not (root / ".worktrees" / "cleaner").exists()
+    assert (root / ".swarmforge" / "host").read_text() == "a\n"
+    assert ".swarmforge/host" in (root / ".git" / "info" / "exclude").read_text().splitlines()
+
+
+def write_conf(root: Path, text: str) -> Path:
+    conf = root / "swarm.conf"
+    root.mkdir(parents=True, exist_ok=True)
+    conf.write_text(text)
+    return conf
+
+
+def test_init_refuses_a_configuration_with_hosts_when_this_host_is_not_named(
+    tmp_path: Path,
+) -> None:
+    conf = write_conf(tmp_path / "a", TWO_HOSTS.format(port=4222))
+    done = handoffd("init", "--config", str(conf), str(tmp_path / "a"))
+    assert done.returncode == 1
+    assert "declares hosts a, b, but this machine's host is not named" in done.stderr
+    assert "handoffd init --host NAME" in done.stderr
+    assert not (tmp_path / "a" / ".swarmforge" / "roles.tsv").exists()
+
+
+def test_init_refuses_a_host_name_the_configuration_does_not_declare(tmp_path: Path) -> None:
+    conf = write_conf(tmp_path / "a", TWO_HOSTS.format(port=4222))
+    done = handoffd("init", "--host", "c", "--config", str(conf), str(tmp_path / "a"))
+    assert done.returncode == 1
+    assert "this machine is host 'c' (.swarmforge/host), which" in done.stderr
+    assert "(declared: a, b)" in done.stderr
+
+
+def test_init_refuses_a_remote_role_without_nats_naming_the_role(tmp_path: Path) -> None:
+    text = "host a\nwindow coder shell master\nhost b\nwindow cleaner shell cleaner\n"
+    conf = write_conf(tmp_path / "a", text)
+    done = handoffd("init", "--host", "a", "--config", str(conf), str(tmp_path / "a"))
+    assert done.returncode == 1
+    assert "role 'cleaner' is on host b, but there is no `nats <url>` line" in done.stderr
+
+
+def test_init_says_when_the_nats_servers_cannot_be_reached(tmp_path: Path) -> None:
+    from handoffd.remote.server import free_port
+
+    conf = write_conf(tmp_path / "a", TWO_HOSTS.format(port=free_port()))
+    done = handoffd("init", "--host", "a", "--config", str(conf), str(tmp_path / "a"))
+    assert done.returncode == 1
+    assert "cannot reach the NATS servers nats://127.0.0.1:" in done.stderr
+    assert "then run `handoffd init` again" in done.stderr

@@ -161,7 +161,10 @@ OPS = (
        (Param("role", STR, "Only the cards of role R.", metavar="R"),
         Param("all", FLAG, "Completed (green) cards too.", default=False),
         Param("json", FLAG, "The cards as a JSON list.", default=False),
-        WINDOW, ROOT),
+        WINDOW,
+        Param("all_hosts", FLAG, "Every host's open cards, each with its host (a swarm over "
+              "several machines).", default=False),
+        ROOT),
        needs="project", root_positional=True, watch=True, output=ITEMS,
        about="The board: every open card (red blocked or failed, yellow claimed, orange "
        "waiting) with its detail; structuredContent.items holds one object per card."),

@@ -19,6 +19,7 @@ def status(
     all: bool = False,
     json: bool = False,
     window: float = 60.0,
+    all_hosts: bool = False,
 ) -> Result:
     """The board: its text (or its JSON), and its cards as data."""
     from handoffd.board import status as board
@@ -26,6 +27,8 @@ def status(
     now = time.time()
     if role is not None and role not in context.roles:
         return config_refusal(config.UnknownRole(role))
+    if all_hosts:
+        return _all_hosts(context, json)
     shown = board.board(context.root, role, all, window * 60, now, context.roles)
     items = [card.to_json() for card in shown.cards]
     roles = context.roles if role is None else {role: context.roles[role]}
@@ -36,6 +39,32 @@ def status(
                       items)  # fmt: skip
     text = "\n".join(board.render(shown, now, all, context.colours, warnings)) + "\n"
     return Result(Exit.OK, text, "", items)
+
+
+def _all_hosts(context: Context, json: bool) -> Result:
+    """`status --all-hosts` (docs/protocol.md §15): every host's open cards, with `host`."""
+    from handoffd.board import status as board
+    from handoffd.remote import settings
+
+    network = settings.load(context.root)
+    if network is None:
+        return refused(
+            "NO_HOSTS: --all-hosts needs the swarm's NATS servers: a `nats <url>` line in "
+            ".swarmforge/swarmforge.conf (docs/protocol.md §15)"
+        )
+    try:
+        from handoffd.remote import hosts
+    except ImportError as error:
+        return refused(f"NO_HOSTS: the NATS client is missing ({error.name}): "
+                       "pip install 'handoffd[nats]'", Exit.FAILED)  # fmt: skip
+    here = config.this_host(context.root)
+    local = {n: r for n, r in context.roles.items() if config.is_local(r, here)}
+    items, notes = hosts.gather(context.root, local, network)
+    if json:
+        return Result(Exit.OK, _dumps(items) + "\n", "".join(f"{n}\n" for n in notes), items)
+    shown = board.board(context.root, None, False, 3600.0, roles=local)
+    head = f"{board.daemon_line(shown.snapshot.daemon, time.time())} · {len(items)} open cards"
+    return Result(Exit.OK, "\n".join(hosts.render(items, notes, head)) + "\n", "", items)
 
 
 def resume(context: Context, json: bool = False) -> Result:

@@ -51,6 +51,7 @@ HEADERS = [
     (b"x-frame-options", b"DENY"),
 ]
 READ_ONLY = ("GET", "HEAD")
+OTHERS_EVERY = 2.0  # seconds between reads of the other hosts' cards
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 Check = Callable[[Scope], Response | None]
@@ -140,11 +141,43 @@ class Board:
     Handlers are plain functions: Starlette runs them in its thread pool, so a slow
     archive page never holds up the event loop (nor another tab's live refresh)."""
 
-    def __init__(self, root: str, window_s: float, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, root: str, window_s: float, clock: Callable[[], float], all_hosts: bool = False
+    ) -> None:
         self.root = root
         self.window_s = window_s
         self.clock = clock
         self.env = environment()
+        self.all_hosts = all_hosts  # other hosts' cards too (docs/protocol.md §15)
+        self._others: tuple[float, list[dict[str, Any]], list[str]] = (float("-inf"), [], [])
+
+    def others(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """Other hosts' open cards and stale-host lines, read from the bucket at most every
+        OTHERS_EVERY seconds (the page polls each second)."""
+        if not self.all_hosts:
+            return [], []
+        when, cards, notes = self._others
+        if self.clock() - when < OTHERS_EVERY:
+            return cards, notes
+        from handoffd.remote import settings
+
+        try:
+            network = settings.load(self.root)
+        except config.ConfigError as error:
+            return [], [f"other hosts: {error}"]
+        if network is None:
+            return [], ["other hosts: swarmforge.conf names no NATS servers"]
+        from handoffd.remote import hosts
+
+        try:
+            entries = [e for e in hosts.read_all(network) if e.host != network.here]
+        except ConnectionError as error:
+            cards, notes = [], [f"other hosts: not shown, NATS cannot be reached ({error})"]
+        else:
+            cards = [card for entry in entries for card in entry.cards]
+            notes = hosts.last_seen(entries, self.clock())
+        self._others = (self.clock(), cards, notes)
+        return cards, notes
 
     def scan(self) -> tuple[scan.Snapshot, float]:
         """One scan of the queue, and the moment it stands for."""
@@ -177,7 +210,9 @@ class Board:
     def live(self, board: cards.Board, now: float) -> str:
         """The part of `/` that updates itself: the header's facts and the three columns."""
         template = self.env.get_template("live.html")
-        return template.render(board=board, columns=views.columns(board), **self.chrome(board, now))
+        others, notes = self.others()
+        return template.render(board=board, columns=views.columns(board), others=others,
+                               host_notes=notes, **self.chrome(board, now))  # fmt: skip
 
     def open_html(self) -> str:
         """The whole open page: one scan, one projection, one render."""
@@ -236,8 +271,14 @@ class Board:
     def api_cards(self, request: Request) -> Response:
         """What `status --json --all` prints."""
         board, _ = self.project(include_green=True)
-        return JSONResponse([card.to_json() for card in board.cards],
-                            headers={"Cache-Control": "no-store"})  # fmt: skip
+        shown = [card.to_json() for card in board.cards]
+        if self.all_hosts:
+            from handoffd.remote import settings
+
+            network = settings.load(self.root)
+            here = network.here if network is not None else "local"
+            shown = [{**card, "host": here} for card in shown] + self.others()[0]
+        return JSONResponse(shown, headers={"Cache-Control": "no-store"})
 
     async def error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -286,10 +327,11 @@ def create_app(
     clock: Callable[[], float] = time.time,
     host: str = "127.0.0.1",
     port: int = 8765,
+    all_hosts: bool = False,
 ) -> Starlette:
     """The board of the project at `root`, read-only, behind the `Guard`; `host` and
     `port` are where it listens, the only names its requests may carry as `Host`."""
-    pages = Board(root, window_s, clock)
+    pages = Board(root, window_s, clock, all_hosts)
     routes = [
         Route("/", pages.open_cards),
         Route("/fragment", pages.fragment),

@@ -65,7 +65,8 @@ def url(sock: socket.socket) -> str:
     metavar="MINUTES",
     help="A claim is live while its heartbeat is younger than this.",
 )
-def web(root: str | None, host: str, port: int, window: float) -> None:
+@click.option("--all-hosts", is_flag=True, help="Every host's open cards (docs/protocol.md §15).")
+def web(root: str | None, host: str, port: int, window: float, all_hosts: bool) -> None:
     """Serve the board in a browser: open cards live, the archive, each card's reports."""
     project = project_of(root)
     try:
@@ -86,7 +87,8 @@ def web(root: str | None, host: str, port: int, window: float) -> None:
         sock = bind(host, port)
     except OSError as error:
         raise click.ClickException(f"cannot listen on {host}:{port}: {error.strerror}") from None
-    app = create_app(project, window_s=window * 60, host=host, port=sock.getsockname()[1])
+    app = create_app(project, window_s=window * 60, host=host, port=sock.getsockname()[1],
+                     all_hosts=all_hosts)  # fmt: skip
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                             server_header=False, timeout_graceful_shutdown=2)  # fmt: skip
     click.echo(f"handoffd web: {project} on {url(sock)} (Ctrl-C to stop)")

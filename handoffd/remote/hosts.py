@@ -1,0 +1,183 @@
+"""One board across hosts: each daemon puts its host's cards into the bucket under its
+host's name; `status --all-hosts` and `web --all-hosts` read every host's entry.
+
+An entry is `{"host", "at", "cards"}`, `at` the putting host's clock (epoch seconds).  It
+is put at most every PUT_EVERY seconds while the cards change and at least every
+REFRESH seconds, so an entry older than STALE means that host's daemon is not running
+(or cannot reach NATS).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from handoffd.board import status as board
+from handoffd.remote import link as links
+from handoffd.remote.settings import Network
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import concurrent.futures
+    from typing import Any
+
+    from nats.aio.client import Client
+    from structlog.typing import FilteringBoundLogger
+
+    from handoffd.config import Role
+
+PUT_EVERY = 2.0  # seconds, at most one put this often while the cards change
+REFRESH = 10.0  # seconds, at least one put this often: a live host never looks stale
+STALE = 30.0  # seconds: an entry older than this names its host as last seen
+CARD_LIMIT = 1000  # cards per entry: a bucket value stays well under NATS's 1 MB payload
+
+
+class Publisher:
+    """The daemon's side: its host's cards into the bucket, when due."""
+
+    def __init__(
+        self, link: links.Link, network: Network, root: str, log: FilteringBoundLogger
+    ) -> None:
+        self.link = link
+        self.network = network
+        self.root = root
+        self.log = log
+        self._last: tuple[float, object] = (float("-inf"), None)  # (when, cards) last put
+        self._put: concurrent.futures.Future[int] | None = None
+
+    def tick(self, local: dict[str, Role], now: float) -> None:
+        """Put this host's cards if they changed PUT_EVERY ago, or REFRESH passed."""
+        when, cards = self._last
+        if now - when < PUT_EVERY or not self.link.connected:
+            return
+        self._check_last_put()
+        fresh = host_cards(self.root, local, self.network.here)
+        if fresh == cards and now - when < REFRESH:
+            return
+        value = {"host": self.network.here, "at": time.time(), "cards": fresh}
+        put = self.link.put(self.network.bucket, self.network.here, encode(value))
+        self._put = self.link.submit(put)
+        self._last = (now, fresh)
+
+    def _check_last_put(self) -> None:
+        if self._put is not None and self._put.done() and self._put.exception() is not None:
+            error = self._put.exception()
+            assert error is not None
+            self.log.warning("board_not_shared", error=links.describe(error))
+            self._last = (float("-inf"), None)  # try again at the next tick
+        self._put = None if self._put is None or self._put.done() else self._put
+
+
+def host_cards(root: str, local: dict[str, Role], host: str) -> list[dict[str, Any]]:
+    """The `status --json` objects of this host's open cards, each with its `host`."""
+    shown = board.board(root, None, False, 60 * 60.0, roles=local)
+    return [{**card.to_json(), "host": host} for card in shown.cards[:CARD_LIMIT]]
+
+
+def encode(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class Entry:
+    """One host's entry read from the bucket."""
+
+    def __init__(self, host: str, at: float | None, cards: list[dict[str, Any]]) -> None:
+        self.host = host
+        self.at = at
+        self.cards = cards
+
+    def stale(self, now: float) -> bool:
+        return self.at is None or now - self.at > STALE
+
+
+def read_all(network: Network) -> list[Entry]:
+    """Every host's entry, by host name; raises `ConnectionError` (`nats: …`)."""
+
+    async def work(nc: Client) -> list[Entry]:
+        from nats.js.errors import NoKeysError
+
+        kv = await nc.jetstream(timeout=links.REQUEST_TIMEOUT).key_value(network.bucket)
+        try:
+            keys = await kv.keys()
+        except NoKeysError:
+            return []
+        entries = []
+        for key in sorted(keys):
+            got = await kv.get(key)
+            entries.append(decode(key, got.value or b""))
+        return entries
+
+    try:
+        return links.once(network, work)
+    except ConnectionError:
+        raise
+    except Exception as error:
+        raise ConnectionError(links.describe(error)) from None
+
+
+def decode(key: str, raw: bytes) -> Entry:
+    """An entry as put by `Publisher`; anything else reads as a host with no cards, never
+    seen (the bucket is shared: its values are not trusted)."""
+    try:
+        value = json.loads(raw)
+        at = float(value["at"])
+        cards = [dict(card, host=key) for card in value["cards"] if isinstance(card, dict)]
+    except (ValueError, KeyError, TypeError):
+        return Entry(key, None, [])
+    return Entry(key, at, cards)
+
+
+def last_seen(entries: list[Entry], now: float) -> list[str]:
+    """`host b: last seen 2m ago` for each stale host (`never seen` for an unreadable one)."""
+    from handoffd.board.colour import ago
+
+    lines = []
+    for entry in entries:
+        if entry.stale(now):
+            when = "never seen" if entry.at is None else f"last seen {ago(now - entry.at)} ago"
+            lines.append(f"host {entry.host}: {when}")
+    return lines
+
+
+# --- the view: `status --all-hosts` -----------------------------------------------------
+
+COLUMNS = ("STATUS", "HOST", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
+
+
+def gather(root: str, local: dict[str, Role], network: Network) -> tuple[list[dict[str, Any]],
+                                                                          list[str]]:  # fmt: skip
+    """Every host's open cards (this host's read from disk now, the others' from the
+    bucket) and a line per host not seen lately, or one saying the bucket is out of reach."""
+    cards = host_cards(root, local, network.here)
+    now = time.time()
+    try:
+        entries = [e for e in read_all(network) if e.host != network.here]
+    except ConnectionError as error:
+        return cards, [f"other hosts: not shown, NATS cannot be reached ({error})"]
+    for entry in entries:
+        cards += entry.cards
+    return cards, last_seen(entries, now)
+
+
+def render(cards: list[dict[str, Any]], notes: list[str], head: str) -> list[str]:
+    """The cards of every host as an aligned table, a HOST column after STATUS."""
+    from handoffd.board.colour import ago
+    from handoffd.terminal import escape
+
+    lines = [head, *notes]
+    if not cards:
+        return [*lines, "no open cards"]
+    rows = [list(COLUMNS)]
+    for card in cards:
+        age = card.get("age_s")
+        to = ",".join(card.get("to") or [])
+        cells = [card.get("host"), card.get("card"), card.get("from"), to, card.get("priority"),
+                 card.get("type"), card.get("task"), card.get("detail")]  # fmt: skip
+        text = [escape(str(cell)) if cell not in (None, "") else "-" for cell in cells]
+        colour = str(card.get("color") or "-").upper()
+        rows.append([colour, *text[:7], "-" if age is None else ago(float(age)), text[7]])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    for row in rows:
+        padded = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=False)]
+        lines.append("  ".join([*padded, row[-1]]).rstrip())
+    return lines

@@ -1,0 +1,194 @@
+"""A swarm across hosts under kill -9, a stopped NATS server and a cluster losing a server
+(docs/protocol.md §15, "Exactly once across hosts"): nothing lost, duplicated or partial,
+by the audit of §5 run over every host (`audit.audit_hosts`) and direct counts."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from handoffd import audit, config, journal
+from handoffd.delivery import JOURNAL
+from handoffd.remote import server as servers
+from handoffd.remote.server import Server
+from tests.conftest import wait_for
+from tests.fault_support import (
+    copies_by_id,
+    hidden_temps,
+    partial_copies,
+    queue_note,
+    start_worker,
+    stop_worker,
+)
+from tests.nats_support import Host, make_hosts, nats_fixture, stop_all
+
+nats_server = nats_fixture()
+
+HANDOFFS = 500
+KILLS = ["b"] * 10 + ["a"] * 5
+
+
+def local(host: Host) -> dict[str, config.Role]:
+    here = config.this_host(str(host.root))
+    return {n: r for n, r in host.roles.items() if config.is_local(r, here)}
+
+
+def settled(a: Host, b: Host, expected: int, across: int | None = None) -> bool:
+    """Every original archived on a, no journal left, every copy on b (`across` of them,
+    when not every handoff went to b)."""
+    done = len(a.names("coder", "sent")) == expected and not a.names("coder", "outbox")
+    if not done or journal.load(str(a.root / JOURNAL)) is not None:
+        return False
+    return len(copies_by_id(local(b))) == (expected if across is None else across)
+
+
+def check_once(hosts: list[Host], expected: int) -> None:
+    report = audit.audit_hosts([str(host.root) for host in hosts])
+    assert report.ok, "\n".join(report.problems[:20])
+    counts = copies_by_id(local(hosts[1]))
+    assert len(counts) == expected and set(counts.values()) == {1}
+    for host in hosts:
+        assert hidden_temps(local(host)) == []
+        assert partial_copies(local(host)) == []
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, nats_server: Server) -> Iterator[list[Host]]:
+    made = make_hosts(tmp_path, nats_server.url)
+    try:
+        yield made
+    finally:
+        stop_all(made)
+
+
+@pytest.mark.slow
+def test_500_handoffs_while_b_is_killed_ten_times_and_a_five_lose_and_duplicate_nothing(
+    hosts: list[Host],
+) -> None:
+    """Costs ~20-30 s: 500 notes coder@a -> cleaner@b, queued by the helpers' own code while
+    a worker takes and finishes them on b with the real helpers; between every ~33 notes one
+    daemon is killed -9 and started again (b ten times, a five, in a fixed shuffled order)."""
+    a, b = hosts
+    a.start()
+    b.start()
+    kills = KILLS[:]
+    random.Random(15).shuffle(kills)
+    worker = start_worker(b.root, ["cleaner"])
+    roles = a.roles
+    chunk = -(-HANDOFFS // len(kills))
+    try:
+        for n in range(HANDOFFS):
+            queue_note(roles, "coder", ["cleaner"], message=f"note {n}")
+            if n % chunk == chunk // 2 and kills:
+                victim = a if kills.pop() == "a" else b
+                victim.kill()
+                victim.start()
+        wait_for(lambda: settled(a, b, HANDOFFS), timeout=60, what="every handoff across")
+    finally:
+        summary = stop_worker(worker)
+        stop_all(hosts)
+    assert summary["refused"] == []
+    recovered = sum(h.log().read_text().count('"event": "started"') for h in hosts)
+    assert recovered == 2 + len(KILLS)
+    check_once(hosts, HANDOFFS)
+
+
+@pytest.mark.slow
+def test_the_nats_server_stopped_for_30_s_holds_up_no_local_mail_and_delivers_all_after(
+    tmp_path: Path,
+) -> None:
+    """Costs ~40 s (the outage itself is 30 s): its own server, stopped mid-flow and
+    started again on the same port and data folder."""
+    store = tempfile.mkdtemp(prefix="hd-js-", dir="/tmp")
+    nats = Server(store)
+    nats.start()
+    servers.wait_jetstream(nats.url)
+    text = SWARM_WITH_QA
+    a, b = make_hosts(tmp_path, nats.url, text=text)
+    try:
+        a.start()
+        b.start()
+        roles = a.roles
+        for n in range(20):
+            queue_note(roles, "coder", ["cleaner"], message=f"before {n}")
+        wait_for(lambda: len(b.names("cleaner", "inbox/new")) == 20, what="the first 20")
+        for n in range(20):
+            queue_note(roles, "coder", ["cleaner"], message=f"racing {n}")
+        nats.stop()
+        outage = time.monotonic()
+        pickups = []
+        for n in range(10):
+            queue_note(roles, "coder", ["cleaner", "QA"], message=f"during {n}")
+            start = time.monotonic()
+            path = queue_note(roles, "coder", ["QA"], message=f"local {n}")
+            name = Path(path).name
+            wait_for(lambda name=name: name in a.names("QA", "inbox/new"), timeout=5,
+                     what="a local pickup during the outage")  # fmt: skip
+            pickups.append(time.monotonic() - start)
+            time.sleep(2.5)
+        assert a.names("coder", "outbox"), "remote mail waits in the outbox meanwhile"
+        assert a.names("coder", "failed") == []
+        time.sleep(max(0.0, 30 - (time.monotonic() - outage)))
+        nats.start()
+        wait_for(lambda: settled(a, b, 60, across=50), timeout=30,
+                 what="everything after the outage")  # fmt: skip
+    finally:
+        stop_all([a, b])
+        nats.stop()
+        shutil.rmtree(store, ignore_errors=True)
+    print(f"local pickup during the outage: max {max(pickups) * 1000:.0f} ms")
+    assert max(pickups) < 1.0
+    deferred = a.log().read_text().count('"reason": "nats: not connected')
+    assert deferred > 0
+    report = audit.audit_hosts([str(a.root), str(b.root)])
+    assert report.ok, "\n".join(report.problems[:20])
+
+
+SWARM_WITH_QA = """project {project}
+nats {urls}
+host a
+window coder shell master task
+window QA shell qa task
+host b
+window cleaner shell cleaner batch
+"""
+
+
+@pytest.mark.slow
+def test_a_three_server_cluster_losing_a_server_mid_flow_loses_and_duplicates_nothing(
+    tmp_path: Path,
+) -> None:
+    """Costs ~15 s: three servers on loopback, an R3 stream, one server killed -9 while
+    200 handoffs go from a to b."""
+    store = tempfile.mkdtemp(prefix="hd-c-", dir="/tmp")
+    cluster = servers.cluster(store)
+    for node in cluster:
+        node.start()
+    try:
+        servers.wait_jetstream(cluster[0].url, timeout=30)
+        urls = ",".join(node.url for node in cluster)
+        a, b = make_hosts(tmp_path, urls)
+        try:
+            init = (a.root / ".swarmforge" / "daemon").exists()
+            assert not init
+            a.start()
+            b.start()
+            roles = a.roles
+            for n in range(200):
+                queue_note(roles, "coder", ["cleaner"], message=f"clustered {n}")
+                if n == 60:
+                    cluster[0].stop(kill=True)
+            wait_for(lambda: settled(a, b, 200), timeout=60, what="every handoff across")
+        finally:
+            stop_all([a, b])
+        check_once([a, b], 200)
+    finally:
+        for node in cluster:
+            node.stop()
+        shutil.rmtree(store, ignore_errors=True)

@@ -1,0 +1,112 @@
+"""One board across hosts (docs/protocol.md §15): each daemon's cards in the bucket, and
+`status --all-hosts` / `web --all-hosts` showing every host's, naming a stale host."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from handoffd.remote import hosts as shared
+from handoffd.remote import link, settings
+from handoffd.remote.server import Server
+from tests.conftest import wait_for
+from tests.nats_support import Host, handoffd, make_hosts, nats_fixture, stop_all
+from tests.test_remote_delivery import send_note
+
+nats_server = nats_fixture()
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, nats_server: Server) -> Iterator[list[Host]]:
+    made = make_hosts(tmp_path, nats_server.url)
+    try:
+        yield made
+    finally:
+        stop_all(made)
+
+
+def all_hosts(host: Host) -> list[dict[str, object]]:
+    done = handoffd("status", "--all-hosts", "--json", str(host.root))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def put_entry(network: settings.Network, host: str, at: float) -> None:
+    async def work(nc: object) -> None:
+        kv = await nc.jetstream().key_value(network.bucket)  # type: ignore[attr-defined]
+        await kv.put(host, shared.encode({"host": host, "at": at, "cards": []}))
+
+    link.once(network, work)
+
+
+def test_the_board_from_either_host_shows_both_hosts_cards_each_with_its_host(
+    hosts: list[Host],
+) -> None:
+    a, b = hosts
+    a.start()
+    b.start()
+    to_b = send_note(a, "coder", "cleaner", "for b")
+    to_a = send_note(b, "cleaner", "coder", "for a")
+    wanted = {(f"{to_b.split('_', 1)[1].split('_to_')[0]}@cleaner", "b"),
+              (f"{to_a.split('_', 1)[1].split('_to_')[0]}@coder", "a")}  # fmt: skip
+    for host in (a, b):
+        seen = lambda host=host: {(c["card"], c["host"]) for c in all_hosts(host)} >= wanted  # noqa: E731
+        wait_for(seen, timeout=20, what=f"both hosts' cards from host {host.name}")
+    text = handoffd("status", "--all-hosts", str(a.root))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[1].split()[:2] == ["STATUS", "HOST"]
+    assert any(line.split()[1] == "b" and "@cleaner" in line for line in lines[2:])
+    assert "last seen" not in text.stdout
+
+
+def test_a_host_whose_entry_is_older_than_30_s_is_named_with_when_it_was_last_seen(
+    hosts: list[Host],
+) -> None:
+    a, _ = hosts
+    network = settings.load(str(a.root))
+    assert network is not None
+    put_entry(network, "c", time.time() - 125)
+    text = handoffd("status", "--all-hosts", str(a.root))
+    assert text.returncode == 0, text.stderr
+    assert "host c: last seen 2m ago" in text.stdout.splitlines()[1:3]
+    as_json = handoffd("status", "--all-hosts", "--json", str(a.root))
+    assert "host c: last seen 2m ago" in as_json.stderr
+
+
+def test_all_hosts_without_nats_says_what_is_missing(tmp_path: Path) -> None:
+    from tests.conftest import make_project
+
+    project = make_project(tmp_path.resolve())
+    done = handoffd("status", "--all-hosts", str(project.root))
+    assert done.returncode == 2
+    assert done.stderr.startswith("NO_HOSTS: --all-hosts needs the swarm's NATS servers")
+
+
+def test_the_web_board_with_all_hosts_lists_the_other_hosts_cards(hosts: list[Host]) -> None:
+    from starlette.testclient import TestClient
+
+    from handoffd.board.web.app import create_app
+
+    a, b = hosts
+    b.start()
+    to_b = send_note(a, "coder", "cleaner", "for b")
+    a.start()
+    network = settings.load(str(a.root))
+    assert network is not None
+    put_entry(network, "c", time.time() - 125)
+    client = TestClient(create_app(str(a.root), all_hosts=True), base_url="http://127.0.0.1:8765")
+    ident = to_b.split("_", 1)[1].split("_to_")[0]
+
+    def listed() -> bool:
+        cards = client.get("/api/cards").json()
+        return any(c["card"] == f"{ident}@cleaner" and c["host"] == "b" for c in cards)
+
+    wait_for(listed, timeout=20, what="b's card on a's web board")
+    page = client.get("/").text
+    assert "Other hosts" in page and f"{ident}@cleaner" in page
+    assert "host c: last seen 2m ago" in page
