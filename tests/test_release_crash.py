@@ -91,11 +91,14 @@ def test_sigkill_at_every_step_of_release_leaves_an_inbox_the_next_helper_handle
     probe = Scene(tmp_path / "probe", role, count)
     steps = points(probe, tmp_path / "release.trace")
     assert any(call.startswith("rename") for call, _ in steps), steps
-    failures = []
+    failures, unreached = [], 0
     for index, (call, n) in enumerate(steps):
         scene = Scene(tmp_path / f"s{index}", role, count)
         killed = scene.strace("-o", os.devnull, "-e", f"trace={call}",
                               "-e", f"inject={call}:signal=KILL:when={n}")  # fmt: skip
+        if killed.returncode == 0:
+            unreached += 1  # this run made fewer such calls than the traced one: none to kill
+            continue
         if killed.returncode != -signal.SIGKILL:
             failures.append(f"{call} #{n}: not killed ({killed.returncode})")
             continue
@@ -104,6 +107,7 @@ def test_sigkill_at_every_step_of_release_leaves_an_inbox_the_next_helper_handle
             continue
         failures += drain(scene, f"{call} #{n}")
     assert failures == [], failures
+    assert unreached <= len(steps) // 10, f"{unreached} of {len(steps)} steps never reached"
 
 
 def drain(scene: Scene, point: str) -> list[str]:
