@@ -181,7 +181,7 @@ class Courier:
             for name in names:
                 path = role.path(Box.OUTBOX, name)
                 present.add(path)
-                if name.endswith(".handoff") and path not in (busy or ()) and self._due(path, now):
+                if hf.is_item(name) and path not in (busy or ()) and self._due(path, now):
                     mine.append((name, role, path))
             queues.append(mine)
         # A deferred original that left its outbox (taken back, or archived by recovery)
@@ -478,13 +478,17 @@ def _same_copy(staged: str, final: str) -> bool:
             ours, theirs = a.read(checks.MAX_BYTES + 4096), b.read(checks.MAX_BYTES + 4096)
     except OSError:
         return False
-    return _unstamped(ours) == _unstamped(theirs)
+    staged_copy = _unstamped(ours)
+    return staged_copy is not None and staged_copy == _unstamped(theirs)
 
 
-def _unstamped(data: bytes) -> bytes:
-    head, sep, body = data.partition(b"\n\n")
-    lines = [line for line in head.split(b"\n") if not line.startswith(b"enqueued_at: ")]
-    return b"\n".join(lines) + sep + body
+def _unstamped(data: bytes) -> tuple[list[tuple[str, str]], str] | None:
+    """A copy's headers but its `enqueued_at`, and its body; None if it is no handoff."""
+    try:
+        handoff = hf.parse(data, "a copy")
+    except hf.HandoffError:
+        return None
+    return handoff.without("enqueued_at"), handoff.body
 
 
 def _reason(error: OSError) -> str:

@@ -17,7 +17,8 @@ The queue moves while we read it.  Each move is a rename, so a file is always in
 folder, but two listings are not one instant: a file renamed between them is seen
 twice (kept once, at the later of its two places) or, listed and then gone before its
 headers are read, it moved — the role is listed again to find it where it went.
-Only names ending in `.handoff` are queue items (docs/protocol.md §8).
+Only names ending in `.handoff` are queue items (docs/protocol.md §8): what a name, a
+header block and a queue item are is `handoffd.handoff`'s to say.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import time
 from handoffd import config, heartbeat, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
+from handoffd.handoff import Name
 from handoffd.heartbeat import Heartbeat
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers reach this module (the live file)
@@ -37,9 +39,6 @@ if TYPE_CHECKING:
 
     from handoffd.lifecycle import DaemonState
 
-SUFFIX = hf.SUFFIX
-HEADER_LIMIT = 64 * 1024  # the daemon refuses larger files; never read more of one
-CHUNK = 4096
 RESCANS = 5  # listings of one role before a file that keeps vanishing is left out
 
 
@@ -83,112 +82,6 @@ _LATER = {State.OUTBOX: 0, State.FAILED: 1, State.SENT: 2, State.NEW: 0, State.I
 _RANK = {state: n for n, state in enumerate(State.ALL)}
 
 
-# --- names ----------------------------------------------------------------------------
-
-
-class Name:
-    """The parts of a queue file name: `<pri>_<stamp>_<seq>_from_<sender>_to_<r1>[_<r2>…]`."""
-
-    __slots__ = ("priority", "recipients", "sender", "seq", "timestamp")
-
-    def __init__(
-        self, priority: str, timestamp: str, seq: str, sender: str, recipients: list[str]
-    ) -> None:
-        self.priority = priority
-        self.timestamp = timestamp
-        self.seq = seq
-        self.sender = sender
-        self.recipients = recipients
-
-    @property
-    def id(self) -> str:
-        """The handoff's id: `<stamp>_<seq>_from_<sender>` (docs/protocol.md §2)."""
-        return f"{self.timestamp}_{self.seq}_from_{self.sender}"
-
-    def __repr__(self) -> str:
-        return f"Name({self.priority}, {self.id}, to={self.recipients})"
-
-
-def is_item(name: str) -> bool:
-    """A queue item: a visible name ending in `.handoff` (an editor's `x.handoff~` is not)."""
-    return name.endswith(SUFFIX) and not name.startswith(".")
-
-
-def parse_name(name: str) -> Name | None:
-    """The parts of a queue file's name, or None for a name not in that form.
-
-    An archived duplicate (`….2.handoff`, named so by `durable.free_name`) parses as the
-    original: role names hold no `.`, so a dotted tail is never part of a recipient.
-    """
-    if not name.endswith(SUFFIX):
-        return None
-    fields = name[: -len(SUFFIX)].split(".", 1)[0].split("_")
-    if len(fields) < 7 or fields[3] != "from" or "to" not in fields[5:]:
-        return None
-    priority, stamp, seq, _, sender = fields[:5]
-    recipients = fields[fields.index("to", 5) + 1 :]
-    if not _well_formed(priority, stamp, seq, sender, recipients):
-        return None
-    return Name(priority, stamp, seq, sender, recipients)
-
-
-def _well_formed(priority: str, stamp: str, seq: str, sender: str, to: list[str]) -> bool:
-    return (
-        len(priority) == 2
-        and priority.isdigit()
-        and len(stamp) == 16
-        and stamp[8] == "T"
-        and stamp.endswith("Z")
-        and len(seq) == 6
-        and seq.isdigit()
-        and config.valid_role_name(sender)
-        and bool(to)
-        and all(config.valid_role_name(r) for r in to)
-    )
-
-
-# --- header blocks --------------------------------------------------------------------
-
-
-def read_headers(path: str) -> dict[str, str]:
-    """The header block of the file at `path`, read in chunks up to its first empty line;
-    the body is never read.  Raises `FileNotFoundError` if the file is gone (it moved), and
-    `safeio.Refused` for a link, FIFO or anything else that is not a regular file."""
-    fd = safeio.open_regular(path)
-    try:
-        return parse_headers(_head(fd))
-    finally:
-        os.close(fd)
-
-
-def _head(fd: int) -> bytes:
-    """Bytes up to the end of the header block (or of the file, or of the limit)."""
-    data = b""
-    while len(data) < HEADER_LIMIT:
-        chunk = os.read(fd, CHUNK)
-        if not chunk:
-            break
-        start = max(0, len(data) - 1)  # the empty line may straddle two chunks
-        data += chunk
-        end = 0 if data.startswith(b"\n") else data.find(b"\n\n", start)
-        if end >= 0:
-            return data[:end]
-    return data
-
-
-def parse_headers(head: bytes) -> dict[str, str]:
-    """`key: value` lines into a dict (the first of a repeated key wins).  Lenient: a
-    broken file (say, one in `failed/`) yields what can be read, never an error."""
-    text = head.decode("utf-8", errors="replace")
-    end = text.find("\n\n")
-    headers: dict[str, str] = {}
-    for line in (text if end < 0 else text[:end]).split("\n"):
-        key, sep, value = line.partition(": ")
-        if sep and key and key not in headers:
-            headers[key] = value
-    return headers
-
-
 # --- the snapshot ---------------------------------------------------------------------
 
 
@@ -220,14 +113,14 @@ class Entry:
         """Its header block; read now for a history file, `{}` if it has gone since."""
         if self._headers is None:
             try:
-                self._headers = read_headers(self.path)
+                self._headers = hf.read_headers(self.path)
             except OSError:
                 self._headers = {}
         return self._headers
 
     @property
     def parts(self) -> Name | None:
-        return parse_name(self.name)
+        return hf.parse_name(self.name)
 
     @property
     def id(self) -> str:
@@ -300,7 +193,7 @@ class Snapshot:
             for relative in _lines_with(joined, f"_{ident}_to_"):
                 folder = self.roles[role].path(Box.COMPLETED)
                 batch, _, name = relative.rpartition("/")
-                if is_item(name) and hf.name_id(name) == ident:
+                if hf.is_item(name) and hf.name_id(name) == ident:
                     path, where = os.path.join(folder, relative), batch and folder + "/" + batch
                     found.append(Entry(role, State.COMPLETED, path, where or None))
         return found
@@ -389,11 +282,11 @@ def _files(directory: str, descend: bool) -> Iterator[tuple[str, str, str | None
     """(path, name, batch folder) of each queue file in `directory` and, if `descend`, in its
     `batch_*` folders.  A missing or unreadable folder holds nothing."""
     for entry in _scandir(directory):
-        if is_item(entry.name) and entry.is_file(follow_symlinks=False):
+        if hf.is_item_entry(entry):
             yield entry.path, entry.name, None
         elif descend and entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False):
             for inner in _scandir(entry.path):
-                if is_item(inner.name) and inner.is_file(follow_symlinks=False):
+                if hf.is_item_entry(inner):
                     yield inner.path, inner.name, entry.path
 
 
@@ -474,7 +367,7 @@ def _read_open(path: str) -> tuple[dict[str, str], float | None]:
     except OSError:
         return {}, None
     try:
-        return parse_headers(_head(fd)), os.fstat(fd).st_mtime
+        return hf.parse_headers(hf.read_head(fd)), os.fstat(fd).st_mtime
     except OSError:
         return {}, None
     finally:

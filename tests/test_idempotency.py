@@ -23,8 +23,8 @@ import mcp_types as types
 import pytest
 from mcp import StdioServerParameters
 
-from handoffd.ops import idempotency
 from handoffd.adapters import mcp as server
+from handoffd.ops import idempotency
 from tests.conftest import BIN, Project, helper_env, make_project
 from tests.fault_support import strace_problem
 from tests.mcp_support import Agent, agent, connect, text, texts

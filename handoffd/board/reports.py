@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from typing import Any
 
 import frontmatter
@@ -23,7 +22,7 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 
 from handoffd import durable, safeio, scan
-from handoffd.handoff import iso_from_stamp
+from handoffd.handoff import file_stamp, iso_from_stamp, iso_micros
 
 KEEP = 50
 MAX_TEXT = 64 * 1024  # a report's text (docs/protocol.md §8)
@@ -108,12 +107,6 @@ def render(fields: dict[str, str], text: str) -> str:
     return frontmatter.dumps(post, handler=HANDLER, sort_keys=False) + "\n"
 
 
-def file_stamp(micros: int) -> str:
-    """`yyyymmddThhmmss.ffffffZ` of a time in epoch microseconds: names sort by time."""
-    seconds, fraction = divmod(micros, 1_000_000)
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds)) + f".{fraction:06d}Z"
-
-
 def store(
     handoffs: str,
     card_id: str,
@@ -131,7 +124,7 @@ def store(
     try:
         name, micros = _free_name(fd, now, status)
         # reported_at is the name's own time, to the microsecond: the two never disagree
-        stamp = _iso(micros)
+        stamp = iso_micros(micros)
         fields = dict(zip(FIELDS, (status, role, agent, conversation, stamp), strict=True))
         data = render(fields, text).encode("utf-8")
         temp = os.path.basename(durable.temp_name("", name))
@@ -194,12 +187,6 @@ def _free_name(fd: int, now: float, status: str) -> tuple[str, int]:
         except FileNotFoundError:
             return name, micros
         micros += 1
-
-
-def _iso(micros: int) -> str:
-    """The §2 timestamp of a time in epoch microseconds."""
-    seconds, fraction = divmod(micros, 1_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:06d}Z"
 
 
 def prune(handoffs: str, card_id: str, keep: int = KEEP) -> list[str]:

@@ -15,8 +15,8 @@ from handoffd.continuity.threads import group
 
 def roles_in(name: str) -> list[str]:
     """The sender and recipients a queue file's name gives (§2); none if it is not in that
-    form.  `scan.parse_name` reads an archived duplicate (`….2.handoff`) as its original."""
-    parts = scan.parse_name(name)
+    form.  `parse_name` reads an archived duplicate (`….2.handoff`) as its original."""
+    parts = hf.parse_name(name)
     return [parts.sender, *parts.recipients] if parts else []
 
 

@@ -8,10 +8,12 @@ import time
 from collections.abc import Sequence
 
 from handoffd import config, scan
+from handoffd import handoff as hf
 from handoffd.board.reports import Report
 from handoffd.config import Role
 from handoffd.continuity import carry, gitfacts, threads
-from handoffd.continuity.digest import MIN_LINES, Digest, Inputs, compose, epoch
+from handoffd.continuity.digest import MIN_LINES, Digest, Inputs, compose
+from handoffd.handoff import epoch
 from handoffd.outcome import Exit, Result, refused
 from handoffd.terminal import escape
 
@@ -70,7 +72,7 @@ def digest_of(
 def _id(value: str) -> str:
     """A handoff named by id, by card (`<id>@<role>`) or by file name or path: its id."""
     value = value.split("@", 1)[0]
-    parts = scan.parse_name(os.path.basename(value))
+    parts = hf.parse_name(os.path.basename(value))
     return parts.id if parts else value
 
 

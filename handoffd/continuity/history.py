@@ -72,7 +72,7 @@ class File:
 
 def handoff_id(name: str) -> str | None:
     """`<ts>_<seq6>_from_<sender>` from a queue file name (§2), or None if it is not one."""
-    parts = scan.parse_name(name)
+    parts = hf.parse_name(name)
     return parts.id if parts else None
 
 
@@ -246,7 +246,7 @@ def _box(relative: str) -> str | None:
         if relative.startswith(box + "/") and "\0" not in relative:
             inner = parts[box.count("/") + 1 :]
             if len(inner) <= 2 and all(p and p not in (".", "..") for p in inner):
-                return box if scan.is_item(inner[-1]) else None
+                return box if hf.is_item(inner[-1]) else None
     return None
 
 
@@ -273,7 +273,7 @@ def _history(
         relative = f"{box}/{entry.name}"
         if entry.is_dir(follow_symlinks=False):
             yield from _batch(role, box, entry, index, batches.get(relative, []), added, gone)
-        elif scan.is_item(entry.name) and entry.is_file(follow_symlinks=False):
+        elif hf.is_item_entry(entry):
             yield _indexed(role, box, relative, entry.path, index, added)
 
 
@@ -300,7 +300,7 @@ def _batch(
         return
     present = set()
     for inner in hf.visible(entry.path):
-        if scan.is_item(inner.name) and inner.is_file(follow_symlinks=False):
+        if hf.is_item_entry(inner):
             present.add(child := f"{relative}/{inner.name}")
             yield _indexed(role, box, child, inner.path, index, added)
     gone.update(child for child in members if child not in present)
@@ -346,15 +346,9 @@ def _fresh(role: Role, box: str, path: str) -> File:
 
 
 def _headers(path: str) -> dict[str, str]:
-    """A history file's header block; nothing for one that is not a regular file by the
-    time it is opened (never a FIFO waited on, never a symlink followed)."""
+    """A history file's header block, through the careful reader; nothing for one that is
+    not a regular file by the time it is opened (never a FIFO, never a symlink followed)."""
     try:
-        fd = os.open(path, os.O_RDONLY | indexfile.OPEN)
+        return hf.read_headers(path)
     except OSError:
         return {}
-    try:
-        return scan.parse_headers(scan._head(fd)) if stat.S_ISREG(os.fstat(fd).st_mode) else {}
-    except OSError:
-        return {}
-    finally:
-        os.close(fd)

@@ -91,7 +91,7 @@ def _unchanged(role: Role, state: live.State, previous: live.Parsed) -> bool:
     """Whether rewriting would change only the header time, and the file as it stands is
     still fresh for `resume` (no queue event since it was written).  Skipping that rewrite
     spares a call that changed nothing (`NO_TASK`) the fsync, most of its cost."""
-    if live.epoch(previous.time) < work.newest_event(role):
+    if previous.written < work.newest_event(role):
         return False
     stamp, state.time = state.time, previous.time
     same = live.render(state, previous.sections) == live.render(

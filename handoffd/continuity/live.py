@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from handoffd import durable, safeio
+from handoffd.handoff import epoch
 from handoffd.terminal import escape
 
 FILE = os.path.join(".swarmforge", "HANDOFF.md")
@@ -60,6 +61,13 @@ class Parsed:
         self.branch = branch
         self.phase = phase
         self.sections = sections
+
+    @property
+    def written(self) -> float:
+        """When the file says it was written; as old as can be when that cannot be read
+        (an agent broke the line): such a file is never fresher than the queue."""
+        at = epoch(self.time)
+        return float("-inf") if at is None else at
 
 
 # --- pure ---------------------------------------------------------------------------------
@@ -221,30 +229,6 @@ def parse(text: str) -> Parsed:
             current.append(line)
     trimmed = {name: _trimmed(body) for name, body in sections.items()}
     return Parsed(time, branch, phase, trimmed)
-
-
-def epoch(stamp: str) -> float:
-    """A §2 timestamp (`2026-06-15T14:05:31.482113Z`) in seconds since 1970; one that cannot
-    be read is as old as can be.  By hand: `datetime` or `strptime` would cost a helper more
-    than the whole rewrite."""
-    try:
-        date, clock = stamp.rstrip("Z").split("T")
-        year, month, day = (int(part) for part in date.split("-"))
-        hour, minute, second = clock.split(":")
-        seconds = int(hour) * 3600 + int(minute) * 60 + float(second)
-        return _days(year, month, day) * 86400.0 + seconds
-    except ValueError:
-        return float("-inf")
-
-
-def _days(year: int, month: int, day: int) -> int:
-    """Days from 1970-01-01 to a date of the proleptic Gregorian calendar."""
-    year -= month <= 2
-    era = year // 400
-    of_era = year - era * 400
-    of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    of_cycle = of_era * 365 + of_era // 4 - of_era // 100 + of_year
-    return era * 146097 + of_cycle - 719468
 
 
 # --- I/O ----------------------------------------------------------------------------------

@@ -149,7 +149,7 @@ def _first_bullet(lines: list[str]) -> str | None:
 def fresh(parsed: live.Parsed, branch: str, newest_event: float) -> bool:
     """Rung 1's test: the live file is of this branch and no older than the queue's newest
     event."""
-    return parsed.branch == branch and live.epoch(parsed.time) >= newest_event
+    return parsed.branch == branch and parsed.written >= newest_event
 
 
 # --- I/O: the ladder ----------------------------------------------------------------------
@@ -212,12 +212,12 @@ def last_handoff(role: Role) -> tuple[str, str]:
     parts, entry = max(named, key=lambda pe: (pe[0].timestamp, pe[0].seq, pe[1].name))
     headers = entry.headers
     if entry.state == scan.State.COMPLETED:
-        who, stamp = f"received {work.label(headers)} from {headers.get('from')}", "completed_at"
+        who, stamp = f"received {hf.label(headers)} from {headers.get('from')}", "completed_at"
         waiting_for = ""
     else:
         waiting_for = headers.get("to") or ",".join(parts.recipients)
-        who, stamp = f"sent {work.label(headers)} to {waiting_for}", "created_at"
-    return f"{who} ({work.short_time(headers.get(stamp, ''))})", waiting_for
+        who, stamp = f"sent {hf.label(headers)} to {waiting_for}", "created_at"
+    return f"{who} ({hf.short_time(headers.get(stamp, ''))})", waiting_for
 
 
 def latest_report(role: Role, ident: str) -> str:
@@ -232,7 +232,7 @@ def latest_report(role: Role, ident: str) -> str:
     except (OSError, ValueError):  # pruned since, or not a file a reader may open
         return ""
     first = next((line.strip() for line in report.text.split("\n") if line.strip()), "")
-    when = work.short_time(report.reported_at) or _name_time(os.path.basename(paths[-1]))
+    when = hf.short_time(report.reported_at) or _name_time(os.path.basename(paths[-1]))
     return f"{report.status} {when}" + (f": {first}" if first else "")
 
 

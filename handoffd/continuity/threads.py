@@ -150,7 +150,7 @@ def _fill(file: File, thread: Thread) -> None:
     """Read a thread file's headers (history was only indexed) and a failure's reason."""
     if not file.headers:
         try:
-            file.headers = scan.read_headers(file.path)
+            file.headers = hf.read_headers(file.path)
         except OSError:
             pass
     if not file.headers.get("id"):  # gone, or no header block a reader could parse

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from handoffd import handoff as hf
 from handoffd import scan
 from handoffd.config import Box, Role
 
@@ -26,7 +27,7 @@ class Card:
         self.blocked_reason = blocked_reason
 
     def line(self) -> str:
-        taken = f", taken {short_time(self.taken_at)}" if self.taken_at else ""
+        taken = f", taken {hf.short_time(self.taken_at)}" if self.taken_at else ""
         return f"{self.card}, {self.label}{taken}"
 
 
@@ -67,25 +68,10 @@ class Summary:
 # --- pure ---------------------------------------------------------------------------------
 
 
-def short_time(stamp: str) -> str:
-    """`2026-06-15T14:05:31.482113Z` → `2026-06-15 14:05Z`: enough to place it in a day."""
-    return f"{stamp[:10]} {stamp[11:16]}Z" if len(stamp) >= 16 and stamp[10:11] == "T" else stamp
-
-
-def label(headers: dict[str, str]) -> str:
-    """What a handoff is about, in a few words: its task, else its note, else its id."""
-    task, message = headers.get("task"), headers.get("message")
-    if task:
-        return task
-    if message:
-        return f'note "{message}"'
-    return headers.get("id") or "an untitled handoff"
-
-
 def card_of(card: str, headers: dict[str, str]) -> Card:
     """A card in process, from its name (`<id>@<role>`) and its header block."""
     taken = headers.get("dequeued_at", "")
-    return Card(card, label(headers), taken, headers.get("blocked_reason"))
+    return Card(card, hf.label(headers), taken, headers.get("blocked_reason"))
 
 
 def describe(work: Work) -> Summary:

@@ -30,7 +30,7 @@ import os
 import stat
 import time
 
-from handoffd import durable, outbox, scan
+from handoffd import durable, outbox
 from handoffd import handoff as hf
 from handoffd.checks import MAX_BYTES
 from handoffd.config import Box, Role
@@ -94,7 +94,7 @@ def parse(raw: bytes, sender: str) -> Record | None:
 def _planned_by(name: str, sender: str) -> bool:
     """Whether `name` is a queue file name `sender`'s outbox could hold: one plain name,
     in the §2 form, no archive tail, nothing a path or a terminal would take amiss (pure)."""
-    parts = scan.parse_name(name)
+    parts = hf.parse_name(name)
     plain = name.isascii() and name.isprintable() and "/" not in name
     only = "." not in name.removesuffix(hf.SUFFIX)  # not an archived `….2.handoff`
     return plain and only and parts is not None and parts.sender == sender
@@ -237,7 +237,7 @@ def _recording(records: Records, key: str, wanted: str) -> queue.Enqueue:
 def _again(caller: Context, record: Record) -> Result:
     """A repeated call: the first call's answer, having queued the recorded handoff only if
     it is nowhere (that call died between its record and its file)."""
-    sender, parts = caller.me, scan.parse_name(record.name)
+    sender, parts = caller.me, hf.parse_name(record.name)
     sent_to = ""
     if not outbox.handoff_exists(caller.roles, hf.name_id(record.name)):
         if outbox.publish(sender, record.name, record.data) is None:

@@ -35,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handoffd import config, safeio, scan
+from handoffd import handoff as hf
 from handoffd.board import cards, reports, status
 from handoffd.board.web import views
 
@@ -268,12 +269,7 @@ def read_file(path: str) -> tuple[list[tuple[str, str]], str]:
         return [], f"(not shown: {refusal.why})"
     except OSError as error:
         return [], f"(cannot read {path}: {error.strerror})"
-    text = data.decode("utf-8", errors="replace")
-    head, sep, body = text.partition("\n\n")
-    if not sep:
-        return [], text
-    pairs = [line.partition(": ") for line in head.split("\n")]
-    return [(key, value) for key, colon, value in pairs if colon and key], body
+    return hf.split_lenient(data.decode("utf-8", errors="replace"))
 
 
 def _etag(text: str) -> str:
