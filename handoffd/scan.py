@@ -24,7 +24,6 @@ header block and a queue item are is `handoffd.handoff`'s to say.
 from __future__ import annotations
 
 import os
-import stat
 import time
 
 from handoffd import config, heartbeat, safeio
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator  # importing collections costs ~1.5 ms
 
     from handoffd.lifecycle import DaemonState
+    from handoffd.reports import Head
 
 RESCANS = 5  # listings of one role before a file that keeps vanishing is left out
 
@@ -111,6 +111,10 @@ class Entry:
     @property
     def headers(self) -> dict[str, str]:
         """Its header block; read now for a history file, `{}` if it has gone since."""
+        return self.load()
+
+    def load(self) -> dict[str, str]:
+        """Read its header block if it is not read yet (through the careful reader)."""
         if self._headers is None:
             try:
                 self._headers = hf.read_headers(self.path)
@@ -147,9 +151,15 @@ class Entry:
 class Snapshot:
     """What one scan of a project found.  Read-only: nothing here changes the disk.
 
+    Besides the queue files, the scan reads what the views show of them, so that the
+    projection (`board/cards.project`) reads no file at all: each open card's latest
+    report (`head`), each failed original's `.error` line (`error`) and the completed
+    copies of the handoffs open ones depend on (`done`).
+
     History (`completed/`, `sent/`: it grows without bound) is listed on first use of
     `history`, once, and its headers only as each entry is asked for: a view that needs
-    no history (the board without `--all`) never pays for it.
+    no history (the board without `--all`) never pays for it.  A view that shows it
+    (`--all`) asks for all of it at once first: `load_history`.
     """
 
     def __init__(
@@ -168,6 +178,10 @@ class Snapshot:
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
         self._reports: dict[tuple[str, str], list[str]] = {}
+        self.heads: dict[tuple[str, str], Head] = {}  # (role, id) -> its latest report's
+        self.errors: dict[str, str] = {}  # a failed original's path -> its `.error` line
+        self.dependencies: dict[str, list[Entry]] = {}  # id -> its completed copies, looked up
+        self.history_loaded = False  # `load_history` read history's headers and reports
 
     @property
     def history(self) -> list[Entry]:
@@ -218,20 +232,99 @@ class Snapshot:
             return []
         key = (role, ident)
         if key not in self._reports:
+            from handoffd.reports import report_paths
+
             self._reports[key] = report_paths(self.roles[role].handoffs, ident)
         return self._reports[key]
 
+    # --- what the views show of the files: read here, never by the projection ----------
+
+    def head(self, role: str, ident: str) -> Head | None:
+        """The latest of `role`'s reports on `ident`, as the scan read it (None if none)."""
+        return self.heads.get((role, ident))
+
+    def error(self, path: str) -> str | None:
+        """The `.error` line of the failed original at `path`, as the scan read it."""
+        return self.errors.get(path)
+
+    def done(self, ident: str) -> list[Entry]:
+        """The completed copies of handoff `ident` that the scan looked up (an open handoff
+        depends on it), headers read; none for a handoff it did not need to look up."""
+        return self.dependencies.get(ident, [])
+
+    def load_history(self) -> list[Entry]:
+        """History as a view shows it (`--all`): listed, every header block read, and each
+        completed copy's latest report and dependencies; once."""
+        if not self.history_loaded:
+            for entry in self.history:
+                entry.load()
+            done = [e for e in self.history if e.state == State.COMPLETED]
+            self._read_heads(done)
+            self._look_up_dependencies(done)
+            self.history_loaded = True
+        return self.history
+
+    def _read_heads(self, entries: Iterable[Entry]) -> None:
+        """The latest report on each of `entries` that has a report folder."""
+        from handoffd.reports import head
+
+        for entry in entries:
+            key = (entry.role, entry.id)
+            if key not in self.heads and (paths := self.reports(*key)):
+                found = head(paths[-1])
+                if found is not None:
+                    self.heads[key] = found
+
+    def _read_errors(self) -> None:
+        for entry in self.open:
+            if entry.state == State.FAILED:
+                line = _error_line(entry.path)
+                if line is not None:
+                    self.errors[entry.path] = line
+
+    def _look_up_dependencies(self, entries: Iterable[Entry]) -> None:
+        """Find in `completed/` each handoff `entries` depend on that may be done there, and
+        in turn what those depend on: one with no open copy (but for one only its sender
+        holds: never delivered, it has none), or one of whose recipients some hold none."""
+        copies: dict[str, list[Entry]] = {}
+        originals = set()
+        for entry in self.open:
+            if entry.state in (State.NEW, State.IN_PROCESS):
+                copies.setdefault(entry.id, []).append(entry)
+            else:
+                originals.add(entry.id)
+        wanted = [d for entry in entries for d in depends_on(entry.headers)]
+        while wanted:
+            ident = wanted.pop()
+            held = copies.get(ident)
+            if ident in self.dependencies or (held is None and ident in originals):
+                continue
+            if held is not None and not _some_not_held(held):
+                continue
+            found = self.completed(ident)
+            for entry in found:
+                entry.load()
+            self.dependencies[ident] = found
+            wanted += [d for entry in found for d in depends_on(entry.headers)]
+
 
 def scan(
-    root: str, roles: dict[str, Role] | None = None, now: float | None = None, once: bool = True
+    root: str,
+    roles: dict[str, Role] | None = None,
+    now: float | None = None,
+    once: bool = True,
+    history: bool = False,
 ) -> Snapshot:
     """Scan the project at `root` in one pass (roles.tsv is read unless `roles` is given).
 
     `once`: a name found in two folders of one role is a file caught mid-rename, kept once.
     An audit of a queue at rest passes False, to see a real duplicate as two entries.
+    `history`: read the history too, as a view of green cards needs it (`load_history`).
     """
     from handoffd import lifecycle  # not at the top: helpers import this module, and
+
     # lifecycle's subprocess would cost each of them its imports of re and enum
+    from handoffd.reports import report_ids
 
     roles = config.load_roles(root) if roles is None else roles
     snapshot = Snapshot(root, roles, time.time() if now is None else now, once)
@@ -241,7 +334,41 @@ def scan(
         snapshot.report_ids[role.name] = report_ids(role.handoffs)
     snapshot.daemon = lifecycle.daemon_state(root)
     snapshot.wakes, snapshot.wake_failures = lifecycle.wake_times(root)
+    snapshot._read_errors()
+    snapshot._read_heads(snapshot.open)
+    snapshot._look_up_dependencies(snapshot.open)
+    if history:
+        snapshot.load_history()
     return snapshot
+
+
+def depends_on(headers: dict[str, str]) -> list[str]:
+    """The ids a `depends_on` header names (docs/protocol.md §8), in order."""
+    return [part.strip() for part in headers.get("depends_on", "").split(",") if part.strip()]
+
+
+def recipients(entry: Entry) -> list[str]:
+    """Who a handoff is to: its `to` header, else the recipients its name spells."""
+    if "to" in entry.headers:
+        return [part.strip() for part in entry.headers["to"].split(",") if part.strip()]
+    parts = entry.parts
+    return parts.recipients if parts else []
+
+
+def _some_not_held(copies: list[Entry]) -> bool:
+    """Whether some recipient of a delivered handoff holds no open copy of it: theirs may
+    be done already."""
+    return bool(set(recipients(copies[0])) - {copy.role for copy in copies})
+
+
+def _error_line(path: str) -> str | None:
+    """The one line of a failed original's `<name>.error`."""
+    try:  # the careful reader: an `.error` linked to /dev/zero or to a secret is skipped
+        return safeio.read_line(path + ".error") or None
+    except safeio.Refused as refusal:
+        return f"(its .error is not read: {refusal.why})"
+    except OSError:
+        return None
 
 
 def scan_role(
@@ -372,58 +499,3 @@ def _read_open(path: str) -> tuple[dict[str, str], float | None]:
         return {}, None
     finally:
         os.close(fd)
-
-
-# --- report folders (`H/reports/<id>/`) ------------------------------------------------------
-
-
-def report_ids(handoffs: str) -> set[str]:
-    """The ids with a report folder in `H/reports/`.  A link where `reports/` or one of its
-    folders should be is not followed: it holds no reports (docs/protocol.md Part II)."""
-    try:
-        fd = safeio.open_dir(os.path.join(handoffs, "reports"), below=handoffs)
-    except OSError:
-        return set()
-    try:
-        with os.scandir(fd) as entries:
-            return {e.name for e in entries if _visible(e.name) and e.is_dir(follow_symlinks=False)}
-    except OSError:
-        return set()
-    finally:
-        os.close(fd)
-
-
-def report_paths(handoffs: str, ident: str) -> list[str]:
-    """The paths of the reports in `H/reports/<ident>/`, oldest first (`written_order`);
-    none when that folder, or `reports/`, is missing or a link."""
-    folder = os.path.join(handoffs, "reports", ident)
-    try:
-        fd = safeio.open_dir(folder, below=handoffs)
-    except OSError:
-        return []
-    try:
-        return [os.path.join(folder, name) for name in written_order(fd, ".md")]
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-
-
-def written_order(fd: int, suffix: str) -> list[str]:
-    """The visible regular files named `*<suffix>` in the folder open at `fd`, oldest first
-    by mtime, then by name.  Not by name alone: a name carries the writer's clock, and a
-    clock set back (or a planted `2999…` name) must not make a new report the oldest."""
-    found = []
-    for name in os.listdir(fd):
-        if _visible(name) and name.endswith(suffix):
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:  # pruned since the listing
-                continue
-            if stat.S_ISREG(info.st_mode):  # a link or a FIFO is no report
-                found.append((info.st_mtime_ns, name))
-    return [name for _, name in sorted(found)]
-
-
-def _visible(name: str) -> bool:
-    return not name.startswith(".")

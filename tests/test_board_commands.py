@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import handoff as hf
-from handoffd import heartbeat
-from handoffd.board import reports
+from handoffd import heartbeat, reports
 from tests.conftest import Project, Result, helper_env
 
 ID1 = "20260101T000000Z_000001_from_QA"

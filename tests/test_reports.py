@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from handoffd.board import reports
+from handoffd import reports
 
 ID = "20260615T140531Z_000042_from_architect"
 NOW = 1_781_532_331.25  # 2026-06-15T14:05:31.25Z

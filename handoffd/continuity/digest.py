@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from handoffd.board.reports import Report
 from handoffd.continuity import budget, evidence
 from handoffd.continuity.gitfacts import Commit, Facts
 from handoffd.continuity.threads import Item, Thread
 from handoffd.handoff import epoch, iso_from_stamp, short_time
 from handoffd.handoff import iso_seconds as iso
+from handoffd.reports import Report
 from handoffd.terminal import escape
 
 DEFAULT_LINES = 60

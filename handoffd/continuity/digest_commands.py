@@ -9,12 +9,12 @@ from collections.abc import Sequence
 
 from handoffd import config, scan
 from handoffd import handoff as hf
-from handoffd.board.reports import Report
 from handoffd.config import Role
 from handoffd.continuity import carry, gitfacts, threads
 from handoffd.continuity.digest import MIN_LINES, Digest, Inputs, compose
 from handoffd.handoff import epoch
 from handoffd.outcome import Exit, Result, refused
+from handoffd.reports import Report
 from handoffd.terminal import escape
 
 CARRY_LINES = 20  # each thread of carry-forward is a compact digest

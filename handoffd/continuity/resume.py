@@ -222,7 +222,7 @@ def last_handoff(role: Role) -> tuple[str, str]:
 
 def latest_report(role: Role, ident: str) -> str:
     """The newest report on `ident` in words (`RUNNING 2026-06-15 14:05Z: <first line>`)."""
-    from handoffd.board import reports  # front matter and YAML: only this rung pays
+    from handoffd import reports  # front matter and YAML: only this rung pays
 
     paths = reports.files(role.handoffs, ident) if ident else []
     if not paths:

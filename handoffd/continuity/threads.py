@@ -3,7 +3,7 @@ of each, where it is now, and their reports (docs/protocol.md §2, §8, §11).
 
 The open folders come from the queue's one scan (`handoffd.scan`), history through
 `history`, which finds a thread's files without reading unrelated history; reports are
-read with `handoffd.board.reports`.
+read with `handoffd.reports`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from handoffd import handoff as hf
-from handoffd import safeio, scan
-from handoffd.board import reports
-from handoffd.board.reports import Report
+from handoffd import reports, safeio, scan
 from handoffd.continuity.history import TIMESTAMPS, File, handoff_id, lookup, role_files
+from handoffd.reports import Report
 
 REPORTS = "reports"
 ORIGINAL_STATES = scan.State.ORIGINALS

@@ -34,9 +34,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handoffd import config, safeio, scan
+from handoffd import config, reports, safeio, scan
 from handoffd import handoff as hf
-from handoffd.board import cards, reports, status
+from handoffd.board import cards, status
 from handoffd.board.web import views
 
 STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
@@ -147,16 +147,17 @@ class Board:
         self.clock = clock
         self.env = environment()
 
-    def scan(self) -> tuple[scan.Snapshot, float]:
-        """One scan of the queue, and the moment it stands for."""
+    def scan(self, history: bool = False) -> tuple[scan.Snapshot, float]:
+        """One scan of the queue (with its history, for green cards), and the moment it
+        stands for."""
         now = self.clock()
         try:
-            return scan.scan(self.root, now=now), now
+            return scan.scan(self.root, now=now, history=history), now
         except config.ConfigError as error:
             raise HTTPException(503, f"Cannot read the project: {error}") from None
 
     def project(self, include_green: bool) -> tuple[cards.Board, float]:
-        snapshot, now = self.scan()
+        snapshot, now = self.scan(history=include_green)
         return cards.project(snapshot, now, self.window_s, include_green=include_green), now
 
     def render(self, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:
@@ -223,6 +224,7 @@ class Board:
         # only a card not open costs the projection with history
         board = cards.project(snapshot, now, self.window_s)
         if name not in board.by_card:
+            snapshot.load_history()
             board = cards.project(snapshot, now, self.window_s, include_green=True)
         card = board.by_card.get(name)
         if card is None:
