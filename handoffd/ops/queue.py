@@ -183,7 +183,7 @@ def invalid(context: Context, errors: list[str], text: str, name: str) -> str:
 
 
 def _packet_usage() -> str:
-    from handoffd.continuity import packet
+    from handoffd import packet
 
     return packet.USAGE
 
