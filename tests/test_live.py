@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from handoffd import budget, live, work
 from handoffd import handoff as hf
-from handoffd.continuity import live, work
+from handoffd.scan import Entry, State
 from tests.conftest import Project, git
 
 NOW = "2026-06-15T14:05:31.482113Z"
@@ -104,13 +105,13 @@ def one_at_a_time(head: list[str], sections: dict[str, list[str]]) -> dict[str, 
             items, dropped = live._items(sections.get(name, []))
             if not items:
                 break
-            kept = live._trimmed([line for item in items[1:] for line in item])
+            kept = budget.trimmed([line for item in items[1:] for line in item])
             sections[name] = [*kept, f"- ({dropped + 1} older items dropped)"]
     return sections
 
 
 LINE = st.sampled_from(["- a", "* b", "  more", "", "- (3 older items dropped)", "prose"])
-SECTION = st.lists(LINE, max_size=40).map(live._trimmed)
+SECTION = st.lists(LINE, max_size=40).map(budget.trimmed)
 
 
 @given(
@@ -361,7 +362,11 @@ def test_a_live_file_that_cannot_be_written_never_fails_the_helper(project: Proj
 
 
 def test_work_describes_a_batch_and_what_waits_behind_it() -> None:
-    cards = [work.Card(f"c{i}@cleaner", f"t{i}", NOW, None) for i in range(3)]
+    cards = [
+        Entry("cleaner", State.IN_PROCESS, f"/b/c{i}.handoff", "/b",
+              headers={"id": f"c{i}", "task": f"t{i}", "dequeued_at": NOW})
+        for i in range(3)
+    ]  # fmt: skip
     summary = work.describe(work.Work(cards, 2, "batch", batch=True))
     assert summary.phase == "working on a batch of 3"
     assert summary.next_step == (
@@ -374,7 +379,7 @@ def test_work_describes_a_batch_and_what_waits_behind_it() -> None:
 
 WRITER = """
 import sys
-from handoffd.continuity import live
+from handoffd import live
 worktree, big = sys.argv[1], int(sys.argv[2])
 states = [live.State("2026-01-01T00:00:00Z", "main", p, "step " + p * big) for p in "ab"]
 n = 0

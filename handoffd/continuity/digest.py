@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from handoffd.continuity import budget, evidence
+from handoffd import budget
+from handoffd.continuity import evidence
 from handoffd.continuity.gitfacts import Commit, Facts
 from handoffd.continuity.threads import Item, Thread
 from handoffd.handoff import epoch, iso_from_stamp, short_time

@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from handoffd import git, scan
+from handoffd import git, live, scan, work
 from handoffd import handoff as hf
 from handoffd.config import Role
-from handoffd.continuity import live, work
 from handoffd.terminal import escape
 
 COLD_START = "COLD_START: No prior session history found for this worktree."
@@ -163,7 +162,7 @@ def climb(role: Role, root: str, now: float | None = None) -> Answer:
         return from_live(parsed, role.name, branch)
     queue = work.look(role)
     if queue.in_process or queue.waiting:
-        ident = queue.in_process[0].card.rpartition("@")[0] if queue.in_process else ""
+        ident = queue.in_process[0].id if queue.in_process else ""
         return from_queue(queue, role.name, branch, latest_report(role, ident))
     facts = git_facts(role, root, branch)
     if not facts.any:
