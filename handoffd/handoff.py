@@ -100,6 +100,13 @@ def name_id(name: str) -> str:
     return stem[3:].partition("_to_")[0]
 
 
+def parsed_id(name: str) -> str | None:
+    """The id a queue file name in the §2 form carries; None for a name not in that form
+    (`name_id` slices one out of any name)."""
+    parts = parse_name(name)
+    return parts.id if parts else None
+
+
 def is_item(name: str) -> bool:
     """A queue item: a visible name ending in `.handoff` (docs/protocol.md §8; an editor's
     `x.handoff~`, a `notes.txt` or a hidden temp file is not)."""

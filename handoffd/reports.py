@@ -138,11 +138,6 @@ def directory(handoffs: str, card_id: str) -> str:
     return os.path.join(handoffs, "reports", card_id)
 
 
-def files(handoffs: str, card_id: str) -> list[str]:
-    """The paths of a handoff's reports, oldest first (in the order they were written)."""
-    return report_paths(handoffs, card_id)
-
-
 def render(fields: dict[str, str], text: str) -> str:
     """The report file's text: front matter in `FIELDS` order, then the trimmed text."""
     import frontmatter

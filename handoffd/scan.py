@@ -34,7 +34,7 @@ from handoffd.heartbeat import Heartbeat
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers reach this module (the live file)
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator  # importing collections costs ~1.5 ms
+    from collections.abc import Callable, Iterable, Iterator  # collections costs ~1.5 ms
 
     from handoffd.lifecycle import DaemonState
     from handoffd.reports import Head
@@ -88,7 +88,7 @@ _RANK = {state: n for n, state in enumerate(State.ALL)}
 class Entry:
     """One queue file as the scan found it: a copy or an original, open or history."""
 
-    __slots__ = ("_headers", "batch", "mtime", "name", "path", "role", "state")
+    __slots__ = ("_headers", "batch", "indexed", "mtime", "name", "path", "role", "state")
 
     def __init__(
         self,
@@ -107,6 +107,7 @@ class Entry:
         self.batch = batch  # the batch_* folder holding it, if any
         self.mtime = mtime
         self._headers = headers
+        self.indexed: tuple[str, str] | None = None  # (task, newest time), from history's index
 
     @property
     def headers(self) -> dict[str, str]:
@@ -123,8 +124,29 @@ class Entry:
         return self._headers
 
     @property
+    def task(self) -> str | None:
+        """Its `task` header (a thread's key, docs/protocol.md §11); from history's index
+        while its headers are not read."""
+        if self._headers is None and self.indexed is not None:
+            return self.indexed[0] or None
+        return self.headers.get("task")
+
+    @property
+    def activity(self) -> str:
+        """The newest §2 time its headers hold ('' if none); from history's index while
+        its headers are not read."""
+        if self._headers is None and self.indexed is not None:
+            return self.indexed[1]
+        return newest_time(self.headers)
+
+    @property
     def parts(self) -> Name | None:
         return hf.parse_name(self.name)
+
+    @property
+    def name_id(self) -> str | None:
+        """The id its file name spells, None for a name not in the §2 form."""
+        return hf.parsed_id(self.name)
 
     @property
     def id(self) -> str:
@@ -342,6 +364,14 @@ def scan(
     return snapshot
 
 
+TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
+
+
+def newest_time(headers: dict[str, str]) -> str:
+    """The newest §2 time of a header block ('' if none): they sort as text."""
+    return max(headers.get(key, "") for key in TIMESTAMPS)
+
+
 def depends_on(headers: dict[str, str]) -> list[str]:
     """The ids a `depends_on` header names (docs/protocol.md §8), in order."""
     return [part.strip() for part in headers.get("depends_on", "").split(",") if part.strip()]
@@ -408,13 +438,26 @@ def _has_batches(state: str) -> bool:
 def _files(directory: str, descend: bool) -> Iterator[tuple[str, str, str | None]]:
     """(path, name, batch folder) of each queue file in `directory` and, if `descend`, in its
     `batch_*` folders.  A missing or unreadable folder holds nothing."""
+    return queue_files(directory, (lambda batch: True) if descend else None)
+
+
+def queue_files(
+    directory: str, descend: Callable[[os.DirEntry[str]], bool] | None
+) -> Iterator[tuple[str, str, str | None]]:
+    """(path, name, batch folder) of each queue file in `directory` and in those of its
+    `batch_*` folders that `descend` says to list (the history index lists only the batch
+    folders that changed since it last did).  A missing or unreadable folder holds nothing."""
     for entry in _scandir(directory):
         if hf.is_item_entry(entry):
             yield entry.path, entry.name, None
-        elif descend and entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False):
+        elif descend and _is_batch(entry) and descend(entry):
             for inner in _scandir(entry.path):
                 if hf.is_item_entry(inner):
                     yield inner.path, inner.name, entry.path
+
+
+def _is_batch(entry: os.DirEntry[str]) -> bool:
+    return entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False)
 
 
 def _joined_names(folder: str) -> str:
@@ -455,13 +498,19 @@ def _scandir(directory: str) -> list[os.DirEntry[str]]:
 
 
 def _dedupe(entries: Iterable[Entry]) -> list[Entry]:
-    """A file seen twice mid-rename (same side, same name) is kept at its later place."""
-    kept: dict[tuple[bool, str], Entry] = {}
+    """`dedupe`, in life order."""
+    return sorted(dedupe(entries), key=_in_order)
+
+
+def dedupe(entries: Iterable[Entry]) -> list[Entry]:
+    """A file seen twice mid-rename (one role, same side, same name) is kept once, at its
+    later place; in the order first seen."""
+    kept: dict[tuple[str, bool, str], Entry] = {}
     for entry in entries:
-        key = (entry.state in State.ORIGINALS, entry.name)
+        key = (entry.role, entry.state in State.ORIGINALS, entry.name)
         if key not in kept or _LATER[entry.state] >= _LATER[kept[key].state]:
             kept[key] = entry
-    return sorted(kept.values(), key=_in_order)
+    return list(kept.values())
 
 
 def _in_order(entry: Entry) -> tuple[int, str]:

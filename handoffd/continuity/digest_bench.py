@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from handoffd import handoff as hf
-from handoffd.continuity.digest_commands import digest_of
+from handoffd.digest.gather import digest_of
 from handoffd.outcome import Outcome
 
 ROLES = ("lead", "alice", "bob")

@@ -8,15 +8,15 @@ reading, and the git rung writes the live file so the next agent never digs agai
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from handoffd import git, live, scan, work
+from handoffd import budget, git, live, reports, scan, work
 from handoffd import handoff as hf
 from handoffd.config import Role
 from handoffd.terminal import escape
 
 COLD_START = "COLD_START: No prior session history found for this worktree."
+MAX_LINES = 5
 SOURCES = {"live_file": "live file", "queue": "queue", "git": "git"}
 # handoffd's own areas of a worktree: runtime state, and the other roles' worktrees
 OWN_PATHS = (":(exclude).swarmforge", ":(exclude).worktrees")
@@ -43,7 +43,7 @@ class Answer:
             lines.append(f"OPEN_QUESTION: {live.one_line(self.open_question)}")
         lines.append(f"STATE: {live.one_line(self.state or '')}")
         lines.append(f"NEXT_STEP: {live.one_line(self.next_step or '')}")
-        return lines
+        return budget.render(MAX_LINES, [], lines)  # every line fixed, and never a sixth
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -220,21 +220,11 @@ def last_handoff(role: Role) -> tuple[str, str]:
 
 
 def latest_report(role: Role, ident: str) -> str:
-    """The newest report on `ident` in words (`RUNNING 2026-06-15 14:05Z: <first line>`)."""
-    from handoffd import reports  # front matter and YAML: only this rung pays
-
-    paths = reports.files(role.handoffs, ident) if ident else []
-    if not paths:
+    """The newest report on `ident` in words (`RUNNING 2026-06-15 14:05Z: <first line>`),
+    its head read as the scan reads a card's."""
+    paths = reports.report_paths(role.handoffs, ident) if ident else []
+    head = reports.head(paths[-1]) if paths else None  # pruned since, or unreadable: none
+    if head is None:
         return ""
-    try:
-        report = reports.read(paths[-1])
-    except (OSError, ValueError):  # pruned since, or not a file a reader may open
-        return ""
-    first = next((line.strip() for line in report.text.split("\n") if line.strip()), "")
-    when = hf.short_time(report.reported_at) or _name_time(os.path.basename(paths[-1]))
-    return f"{report.status} {when}" + (f": {first}" if first else "")
-
-
-def _name_time(name: str) -> str:
-    """A report file name's time (`20260615T142000.000000Z_…`) as `2026-06-15 14:20Z`."""
-    return f"{name[:4]}-{name[4:6]}-{name[6:8]} {name[9:11]}:{name[11:13]}Z"
+    first = f": {head.first_line}" if head.first_line else ""
+    return f"{head.status} {hf.short_time(head.reported_at)}{first}"

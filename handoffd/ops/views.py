@@ -83,7 +83,7 @@ def digest(
 ) -> Result:
     """The digest of a handoff's thread, or of a task's."""
     from handoffd import budget
-    from handoffd.continuity import digest_commands as digests
+    from handoffd.digest import gather as digests
 
     if (id is None) == (task is None):
         return refused("INVALID_ARGUMENTS: give a handoff ID or --task T (one of them)")
@@ -107,7 +107,7 @@ def carry_forward(
     json: bool = False,
 ) -> Result:
     """The last `n` threads, newest activity first, each a compact digest."""
-    from handoffd.continuity import digest_commands as digests
+    from handoffd.digest import gather as digests
     from handoffd.handoff import epoch
 
     when = None if since is None else epoch(since)

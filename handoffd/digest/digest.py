@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from handoffd import budget
-from handoffd.continuity import evidence
-from handoffd.continuity.gitfacts import Commit, Facts
-from handoffd.continuity.threads import Item, Thread
+from handoffd.digest import evidence
+from handoffd.digest.gitfacts import Commit, Facts
+from handoffd.digest.threads import Item, Thread
 from handoffd.handoff import epoch, iso_from_stamp, short_time
 from handoffd.handoff import iso_seconds as iso
 from handoffd.reports import Report

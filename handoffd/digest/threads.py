@@ -1,9 +1,9 @@
 """A project's threads: a task's handoffs (or one handoff without a task) with every file
 of each, where it is now, and their reports (docs/protocol.md §2, §8, §11).
 
-The open folders come from the queue's one scan (`handoffd.scan`), history through
-`history`, which finds a thread's files without reading unrelated history; reports are
-read with `handoffd.reports`.
+The files are the scan's entries (`handoffd.scan`): the open ones from its snapshot,
+history ones through its index of history, which finds a thread's files without reading
+unrelated history; reports are read with `handoffd.reports`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from handoffd import handoff as hf
-from handoffd import reports, safeio, scan
-from handoffd.continuity.history import TIMESTAMPS, File, handoff_id, lookup, role_files
+from handoffd import history, reports, scan
 from handoffd.reports import Report
+from handoffd.scan import Entry
 
-REPORTS = "reports"
 ORIGINAL_STATES = scan.State.ORIGINALS
-# A file renamed while the scan and the history are read is kept at its later place.
-LATER = {"outbox": 0, "failed": 1, "sent": 2, "new": 0, "in_process": 1, "completed": 2}
 
 
 @dataclass
@@ -28,14 +25,14 @@ class Item:
     """One handoff of a thread: its id and every file of it in the queue."""
 
     id: str
-    files: list[File]
+    files: list[Entry]
 
     @property
-    def original(self) -> File | None:
+    def original(self) -> Entry | None:
         return next((f for f in self.files if f.state in ORIGINAL_STATES), None)
 
     @property
-    def copies(self) -> list[File]:
+    def copies(self) -> list[Entry]:
         return [f for f in self.files if f.state not in ORIGINAL_STATES]
 
     @property
@@ -69,75 +66,37 @@ class Thread:
         return max([*stamps, *(r.reported_at for r in self.reports)], default="")
 
 
-def open_files(snapshot: scan.Snapshot) -> list[File]:
-    """The scan's open entries (`outbox`, `failed`, `new`, `in_process`) as thread files."""
-    files = []
-    for entry in snapshot.open:
-        headers = entry.headers
-        stamps = [headers.get(key, "") for key in TIMESTAMPS]
-        task = headers.get("task")
-        files.append(File(entry.role, entry.state, entry.path, task, max(stamps), headers))
-    return files
+def key_of(entry: Entry) -> str:
+    """The key of the thread a queue file is in: `task:<T>`, or `id:<id>` without a task."""
+    return f"task:{entry.task}" if entry.task is not None else f"id:{entry.name_id}"
 
 
-def all_files(snapshot: scan.Snapshot) -> list[File]:
-    """Every queue file of the project, with its task."""
-    history = [file for role in snapshot.roles.values() for file in role_files(role)]
-    return dedupe([*open_files(snapshot), *history])
-
-
-def dedupe(files: Iterable[File]) -> list[File]:
-    """One file per (role, side, name): one renamed between two listings is kept at its
-    later place."""
-    kept: dict[tuple[str, bool, str], File] = {}
+def group(files: Iterable[Entry]) -> dict[str, list[Entry]]:
+    """Thread key -> files; a file whose name is not in the §2 form is in no thread."""
+    threads: dict[str, list[Entry]] = {}
     for file in files:
-        key = (file.role, file.state in ORIGINAL_STATES, file.name)
-        if key not in kept or LATER[file.state] >= LATER[kept[key].state]:
-            kept[key] = file
-    return list(kept.values())
-
-
-def group(files: Iterable[File]) -> dict[str, list[File]]:
-    """Thread key -> files: `task:<T>` for a task's files, `id:<id>` for one without."""
-    threads: dict[str, list[File]] = {}
-    for file in files:
-        ident = handoff_id(file.name)
-        if ident:
-            key = f"task:{file.task}" if file.task is not None else f"id:{ident}"
-            threads.setdefault(key, []).append(file)
+        if file.name_id:
+            threads.setdefault(key_of(file), []).append(file)
     return threads
 
 
 def thread_key(snapshot: scan.Snapshot, ident: str) -> str | None:
     """The key of the thread handoff `ident` belongs to, or None if no file has that id."""
-    for file in thread_files(snapshot, f"id:{ident}"):
-        return f"task:{file.task}" if file.task is not None else f"id:{ident}"
+    for file in history.thread(snapshot, f"id:{ident}"):
+        return key_of(file)
     return None
 
 
-def thread_files(snapshot: scan.Snapshot, key: str) -> list[File]:
-    """Every file of thread `key` in the project: open ones from the scan, history ones
-    from each role's index."""
-    history = [file for role in snapshot.roles.values() for file in lookup(role, key)]
-    return dedupe([*(f for f in open_files(snapshot) if matches(f, key)), *history])
-
-
-def matches(file: File, key: str) -> bool:
-    if key.startswith("task:"):
-        return file.task == key.removeprefix("task:")
-    return f"id:{handoff_id(file.name)}" == key
-
-
-def build(key: str, files: list[File], snapshot: scan.Snapshot) -> Thread:
+def build(key: str, files: list[Entry], snapshot: scan.Snapshot) -> Thread:
     """The thread of `files`: headers read, grouped by id in time order, reports attached."""
-    by_id: dict[str, list[File]] = {}
+    by_id: dict[str, list[Entry]] = {}
     for file in sorted(files, key=lambda f: f.name):
-        by_id.setdefault(handoff_id(file.name) or "", []).append(file)
+        by_id.setdefault(file.name_id or "", []).append(file)
     task = key.removeprefix("task:") if key.startswith("task:") else None
     thread = Thread(task, [Item(i, fs) for i, fs in by_id.items()])
     for item in thread.items:
         for file in item.files:
-            _fill(file, thread)
+            _fill(file, thread, snapshot)
     # Two handoffs can share a second (ids sort by it): `created_at` has microseconds.
     thread.items.sort(key=lambda item: (item.header("created_at") or item.id, item.id))
     found = _reports(thread.ids, snapshot, thread)
@@ -145,20 +104,13 @@ def build(key: str, files: list[File], snapshot: scan.Snapshot) -> Thread:
     return thread
 
 
-def _fill(file: File, thread: Thread) -> None:
-    """Read a thread file's headers (history was only indexed) and a failure's reason."""
-    if not file.headers:
-        try:
-            file.headers = hf.read_headers(file.path)
-        except OSError:
-            pass
-    if not file.headers.get("id"):  # gone, or no header block a reader could parse
+def _fill(file: Entry, thread: Thread, snapshot: scan.Snapshot) -> None:
+    """Read a thread file's headers (history was only indexed; the careful reader); a
+    failure's reason is the scan's."""
+    if not file.load().get("id"):  # gone, or no header block a reader could parse
         _gap(thread, "unreadable_file")
-    if file.state == "failed":
-        try:  # one line, and never through a link, from a FIFO or past 4 KiB
-            thread.errors[file.path] = safeio.read_line(file.path + ".error")
-        except OSError:
-            thread.errors[file.path] = "reason not recorded"
+    if file.state == scan.State.FAILED:
+        thread.errors[file.path] = snapshot.error(file.path) or "reason not recorded"
 
 
 def _reports(ids: list[str], snapshot: scan.Snapshot, thread: Thread) -> Iterator[Report]:
