@@ -25,7 +25,7 @@ import os
 import stat
 import time
 
-from handoffd import checks, config, durable, journal, lifecycle, outbox, settle
+from handoffd import checks, config, durable, journal, lifecycle, outbox, safeio, settle
 from handoffd import handoff as hf
 from handoffd.config import SWARMFORGE, Box, Role
 from handoffd.journal import Entry
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 JOURNAL = os.path.join(SWARMFORGE, "daemon", "handoffd.journal")
 BATCH_LIMIT = 256  # originals per pass: bounds the work a SIGTERM waits for
+COPY_LIMIT = checks.MAX_BYTES + 4096  # an original and the stamps a copy adds to it
 FIRST_RETRY, LAST_RETRY = 0.5, 60.0  # seconds; doubling in between
 # Errors about a name itself: retrying cannot cure them, so they fail, never defer forever.
 PERMANENT = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
@@ -472,10 +473,11 @@ def _sync(directories: list[str]) -> set[str]:
 
 
 def _same_copy(staged: str, final: str) -> bool:
-    """Whether two copies differ only in their `enqueued_at` stamp (one handoff, twice)."""
+    """Whether two copies differ only in their `enqueued_at` stamp (one handoff, twice).
+    Both are read with the careful reader: whatever sits in `new/` under that name (a link,
+    a FIFO someone planted) is not our copy, and is never followed or opened."""
     try:
-        with open(staged, "rb") as a, open(final, "rb") as b:
-            ours, theirs = a.read(checks.MAX_BYTES + 4096), b.read(checks.MAX_BYTES + 4096)
+        ours, theirs = (safeio.read_regular(path, COPY_LIMIT) for path in (staged, final))
     except OSError:
         return False
     staged_copy = _unstamped(ours)
