@@ -252,8 +252,9 @@ def _index(cards: Iterable[Card]) -> dict[str, list[Card]]:
 
 
 def _resolve(snapshot: Snapshot, by_id: dict[str, list[Card]], now: float) -> None:
-    """Add the green cards of dependencies no longer open, looked up in history, and theirs
-    in turn; history is listed (once) only if some dependency is not open."""
+    """Add the green cards of dependencies no longer open, and theirs in turn: the copies
+    the scan found done (`Snapshot.done`; it looks in history only if some dependency is
+    not open)."""
     named = {d for cards in list(by_id.values()) for d in cards[0].depends_on}
     missing = [d for d in named if d not in by_id]
     for ident in sorted(d for d in named if d in by_id and _partly_done(by_id[d])):
