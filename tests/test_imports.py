@@ -11,11 +11,13 @@ agent call pays for each one (docs/performance.md, start-up).
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Project
+from tests.conftest import BIN, Project, helper_env
 from tests.test_helpers import imported_by
 
 PACKAGE = Path(__file__).resolve().parent.parent / "handoffd"
@@ -179,3 +181,35 @@ def test_sending_a_note_starts_no_process_and_imports_nothing_to_start_one(
     git handoff's commit alone."""
     loaded = imported_by(project, "swarm_handoff", str(project.draft(project.note_draft())))
     assert sorted({"subprocess", "re", "enum", "threading", "socket"} & loaded) == []
+
+
+INSTALLED = ("swarm_handoff", "ready_for_next", "ready_for_next_task", "ready_for_next_batch",
+             "done_with_current", "done_with_current_task", "done_with_current_batch")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "answer"), [("ready_for_next", (0, "NO_TASK\n")), ("done_with_current", (1, ""))]
+)
+def test_the_installed_helper_imports_no_re_before_it_starts(
+    project: Project, name: str, answer: tuple[int, str]
+) -> None:
+    """pip's wrapper for an entry point imports `re` first: as much start-up as the whole of
+    what a helper does.  The helpers are installed as small scripts of their own instead,
+    each the command's one call."""
+    script = Path(BIN) / name
+    assert script.read_text(encoding="utf-8").splitlines()[0].startswith("#!")
+    run = subprocess.run([sys.executable, "-X", "importtime", str(script)], cwd=project.root,
+                         env=helper_env("coder"), capture_output=True, text=True, timeout=60,
+                         check=False)  # fmt: skip
+    assert (run.returncode, run.stdout) == answer, run.stderr
+    imported = {line.rpartition("|")[2].strip() for line in run.stderr.splitlines()}
+    assert "handoffd.adapters.console" in imported and "re" not in imported
+
+
+def test_every_helper_is_installed_as_the_call_of_its_console_function() -> None:
+    """Each installed helper is the three lines that call its function in
+    `handoffd.adapters.console` (what the entry point was), nothing else."""
+    for name in INSTALLED:
+        code = [line for line in (Path(BIN) / name).read_text().splitlines()[1:]
+                if line and not line.startswith("#")]  # fmt: skip
+        assert code == [f"from handoffd.adapters.console import {name}", f"{name}()"], name
