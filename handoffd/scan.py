@@ -1,17 +1,19 @@
 """One read-only scan of a project's queue, into a snapshot every view reads.
 
-The board, `resume`, digests, the MCP tools, the audit, the demo's summary and the
-daemon's idle check all read the queue through this module, so there is one way to
-do it.  A scan never changes anything: it sweeps no temp file and removes no empty
-batch folder (that is the inbox's business, under its lock).
+The board, `resume`, the live file, digests, the MCP tools, the audit, the demo's
+summary, the history index and the daemon's idle check all read the queue through this
+module, so there is one way to do it.  A scan never changes anything: it sweeps no temp
+file and removes no empty batch folder (that is the inbox's business, under its lock).
 
 What it reads:
 - every role's open folders (`outbox/`, `failed/`, `inbox/new/`, `inbox/in_process/`,
   batch folders included), each file's header block only — never the body;
 - history (`inbox/completed/`, `sent/`) as names only; a history file's headers are
-  read when someone asks (`Entry.headers`), for `--all` and dependency look-ups;
-- each role's heartbeat, its report folders (`H/reports/<id>/`), and from `daemon/`
-  whether the daemon runs and the wake-ups in its log's tail.
+  read when someone asks (`Entry.headers`), or all at once for `--all` (`load_history`);
+- each role's heartbeat, its report folders (`H/reports/<id>/`) and each open card's
+  latest report, each failed original's `.error` line, the completed copies of the
+  handoffs open ones depend on, and from `daemon/` whether the daemon runs and the
+  wake-ups in its log's tail: all a view shows, so the projection reads no file.
 
 The queue moves while we read it.  Each move is a rename, so a file is always in one
 folder, but two listings are not one instant: a file renamed between them is seen
