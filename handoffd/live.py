@@ -321,11 +321,11 @@ def refresh(
     force: bool = False,
 ) -> str:
     """Rewrite `role`'s live file from its queue; the text written ("" if nothing needed
-    writing).  Under a lock on the
-    role's handoff directory: two helpers of one role finishing at once write one after the
-    other, each from the queue as it stands then, so a stale view never lands last.  (Not
-    the live file's own folder: the main checkout's `.swarmforge/` is the project's, which
-    the daemon keeps locked for as long as it runs.)"""
+    writing).  Under a lock on the role's handoff directory: two helpers of one role
+    finishing at once write one after the other, each from the queue as it stands then, so
+    a stale view never lands last.  (Not the live file's own folder: the main checkout's
+    `.swarmforge/` is the project's, which the daemon keeps locked for as long as it
+    runs.)"""
     os.makedirs(role.handoffs, exist_ok=True)
     fd = os.open(role.handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
