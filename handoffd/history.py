@@ -290,7 +290,8 @@ def _history(
         return True
 
     present: dict[str, set[str]] = {}  # each batch dir listed again: its files
-    for path, name, folder in scan.queue_files(role.path(box), relist):
+    where = scan.role_folder(role, box)  # never listed through a link
+    for path, name, folder in scan.queue_files(where, relist) if where else ():
         batch = folder and f"{box}/{os.path.basename(folder)}"
         relative = f"{batch or box}/{name}"
         if batch:

@@ -224,7 +224,8 @@ class Snapshot:
         for the id, without opening a file or building an entry for a name not asked for."""
         if self._completed_names is None:
             self._completed_names = {
-                name: _joined_names(role.path(Box.COMPLETED)) for name, role in self.roles.items()
+                name: _joined_names(role_folder(role, Box.COMPLETED))
+                for name, role in self.roles.items()
             }
         found = []
         for role, joined in self._completed_names.items():
@@ -428,9 +429,20 @@ def listing(role: Role, states: Iterable[str]) -> list[Entry]:
 def _list(role: Role, states: tuple[str, ...]) -> Iterator[Entry]:
     """Every queue file of `role` in `states`, upstream folders first, batches included."""
     for state in State.ALL:  # in life order, so a file moving on is seen at least once
-        if state in states:
-            for path, name, batch in _files(role.path(FOLDER[state]), _has_batches(state)):
+        folder = role_folder(role, FOLDER[state]) if state in states else None
+        if folder is not None:
+            for path, name, batch in _files(folder, _has_batches(state)):
                 yield Entry(role.name, state, path, batch, name=name)
+
+
+def role_folder(role: Role, box: str) -> str | None:
+    """`role`'s folder `box`, or None when it lies behind a symbolic link: what would be
+    listed through one is outside the project, so no view shows it (`status` warns)."""
+    try:
+        linked = safeio.linked_folders(role.handoffs, (box,))
+    except OSError:
+        linked = []  # an unreadable folder lists nothing anyway
+    return None if linked else role.path(box)
 
 
 def _has_batches(state: str) -> bool:
@@ -462,23 +474,15 @@ def _is_batch(entry: os.DirEntry[str]) -> bool:
     return entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False)
 
 
-def _joined_names(folder: str) -> str:
-    """The names in `folder` and, as `batch_…/name`, in its batch folders: one per line,
-    with a line break at each end, so one `str.find` searches them all."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return "\n"
-    for batch in [n for n in names if n.startswith("batch_")]:
-        names += [f"{batch}/{inner}" for inner in _listdir(os.path.join(folder, batch))]
+def _joined_names(folder: str | None) -> str:
+    """The names in `folder` and, as `batch_…/name`, in its batch folders (never one that
+    is a link): one per line, with a line break at each end, so one `str.find` searches
+    them all.  No folder (a linked one) holds no name."""
+    entries = _scandir(folder) if folder is not None else []
+    names = [entry.name for entry in entries]
+    for batch in filter(_is_batch, entries):
+        names += [f"{batch.name}/{inner.name}" for inner in _scandir(batch.path)]
     return "\n" + "\n".join(names) + "\n"
-
-
-def _listdir(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
 
 
 def _lines_with(joined: str, needle: str) -> Iterator[str]:

@@ -161,3 +161,29 @@ def test_history_is_listed_on_first_use_and_a_file_seen_open_and_done_is_kept_do
     os.rename(path, done / NAME)
     assert [(e.state, e.name) for e in found.history] == [(State.COMPLETED, NAME)]
     assert found.open == []
+
+
+def test_a_queue_folder_behind_a_link_is_not_listed_so_no_view_reads_outside_files(
+    project: Project, tmp_path: os.PathLike[str]
+) -> None:
+    """Hostile files: `inbox/new` and `inbox/completed` replaced by links to folders outside
+    the project holding queue-named files.  The scan lists neither (nor a linked batch
+    folder), so status, the web board, resume and the dependency look-up never read them."""
+    outside = os.path.join(tmp_path, "outside")
+    for folder in ("new", "completed", "batch"):
+        os.makedirs(os.path.join(outside, folder))
+        with open(os.path.join(outside, folder, NAME), "w") as file:
+            file.write("task: STOLEN\n\nsecret\n")
+    qa = project.box("QA", "inbox")
+    qa.mkdir(parents=True, exist_ok=True)
+    for folder in ("new", "completed"):
+        if (qa / folder).exists():
+            (qa / folder).rmdir()
+        (qa / folder).symlink_to(os.path.join(outside, folder))
+    batch = project.box("cleaner", "inbox/in_process") / "batch_20260101T000000Z_000001"
+    batch.parent.mkdir(parents=True, exist_ok=True)
+    batch.symlink_to(os.path.join(outside, "batch"))
+    found = scan.scan(str(project.root))
+    assert [e.path for e in found.entries()] == []
+    assert found.completed("20260615T140531Z_000042_from_architect") == []
+    assert [e.path for e in found.history] == []
