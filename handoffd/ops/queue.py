@@ -7,7 +7,6 @@ and what it imports at the top use only cheap standard modules (a test pins the 
 
 from __future__ import annotations
 
-import os
 import time
 
 from handoffd import blocks
@@ -15,6 +14,7 @@ from handoffd.inbox import BLOCKED, Inbox, Item, dependencies, not_ready_line
 from handoffd.ops.context import Context
 from handoffd.ops.steps import after_step, and_then, locked
 from handoffd.outcome import Exit, Refusal, Result
+from handoffd.work import has_answer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,38 +101,11 @@ class Ready:
         if wanted:
             lines += self.dependencies().lines(item.path, wanted)
         ident = handoff.get("id") or ""
-        if _answered(self.context.me.handoffs, ident):
+        if has_answer(self.context.me.handoffs, ident):
             from handoffd.ops.readiness import answer_lines
 
             lines += answer_lines(self.context.me.handoffs, ident)
         return lines
-
-
-def _answered(handoffs: str, ident: str) -> bool:
-    """Whether `H/reports/<ident>/` holds an answer's name (one listing, no link followed:
-    the careful read is `readiness.answer`'s)."""
-    if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
-        return False
-    folder = os.path.join(handoffs, "reports", ident)
-    try:
-        if os.path.islink(os.path.dirname(folder)) or os.path.islink(folder):
-            return False
-        return any(name.endswith(ANSWERED) for name in os.listdir(folder))
-    except OSError:
-        return False
-
-
-def _printable(text: str) -> str:
-    """A header's value as one printed line: a control character from a hand-edited file
-    is shown escaped (the escaping module only imported then)."""
-    if text.isprintable():
-        return text
-    from handoffd.terminal import escape
-
-    return escape(text)
-
-
-ANSWERED = "_ANSWER.md"  # how an answer's report file name ends (handoffd.reports)
 
 
 def _finish_task(context: Context, inbox: Inbox) -> Result:
@@ -186,6 +159,16 @@ def finish_task(context: Context) -> Result:
 
 def finish_batch(context: Context) -> Result:
     return locked(context, _finish_batch, alive=True)
+
+
+def _printable(text: str) -> str:
+    """A header's value as one printed line: a control character from a hand-edited file
+    is shown escaped (the escaping module only imported then)."""
+    if text.isprintable():
+        return text
+    from handoffd.terminal import escape
+
+    return escape(text)
 
 
 # --- queueing work (docs/protocol.md §3) ----------------------------------------------------

@@ -16,8 +16,6 @@ from handoffd.ops.context import Context
 from handoffd.scan import scan
 from handoffd.terminal import escape
 
-ANSWER = "ANSWER"
-
 
 class Dependencies:
     """The project's board as one scan saw it, made on first use within one step."""
@@ -56,23 +54,9 @@ class Dependencies:
         ]
 
 
-def answer(handoffs: str, ident: str) -> reports.Report | None:
-    """The newest answer on `ident` in the role's report folder, while no report of the
-    role's own is newer than it (docs/protocol.md §13); None otherwise."""
-    paths = reports.report_paths(handoffs, ident)  # oldest first, as written
-    for path in reversed(paths):
-        if not path.endswith(f"_{ANSWER}.md"):
-            return None  # the role reported since: it has seen the answer
-        try:
-            return reports.read(path)
-        except (OSError, ValueError):
-            continue
-    return None
-
-
 def answer_lines(handoffs: str, ident: str) -> list[str]:
     """`ANSWER: <first line> (<by>, <when>)` and `ANSWER_FILE: <path>`, or none."""
-    found = answer(handoffs, ident)
+    found = reports.latest_answer(handoffs, ident)
     if found is None:
         return []
     said = escape(found.first_line)

@@ -70,6 +70,7 @@ RESUME_OUT = {
         "open_question": {"type": ["string", "null"]},
         "state": {"type": ["string", "null"]},
         "next_step": {"type": ["string", "null"]},
+        "answer": {"type": ["string", "null"]},
         "lines": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["source", "role", "branch", "open_question", "state", "next_step", "lines"],
@@ -84,9 +85,18 @@ DIGEST_OUT = {
     "required": ["markdown", "receipt", "gaps"],
 }
 
+# --- an operator's actions (docs/protocol.md §13) -------------------------------------------
+
+CARD = Param("card", STR, "The card, <id>@<role>, as the board names it.", positional=True,
+             required=True, metavar="CARD")  # fmt: skip
+BY = Param("by", STR, "Who acts (default: $USER, else operator).")
+ANSWER_LIMIT = 16 * 1024
+ANSWER_TOO_LARGE = "INVALID_ANSWER: more than {limit} bytes; at most {limit}"
+
 QUEUE = "handoffd.ops.queue:"
 CLAIMS = "handoffd.ops.claims:"
 VIEWS = "handoffd.ops.views:"
+OPERATOR = "handoffd.ops.operator:"
 
 OPS = (
     Op("send-handoff", QUEUE + "send", "Check a draft and queue it (as swarm_handoff does).",
@@ -197,6 +207,21 @@ OPS = (
        needs="project", root_positional=True, output=ITEMS,
        about="What happened here recently: the latest threads, newest activity first, each as "
        "a compact digest with its receipt. structuredContent.items holds the digests."),
+    # A tool: an agent acting as lead may answer another agent.
+    Op("answer", OPERATOR + "answer",
+       "Answer an agent on an open card: stored with its reports, its block lifted, it is woken.",
+       (CARD,
+        Param("said", STR, "The answer, inline (or give --file).", positional=True,
+              metavar="[TEXT]", tool=False),
+        Param("text", TEXT, "The answer, Markdown (1 byte to 16 KiB).", limit=ANSWER_LIMIT,
+              over=ANSWER_TOO_LARGE, default=""),
+        BY, ROOT),
+       needs="project", form="answer",
+       tool_params=(CARD, Param("text", STR, "The answer, Markdown (1 byte to 16 KiB).",
+                                required=True), BY),
+       about="Answer another agent's open card (as `handoffd answer`): the text is stored as "
+       "an ANSWER report on it, its blocked reason is removed, and its role is woken to read "
+       "the answer in its TASK block. Prints ANSWERED: <report path>."),
 )  # fmt: skip
 
 BY_NAME = {op.name: op for op in OPS}
