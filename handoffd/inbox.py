@@ -420,6 +420,51 @@ class Inbox:
             self._changed(work.path)
         return targets
 
+    def completed_named(self, ident: str) -> str | None:
+        """The completed copy `ident` names (in `completed/` or a completed batch folder;
+        names only, no file opened), or None."""
+        for entry in hf.visible(self.completed):
+            if hf.is_item_entry(entry) and names_match(entry.name, ident):
+                return entry.path
+            if entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False):
+                for inner in hf.visible(entry.path):
+                    if hf.is_item_entry(inner) and names_match(inner.name, ident):
+                        return inner.path
+        return None
+
+    def held(self, name: str) -> bool:
+        """Whether a file called `name` waits in `new/` or is in process (a batch's too)."""
+        listing = self.listing()
+        paths = self.waiting() + listing.files
+        paths += [path for batch in listing.batches for path in self.batch_items(batch)]
+        return any(_name(path) == name for path in paths) or os.path.lexists(
+            os.path.join(self.new, name)
+        )
+
+    def reopen(self, path: str, reason: str | None = None, now: float | None = None) -> str:
+        """Move the completed copy at `path` back into `new/`, without its `completed_at`,
+        `dequeued_at` and `blocked_reason`, stamped `reopened_at`; its path in `new/`.
+        The caller checked that no file of its name is in `new/` or in process.
+
+        Rewritten in place first, then renamed (as `release` does): a kill between leaves a
+        completed copy that is still green and can be reopened again, never two copies."""
+        item = _load(path)
+        for key in ("completed_at", "dequeued_at", BLOCKED, "reopened_reason"):
+            _drop(item.handoff, key)
+        item.handoff.set("reopened_at", hf.iso_now(now))
+        if reason:
+            item.handoff.set("reopened_reason", reason)
+        durable.replace(path, item.handoff.render())
+        target = os.path.join(self.new, _name(path))
+        _move(path, target)
+        self._changed(path, target)
+        folder = os.path.dirname(path)
+        if folder != self.completed:  # a completed batch left empty is removed
+            self.sync()
+            _rmdir_quietly(folder)
+            self._changed(folder)
+        return target
+
     def _named_or_current(self, ident: str | None) -> Work:
         if ident is None:
             return self.current()

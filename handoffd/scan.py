@@ -60,9 +60,12 @@ class State(metaclass=_Listed):
     IN_PROCESS = "in_process"
     COMPLETED = "completed"
     SENT = "sent"
-    ALL = (OUTBOX, FAILED, NEW, IN_PROCESS, COMPLETED, SENT)
+    DISMISSED = "dismissed"  # a refused original an operator put aside (§13): green
+    ALL = (OUTBOX, FAILED, DISMISSED, NEW, IN_PROCESS, COMPLETED, SENT)
     OPEN = (OUTBOX, FAILED, NEW, IN_PROCESS)
     HISTORY = (COMPLETED, SENT)
+    CLOSED = (COMPLETED, SENT, DISMISSED)  # what `Snapshot.history` lists
+    GREEN = (COMPLETED, DISMISSED)  # the states of green cards
     ORIGINALS = (OUTBOX, FAILED, SENT)  # the sender's files; the others are copies
 
 
@@ -73,12 +76,13 @@ FOLDER = {
     State.IN_PROCESS: Box.IN_PROCESS,
     State.COMPLETED: Box.COMPLETED,
     State.SENT: Box.SENT,
+    State.DISMISSED: Box.DISMISSED,
 }
 
 # A file renamed while we list is kept at its later place: the order of each
 # file's life (originals: outbox → failed or sent; copies: new → in_process → completed).
-_LATER = {State.OUTBOX: 0, State.FAILED: 1, State.SENT: 2, State.NEW: 0, State.IN_PROCESS: 1,
-          State.COMPLETED: 2}  # fmt: skip
+_LATER = {State.OUTBOX: 0, State.FAILED: 1, State.SENT: 2, State.DISMISSED: 2, State.NEW: 0,
+          State.IN_PROCESS: 1, State.COMPLETED: 2}  # fmt: skip
 
 
 _RANK = {state: n for n, state in enumerate(State.ALL)}
@@ -166,7 +170,7 @@ class Entry:
 
     @property
     def is_original(self) -> bool:
-        return self.state in State.ORIGINALS
+        return self.state in State.ORIGINALS or self.state == State.DISMISSED
 
     def __repr__(self) -> str:
         return f"Entry({self.role}, {self.state}, {self.name})"
@@ -204,16 +208,18 @@ class Snapshot:
         self._reports: dict[tuple[str, str], list[str]] = {}
         self.heads: dict[tuple[str, str], Head] = {}  # (role, id) -> its latest report's
         self.errors: dict[str, str] = {}  # a failed original's path -> its `.error` line
+        self.dismissals: dict[str, str] = {}  # a dismissed one's path -> its `.dismissed` line
         self.dependencies: dict[str, list[Entry]] = {}  # id -> its completed copies, looked up
         self.history_loaded = False  # `load_history` read history's headers and reports
 
     @property
     def history(self) -> list[Entry]:
-        """Completed copies and sent originals, listed on first use (names only)."""
+        """Completed copies, sent and dismissed originals, listed on first use (names
+        only)."""
         if self._history is None:
             self._history = []
             for role in self.roles.values():
-                self._history += scan_role(role, State.HISTORY, once=self._once)
+                self._history += scan_role(role, State.CLOSED, once=self._once)
             if self._once:
                 self._drop_moved_on()
         return self._history
@@ -246,7 +252,7 @@ class Snapshot:
     def entries(self, states: Iterable[str] = State.ALL) -> Iterator[Entry]:
         """Every entry whose state is in `states`, open ones first."""
         wanted = set(states)
-        history = self.history if wanted & set(State.HISTORY) else []
+        history = self.history if wanted & set(State.CLOSED) else []
         for entry in (*self.open, *history):
             if entry.state in wanted:
                 yield entry
@@ -284,6 +290,7 @@ class Snapshot:
             for entry in self.history:
                 entry.load()
             done = [e for e in self.history if e.state == State.COMPLETED]
+            self._read_dismissals()
             self._read_heads(done)
             self._look_up_dependencies(done)
             self.history_loaded = True
@@ -299,6 +306,17 @@ class Snapshot:
                 found = head(paths[-1])
                 if found is not None:
                     self.heads[key] = found
+
+    def dismissal(self, path: str) -> str | None:
+        """The `.dismissed` line of the dismissed original at `path`, as the scan read it."""
+        return self.dismissals.get(path)
+
+    def _read_dismissals(self) -> None:
+        from handoffd.failed import dismissal
+
+        for entry in self.history:
+            if entry.state == State.DISMISSED and (line := dismissal(entry.path)):
+                self.dismissals[entry.path] = line
 
     def _read_errors(self) -> None:
         for entry in self.open:
@@ -418,7 +436,7 @@ def scan_role(
             return entries
         if _load_open(entries, seen):
             return entries
-    return [e for e in entries if e.state in State.HISTORY or e._headers is not None]
+    return [e for e in entries if e.state in State.CLOSED or e._headers is not None]
 
 
 def listing(role: Role, states: Iterable[str]) -> list[Entry]:
@@ -513,7 +531,7 @@ def dedupe(entries: Iterable[Entry]) -> list[Entry]:
     later place; in the order first seen."""
     kept: dict[tuple[str, bool, str], Entry] = {}
     for entry in entries:
-        key = (entry.role, entry.state in State.ORIGINALS, entry.name)
+        key = (entry.role, entry.is_original, entry.name)
         if key not in kept or _LATER[entry.state] >= _LATER[kept[key].state]:
             kept[key] = entry
     return list(kept.values())

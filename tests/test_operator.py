@@ -175,3 +175,127 @@ def test_retention_keeps_every_answer_of_an_open_card_whatever_the_count(
     paths = reports.report_paths(handoffs, ID2)
     assert first in paths
     assert sum(1 for p in paths if p.endswith("_RUNNING.md")) == reports.KEEP
+
+
+# --- retry, dismiss -----------------------------------------------------------------------
+
+
+def refused_original(project: Project, to: str = "designer") -> tuple[str, Path]:
+    """A handoff from QA the daemon refused (an unknown recipient): its card and path."""
+    from tests.daemon_support import queue
+
+    queued = queue(project, "QA", [to])
+    assert run(project, "run", "--once", str(project.root), role=None, cwd=project.root).code == 0
+    path = project.box("QA", "failed") / queued.name
+    assert path.exists() and Path(f"{path}.error").exists()
+    ident = queued.name.split("_", 1)[1].split("_to_")[0]
+    return f"{ident}@QA", path
+
+
+def board(project: Project, *args: str) -> dict[str, dict[str, object]]:
+    import json
+
+    done = operator(project, "status", "--json", *args)
+    return {card["card"]: card for card in json.loads(done.out)}
+
+
+def test_retry_sends_a_refused_original_back_and_the_daemon_delivers_it_once_fixed(
+    project: Project, tmp_path: Path
+) -> None:
+    from tests.daemon_support import add_role
+
+    card, path = refused_original(project)
+    (tmp_path / "designer").mkdir()
+    add_role(project, "designer", tmp_path / "designer")  # what the refusal said was missing
+    done = operator(project, "retry", card)
+    outbox = project.box("QA", "outbox") / path.name
+    assert (done.code, done.out, done.err) == (0, f"RETRIED: {outbox}\n", "")
+    assert not path.exists() and not Path(f"{path}.error").exists() and outbox.exists()
+    assert run(project, "run", "--once", str(project.root), role=None, cwd=project.root).code == 0
+    assert (tmp_path / "designer/.swarmforge/handoffs/inbox/new" / path.name).exists()
+    assert (project.box("QA", "sent") / path.name).exists()
+
+
+def test_dismiss_puts_a_refused_original_aside_as_a_green_card(project: Project) -> None:
+    card, path = refused_original(project)
+    assert board(project)[card]["color"] == "red"
+    done = operator(project, "dismiss", card, "--reason", "sent to a role we dropped")
+    aside = project.box("QA", "failed/dismissed") / path.name
+    assert (done.code, done.out) == (0, f"DISMISSED: {aside}\n")
+    assert aside.exists() and Path(f"{aside}.error").exists() and not path.exists()
+    note = Path(f"{aside}.dismissed").read_text()
+    assert note.startswith("dismissed by ann at ") and note.endswith(
+        ": sent to a role we dropped\n"
+    )
+    assert card not in board(project) and card not in operator(project, "status").out
+    shown = board(project, "--all")[card]
+    assert (shown["state"], shown["color"]) == ("dismissed", "green")
+    assert shown["detail"] == note.strip()
+
+
+def test_dismiss_without_a_reason_says_dismissed_by_the_name_given(project: Project) -> None:
+    card, path = refused_original(project)
+    assert operator(project, "dismiss", card, "--by", "bo").code == 0
+    note = (project.box("QA", "failed/dismissed") / f"{path.name}.dismissed").read_text()
+    assert note.startswith("dismissed by bo at ") and note.endswith(": dismissed\n")
+
+
+@pytest.mark.parametrize("command", ["retry", "dismiss"])
+def test_retry_and_dismiss_refuse_a_card_that_is_not_a_failed_original(
+    project: Project, command: str
+) -> None:
+    put(project, ID1)
+    for card in (CARD, "nope@QA", "garbage"):
+        done = operator(project, command, card)
+        assert (done.code, done.out, done.err) == (2, "", f"NOT_FAILED: {card}\n")
+
+
+def test_a_second_retry_of_the_same_card_is_refused_and_moves_nothing(project: Project) -> None:
+    card, _ = refused_original(project)
+    assert operator(project, "retry", card).code == 0
+    assert operator(project, "retry", card).err == f"NOT_FAILED: {card}\n"
+
+
+# --- reopen --------------------------------------------------------------------------------
+
+
+def test_reopen_puts_a_completed_copy_back_orange_and_wakes_the_role(
+    project: Project, tmux: Tmux
+) -> None:
+    put(project, ID1, blocked_reason="x", task="parse")
+    operator(project, "unblock", ID1, "--role", "coder")
+    run(project, "ready_for_next")
+    run(project, "done_with_current")
+    use_socket(project, tmux.socket)
+    tmux.session("coder")
+    done = operator(project, "reopen", CARD, "--reason", "the fix regressed")
+    target = project.box("coder", "inbox/new") / name(ID1)
+    assert (done.code, done.out, done.err) == (0, f"REOPENED: {target}\n", "")
+    fields = headers(target)
+    assert {"completed_at", "dequeued_at", "blocked_reason"} & set(fields) == set()
+    assert fields["reopened_reason"] == "the fix regressed" and "reopened_at" in fields
+    assert board(project)[CARD]["color"] == "orange"
+    assert tmux.typed("coder", "You have new handoff mail. If idle, run ready_for_next.sh.") == 1
+    assert run(project, "ready_for_next").out.startswith(f"TASK: {target.parent.parent}")
+
+
+def test_reopen_takes_a_copy_out_of_a_completed_batch(project: Project) -> None:
+    put(project, ID1, to="cleaner")
+    put(project, ID2, to="cleaner")
+    run(project, "ready_for_next", role="cleaner")
+    run(project, "done_with_current", role="cleaner")
+    done = operator(project, "reopen", f"{ID2}@cleaner")
+    assert done.code == 0, done.err
+    assert (project.box("cleaner", "inbox/new") / name(ID2, "cleaner")).exists()
+    [batch] = list(project.box("cleaner", "inbox/completed").iterdir())
+    assert [p.name for p in batch.iterdir()] == [name(ID1, "cleaner")]
+
+
+def test_reopen_refuses_a_card_not_green_and_a_name_already_waiting(project: Project) -> None:
+    put(project, ID1)
+    assert operator(project, "reopen", CARD).err == f"NOT_COMPLETED: {CARD}\n"
+    assert operator(project, "reopen", "nope@nobody").err == "NOT_COMPLETED: nope@nobody\n"
+    put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
+    done = operator(project, "reopen", CARD)
+    assert (done.code, done.err) == (2, f"REOPEN_CONFLICT: {CARD}\n")
+    assert (project.box("coder", "inbox/completed") / name(ID1)).exists()

@@ -18,8 +18,9 @@ def roles(project: Project) -> dict[str, config.Role]:
 
 
 def test_states_are_iterable_and_are_the_names_status_prints() -> None:
-    assert list(State) == ["outbox", "failed", "new", "in_process", "completed", "sent"]
-    assert set(State.OPEN) | set(State.HISTORY) == set(State)
+    assert list(State) == ["outbox", "failed", "dismissed", "new", "in_process", "completed",
+                           "sent"]  # fmt: skip
+    assert set(State.OPEN) | set(State.CLOSED) == set(State)
 
 
 def test_scan_finds_every_state_batches_included_and_ignores_other_names(

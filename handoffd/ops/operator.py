@@ -135,3 +135,87 @@ def wake_role(root: str, role: Role, text: str) -> str:
         why = " ".join(str(error).split()) or type(error).__name__
         return f"WAKE_FAILED: {role.name}: {why} (the change is made; tell the agent yourself)\n"
     return ""
+
+
+# --- failed originals: retry, dismiss ------------------------------------------------------
+
+
+def _failed(context: Context, card: str) -> tuple[Role, str]:
+    """The sender and the name in `failed/` of the refused original `card` names."""
+    found = find(context, card)
+    if found is None or found.state != State.FAILED:
+        raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}")
+    return context.roles[found.role], found.entry.name
+
+
+def _guarded(role: Role) -> Inbox:
+    """The role's lock, refusing folders behind a link: a rename into one would carry the
+    original out of the project."""
+    from handoffd.config import Box
+    from handoffd.inbox import refuse_linked
+
+    boxes = (Box.OUTBOX, Box.FAILED, Box.DISMISSED)
+    refuse_linked(role.handoffs, boxes, "nothing was moved")
+    return Inbox(role.handoffs)
+
+
+def retry(context: Context, card: str) -> Result:
+    """`handoffd retry CARD`: a refused original back into its sender's outbox."""
+    from handoffd import failed
+
+    role, name = _failed(context, card)
+    with _guarded(role):
+        try:
+            path = failed.retry(role, name)
+        except FileNotFoundError:
+            raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}") from None
+        except FileExistsError:
+            raise Refusal(Exit.REFUSED, f"RETRY_CONFLICT: {_shown(card)}: a file of that "
+                          "name is in the outbox already") from None  # fmt: skip
+    return Result(Exit.OK, f"RETRIED: {path}\n")
+
+
+def dismiss(
+    context: Context, card: str, reason: str | None = None, by: str | None = None
+) -> Result:
+    """`handoffd dismiss CARD`: put a refused original aside, a green card."""
+    from handoffd import failed
+    from handoffd.ops.claims import reason_problem
+
+    why = (reason or "dismissed").strip()
+    problem = reason_problem(why)
+    if problem:
+        raise Refusal(Exit.REFUSED, problem.replace("a blocked reason", "a reason"))
+    who = operator_name(by)
+    role, name = _failed(context, card)
+    with _guarded(role):
+        try:
+            path = failed.dismiss(role, name, failed.note(who, why))
+        except FileNotFoundError:
+            raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}") from None
+    return Result(Exit.OK, f"DISMISSED: {path}\n")
+
+
+# --- completed copies: reopen -----------------------------------------------------------------
+
+
+def reopen(context: Context, card: str, reason: str | None = None) -> Result:
+    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken."""
+    from handoffd import wake
+    from handoffd.ops.claims import reason_problem
+
+    if reason is not None and (problem := reason_problem(reason)):
+        raise Refusal(Exit.REFUSED, problem.replace("a blocked reason", "a reason"))
+    ident, _, name = card.rpartition("@")
+    role = context.roles.get(name)
+    if not ident or role is None:
+        raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
+    with Inbox(role.handoffs) as inbox:
+        path = inbox.completed_named(ident)
+        if path is None:
+            raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
+        if inbox.held(os.path.basename(path)):
+            raise Refusal(Exit.REFUSED, f"REOPEN_CONFLICT: {_shown(card)}")
+        target = inbox.reopen(path, reason.strip() if reason else None)
+    live.after_step(role)
+    return Result(Exit.OK, f"REOPENED: {target}\n", wake_role(context.root, role, wake.TEXT))

@@ -222,6 +222,20 @@ OPS = (
        about="Answer another agent's open card (as `handoffd answer`): the text is stored as "
        "an ANSWER report on it, its blocked reason is removed, and its role is woken to read "
        "the answer in its TASK block. Prints ANSWERED: <report path>."),
+    # retry, dismiss and reopen: a person's decisions about what the queue holds, not an
+    # agent's about its own work, so no tool offers them (an agent that could dismiss a
+    # refusal could hide its own failed handoff from the board).
+    Op("retry", OPERATOR + "retry",
+       "Move a refused original (failed/) back into its sender's outbox to be checked again.",
+       (CARD, ROOT), needs="project", tool=False, form="retry"),
+    Op("dismiss", OPERATOR + "dismiss",
+       "Put a refused original aside in failed/dismissed/: a green card, off the open board.",
+       (CARD, Param("reason", STR, "Why (default: dismissed)."), BY, ROOT),
+       needs="project", tool=False, form="dismiss"),
+    Op("reopen", OPERATOR + "reopen",
+       "Move a completed copy back into its role's new/ (orange until taken); wake the role.",
+       (CARD, Param("reason", STR, "Why it is reopened (kept as reopened_reason)."), ROOT),
+       needs="project", tool=False, form="reopen"),
 )  # fmt: skip
 
 BY_NAME = {op.name: op for op in OPS}
