@@ -63,7 +63,9 @@ def dismiss(sender: Role, name: str, note: str) -> str:
     Until the original moves it is still a failed card, and dismissing it again finishes."""
     failed, aside = sender.path(Box.FAILED), sender.path(Box.DISMISSED)
     durable.makedirs(aside)
-    kept = durable.free_name(aside, name, companions=(ERROR, DISMISSAL))
+    # The first name whose original is not there yet: a note or a reason there without it
+    # is what a dismissal of this file left when it was killed, and is taken over.
+    kept = durable.free_name(aside, name)
     durable.replace(os.path.join(aside, kept + DISMISSAL), f"{note}\n".encode())
     try:
         os.rename(os.path.join(failed, name + ERROR), os.path.join(aside, kept + ERROR))
