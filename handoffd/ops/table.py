@@ -134,17 +134,20 @@ OPS = (
        "Put the work in process (a whole batch, whichever file ID names) back into new/.",
        (ID, *WHO, ROOT),
        about="Give back the work you hold (or the work holding id): it returns to your inbox's "
-       "new/ for a later take, unclaimed. Prints RELEASED: <path> per file."),
+       "new/ for a later take, unclaimed. Prints RELEASED: <path> per file.",
+       form="release", offer=("in_process",)),
     Op("block", CLAIMS + "block",
        "Set blocked_reason on the role's copy of ID (default: the work in process).",
        (ID, Param("reason", STR, "Why it is blocked: one line, 1 to 200 characters.",
                   required=True), *WHO, ROOT),
        about="Mark your work in process (or the handoff id in your inbox) blocked, with the "
-       "reason the operator sees in red on the board. Undo with unblock."),
+       "reason the operator sees in red on the board. Undo with unblock.",
+       form="block", offer=("open",)),
     Op("unblock", CLAIMS + "unblock",
        "Remove blocked_reason from the role's copy of ID (default: the work in process).",
        (ID, *WHO, ROOT),
-       about="Remove the blocked reason from your work in process (or from the handoff id)."),
+       about="Remove the blocked reason from your work in process (or from the handoff id).",
+       form="unblock", offer=("blocked",)),
     Op("report", CLAIMS + "report",
        "Store a report on the work in process (or on ID) and act on its status.",
        (ID,
@@ -216,7 +219,7 @@ OPS = (
         Param("text", TEXT, "The answer, Markdown (1 byte to 16 KiB).", limit=ANSWER_LIMIT,
               over=ANSWER_TOO_LARGE, default=""),
         BY, ROOT),
-       needs="project", form="answer",
+       needs="project", form="answer", offer=("red",),
        tool_params=(CARD, Param("text", STR, "The answer, Markdown (1 byte to 16 KiB).",
                                 required=True), BY),
        about="Answer another agent's open card (as `handoffd answer`): the text is stored as "
@@ -227,15 +230,15 @@ OPS = (
     # refusal could hide its own failed handoff from the board).
     Op("retry", OPERATOR + "retry",
        "Move a refused original (failed/) back into its sender's outbox to be checked again.",
-       (CARD, ROOT), needs="project", tool=False, form="retry"),
+       (CARD, ROOT), needs="project", tool=False, form="retry", offer=("failed",)),
     Op("dismiss", OPERATOR + "dismiss",
        "Put a refused original aside in failed/dismissed/: a green card, off the open board.",
        (CARD, Param("reason", STR, "Why (default: dismissed)."), BY, ROOT),
-       needs="project", tool=False, form="dismiss"),
+       needs="project", tool=False, form="dismiss", offer=("failed",)),
     Op("reopen", OPERATOR + "reopen",
        "Move a completed copy back into its role's new/ (orange until taken); wake the role.",
        (CARD, Param("reason", STR, "Why it is reopened (kept as reopened_reason)."), ROOT),
-       needs="project", tool=False, form="reopen"),
+       needs="project", tool=False, form="reopen", offer=("completed",)),
 )  # fmt: skip
 
 BY_NAME = {op.name: op for op in OPS}
