@@ -232,3 +232,11 @@ def test_the_command_prints_the_keyed_url_once_and_keeps_the_key_in_a_0600_file(
     assert err.count(f"?key={key}") == 1
     again, _ = serve(project, "--key-file", str(key_file))
     assert stop(again).count(f"?key={key}") == 1  # the same key, kept
+
+
+def test_an_optional_box_left_empty_is_not_given(project: Project) -> None:
+    """Reopen's reason is optional: an empty box reopens, as the command without --reason."""
+    names = colourful(project)
+    done = keyed(project).post(f"/card/{names['green']}/reopen", data={"csrf": CSRF, "reason": ""})
+    assert done.status_code == 303
+    assert (project.box("QA", "inbox/new") / f"50_{ident(5)}_to_QA.handoff").exists()

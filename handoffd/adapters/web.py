@@ -104,6 +104,8 @@ class Actions:
         values: dict[str, object] = {}
         for param in op.arguments("cli"):
             given = fields.get(param.name)
+            if given == "" and not (param.required or param.kind == spec.TEXT):
+                given = None  # an optional box left empty: not given, as on the command line
             if param.name in FIELDS and given is not None:
                 if param.kind == spec.TEXT and len(given.encode()) > param.limit:
                     return refused(param.over.format(limit=param.limit))
