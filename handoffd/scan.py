@@ -205,6 +205,7 @@ class Snapshot:
         self._once = once
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
+        self._green: list[Green] | None = None
         self._reports: dict[tuple[str, str], list[str]] = {}
         self.heads: dict[tuple[str, str], Head] = {}  # (role, id) -> its latest report's
         self.errors: dict[str, str] = {}  # a failed original's path -> its `.error` line
@@ -296,6 +297,28 @@ class Snapshot:
             self.history_loaded = True
         return self.history
 
+    def green(self, kept: GreenListing | None = None) -> list[Green]:
+        """Every green card's file (completed copies, dismissed originals) by name alone,
+        newest first by name: the archive's order, known without opening a file.  A
+        long-running reader passes the listing it `kept`: folders unchanged since are not
+        listed again."""
+        if self._green is None:
+            self._green = (kept or GreenListing()).rows(self.roles)
+        return self._green
+
+    def load_page(self, rows: list[Green]) -> list[Entry]:
+        """The entries of a page of green files, with what a view shows of them read for
+        those alone: header blocks, latest reports, dismissal notes."""
+        from handoffd.failed import dismissal
+
+        entries = [Entry(role, state, path, batch) for _, role, state, path, batch in rows]
+        for entry in entries:
+            entry.load()
+            if entry.state == State.DISMISSED and (line := dismissal(entry.path)):
+                self.dismissals[entry.path] = line
+        self._read_heads(entries)
+        return entries
+
     def _read_heads(self, entries: Iterable[Entry]) -> None:
         """The latest report on each of `entries` that has a report folder."""
         from handoffd.reports import head
@@ -386,6 +409,75 @@ def scan(
 
 
 TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
+
+
+# --- the archive's listing ---------------------------------------------------------------
+
+Green = tuple[str, str, str, str, "str | None"]  # (order key, role, state, path, batch folder)
+SETTLED_NS = 2_000_000_000  # a folder's mtime younger than this may hide a change
+
+
+class GreenListing:
+    """The green files of a project by name, newest first, kept from one scan to the next
+    by a long-running reader (the web board).  A folder is listed again only when its
+    mtime moved, or is too young to be trusted (a change within the clock tick of the
+    listing leaves the mtime as it was); a batch folder inside one is checked the same way.
+    So an archive page at 50,000 completed cards costs a few stats, not a listing of all."""
+
+    def __init__(self) -> None:
+        self._folders: dict[str, tuple[dict[str, int], list[Green]]] = {}
+        self._rows: tuple[tuple[int, ...], list[Green]] | None = None
+
+    def rows(self, roles: dict[str, Role]) -> list[Green]:
+        parts = []
+        for role in roles.values():
+            for state in State.GREEN:
+                folder = role_folder(role, FOLDER[state])
+                if folder is not None:
+                    parts.append(self._listed(role.name, state, folder))
+        key = tuple(id(part) for part in parts)
+        if self._rows is None or self._rows[0] != key:
+            merged = [row for part in parts for row in part]
+            merged.sort(reverse=True)
+            self._rows = key, merged
+        return self._rows[1]
+
+    def _listed(self, role: str, state: str, folder: str) -> list[Green]:
+        kept = self._folders.get(folder)
+        if kept is not None and _unchanged(kept[0], time.time_ns()):
+            return kept[1]
+        stamps = {folder: _mtime_ns(folder)}  # before the listing: a change during it shows
+        rows: list[Green] = []
+        for path, name, batch in _files(folder, _has_batches(state)):
+            if batch is not None and batch not in stamps:
+                stamps[batch] = _mtime_ns(batch)
+            rows.append((_order(name), role, state, path, batch))
+        self._folders[folder] = stamps, rows
+        return rows
+
+
+def _unchanged(stamps: dict[str, int], now_ns: int) -> bool:
+    """Whether every folder still has the mtime it had when listed (a missing one is still
+    missing), and had it long enough before then to be trusted."""
+    for path, stamp in stamps.items():
+        if _mtime_ns(path) != stamp or now_ns - stamp < SETTLED_NS:
+            return False
+    return True
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _order(name: str) -> str:
+    """A green file's place in the archive: the time and sequence its name spells (the
+    later sent, the higher), then the name; a name not in the §2 form sorts as the oldest."""
+    if len(name) > 27 and name[2] == "_" and name[19] == "_" and name[26] == "_":
+        return name[3:26] + "/" + name
+    return "/" + name
 
 
 def newest_time(headers: dict[str, str]) -> str:

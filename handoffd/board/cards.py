@@ -210,6 +210,19 @@ def project(
     return Board(snapshot, cards, cycles)
 
 
+def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Card]:
+    """The green cards of `entries` (a page of the archive, `Snapshot.load_page` read),
+    in their order: named, their latest report and, for a dismissed one, its note."""
+    shown = [_green(entry, now) for entry in entries]
+    naming.assign(shown, set())
+    for card in shown:
+        card.latest_report = latest_report(snapshot, card.role, card.id)
+        card.colour, card.detail = colour.paint(card, ())
+        if card.state == State.DISMISSED:
+            card.detail = snapshot.dismissal(card.path) or card.detail
+    return shown
+
+
 # --- building cards -------------------------------------------------------------------
 
 

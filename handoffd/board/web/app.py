@@ -240,6 +240,7 @@ class Board:
     ) -> None:
         self.root = root
         self.actions = actions  # `handoffd.adapters.web.Actions`, or None: no forms at all
+        self.green = scan.GreenListing()  # the archive's names, kept between requests
         self.keys = keys
         self.window_s = window_s
         self.clock = clock
@@ -345,14 +346,17 @@ class Board:
     # --- the archive, one card, the API --------------------------------------------------
 
     def archive(self, request: Request) -> Response:
+        """Green cards, newest first by name, 50 a page: every green name is listed, but
+        only the page's own files are read, so a page costs the same at 50 or 50,000."""
         number = views.page_number(request.query_params.get("page"))
-        board, now = self.project(include_green=True)
-        green = views.newest_first(board.cards)
+        board, now = self.project(include_green=False)
+        green = board.snapshot.green(self.green)
         shown, pages = views.page_of(green, number or 1)
         if number is None or number > pages:
             raise HTTPException(404, "No such page of the archive.")
-        return self.render("archive.html", request=request, cards=shown, page=number, pages=pages,
-                           total=len(green), title="Archive — handoffd",
+        page = cards.green_cards(board.snapshot, board.snapshot.load_page(shown), now)
+        return self.render("archive.html", request=request, cards=page, page=number,
+                           pages=pages, total=len(green), title="Archive — handoffd",
                            **self.chrome(board, now))  # fmt: skip
 
     def card(self, request: Request) -> Response:
