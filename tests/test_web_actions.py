@@ -67,9 +67,9 @@ def test_forms_appear_only_for_whoever_holds_the_key(project: Project) -> None:
     page = f"/card/{names['red']}"
     assert "<form" not in board(project).get(page).text
     html = keyed(project).get(page).text
-    assert actions_on(html, names["red"]) == ["block", "unblock", "answer"]
+    assert actions_on(html, names["red"]) == ["answer", "block", "unblock"]
     assert f'name="csrf" value="{CSRF}"' in html
-    assert actions_on(keyed(project).get("/").text, names["red"]) == ["block", "unblock", "answer"]
+    assert actions_on(keyed(project).get("/").text, names["red"]) == ["answer", "block", "unblock"]
 
 
 def test_each_card_offers_the_actions_its_state_allows(project: Project) -> None:
@@ -78,12 +78,12 @@ def test_each_card_offers_the_actions_its_state_allows(project: Project) -> None
     offered = {what: actions_on(client.get(f"/card/{card}").text, card)
                for what, card in names.items()}  # fmt: skip
     assert offered == {
-        "red": ["block", "unblock", "answer"],
+        "red": ["answer", "block", "unblock"],
         "yellow": ["release", "block"],
         "orange": ["block"],
         "orange-note": ["block"],
         "green": ["reopen"],
-        "inherited": ["block", "answer"],
+        "inherited": ["answer", "block"],
     }
 
 

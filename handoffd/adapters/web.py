@@ -51,7 +51,7 @@ class Field:
 
     def __init__(self, param: Param) -> None:
         self.name = param.name
-        self.label = param.help.split(" (")[0].rstrip(".")
+        self.label = param.help.split(" (")[0].split(":")[0].rstrip(".")
         self.box = param.kind == spec.TEXT  # a text box for a text, a line for a reason
         self.limit = param.limit or 200
         self.required = param.required or self.box
@@ -73,9 +73,11 @@ FORMS = {action: Form(op) for action, op in ACTIONS.items()}
 
 
 def forms(card: Card) -> list[Form]:
-    """The forms `card`'s page and the open board show for it, in the table's order."""
-    return [FORMS[action] for action, op in ACTIONS.items()
-            if any(OFFERS[word](card) for word in op.offer)]  # fmt: skip
+    """The forms `card`'s page and the open board show for it: one with a text box (an
+    answer) first, then the table's order."""
+    offered = [FORMS[action] for action, op in ACTIONS.items()
+               if any(OFFERS[word](card) for word in op.offer)]  # fmt: skip
+    return sorted(offered, key=lambda form: not any(field.box for field in form.fields))
 
 
 class Actions:
