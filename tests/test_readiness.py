@@ -5,11 +5,12 @@ both receive modes (coder: task mode, cleaner: batch mode)."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
 from handoffd import handoff as hf
-from handoffd.inbox import IS_BLOCKED, ON_DEPENDENCIES, Item, not_ready, not_ready_line
+from handoffd.inbox import IS_BLOCKED, ON_DEPENDENCIES, Inbox, Item, not_ready, not_ready_line
 from tests.conftest import Project
 from tests.test_board_commands import name, put, run
 
@@ -146,3 +147,51 @@ def test_a_file_without_these_headers_prints_exactly_the_section_4_block(project
         f"TASK: {path}\nFROM: coder\nTYPE: note\nPRIORITY: 50\nTASK_NAME: t\n"
         "PAYLOAD:\nDo the thing.\n", "",
     )  # fmt: skip
+
+
+# --- every mix, in process (the rule itself; the commands above run a spread of them) -------
+
+
+def inbox_with(tmp_path: Path, kinds: tuple[str, ...], priorities: tuple[str, ...]) -> Inbox:
+    handoffs = tmp_path / "h"
+    new = handoffs / "inbox" / "new"
+    new.mkdir(parents=True)
+    for n, (kind, pri) in enumerate(zip(kinds, priorities, strict=True), 1):
+        fields = [("id", ident(n)), ("priority", pri), *KINDS[kind][0].items()]
+        (new / name(ident(n), "x", pri)).write_bytes(hf.Handoff(fields, "b\n").render())
+    return Inbox(str(handoffs))
+
+
+def done_if_done_dep(path: str, wanted: list[str]) -> bool:
+    return wanted == [DONE_DEP]
+
+
+ALL_MIXES = list(itertools.product(KINDS, repeat=3))
+
+
+@pytest.mark.parametrize("mode", ["task", "batch"])
+def test_every_mix_of_three_waiting_files_takes_exactly_the_ready_ones_first(
+    tmp_path: Path, mode: str
+) -> None:
+    for index, kinds in enumerate(ALL_MIXES):
+        priorities = ("20", "10", "20") if index % 2 else ("10", "10", "10")
+        with inbox_with(tmp_path / str(index), kinds, priorities) as inbox:
+            order = sorted(range(3), key=lambda i: name(ident(i + 1), "x", priorities[i]))
+            ready = [i for i in order if KINDS[kinds[i]][1]]
+            if mode == "task":
+                taken = inbox.take_task(done_if_done_dep)
+                got = [] if taken is None else [taken.path]
+                wanted = [ready[0]] if ready else []
+            else:
+                batch = inbox.take_batch(done_if_done_dep)
+                got = [] if batch is None else [item.path for item in batch[1]]
+                wanted = (
+                    [i for i in ready if priorities[i] == priorities[ready[0]]] if ready else []
+                )
+            assert [Path(p).name for p in got] == [
+                name(ident(i + 1), "x", priorities[i]) for i in wanted
+            ], (kinds, priorities)
+            if not ready:
+                reasons = inbox.ready(done_if_done_dep)[1]
+                blocked = sum(1 for kind in kinds if kind.startswith("blocked"))
+                assert reasons.count(IS_BLOCKED) == blocked and len(reasons) == 3

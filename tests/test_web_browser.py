@@ -203,12 +203,26 @@ def blocked_agent(project: Project) -> str:
     return f"{ident(1)}@coder"
 
 
+@pytest.fixture
+def tmux() -> Iterator[Any]:
+    from tests.daemon_support import tmux_server
+
+    yield from tmux_server()
+
+
 def test_an_operator_answers_a_red_card_from_the_board_and_the_agent_reads_the_answer(
-    project: Project, page: Any
+    project: Project, page: Any, tmux: Any
 ) -> None:
+    """The loop of docs/protocol.md §13 end to end: an agent blocked with a question, the
+    operator answers on the web board, the agent's session is woken, `ready_for_next`
+    shows the answer and the card is yellow again."""
     import signal
 
+    from tests.daemon_support import use_socket
+
     card = blocked_agent(project)
+    use_socket(project, tmux.socket)
+    tmux.session("coder")
     process, keyed_url = web_command(project)
     try:
         page.goto(keyed_url)
@@ -223,9 +237,32 @@ def test_an_operator_answers_a_red_card_from_the_board_and_the_agent_reads_the_a
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=15)
+    woken = "An operator answered you on trailing-commas. Run ready_for_next.sh to see it."
+    assert tmux.typed("coder", woken) == 1
     taken = project.run("ready_for_next", role="coder")
     assert "ANSWER: Yes: both parse as f(a). (" in taken.out, taken.out
     assert "BLOCKED_REASON" not in taken.out
+
+
+def test_the_title_counts_the_reds_and_a_new_red_card_raises_a_notification(
+    project: Project, page: Any
+) -> None:
+    put(project, 1, "QA")
+    page.add_init_script(
+        "window.__shown = [];"
+        "window.Notification = function (title, options) {"
+        "  window.__shown.push(options.body); };"
+        "window.Notification.permission = 'granted';"
+    )  # the operator allowed notifications on the page
+    with serving(project.root) as url:
+        page.goto(url + "/")
+        assert not page.title().startswith("(")
+        done = project.run("handoffd", "block", ident(1), "--reason", "which API?", role="QA")
+        assert done.code == 0, done.err
+        page.wait_for_selector(f'[data-card="{ident(1)}@QA"][data-color="red"]',
+                               timeout=LIVE_S * 1000)  # fmt: skip
+        assert page.evaluate("window.__shown") == [f"{ident(1)}@QA"]
+        assert page.title().startswith("(1) handoffd")
 
 
 def test_a_refused_action_shows_the_commands_words_on_the_board_and_on_the_card_page(
