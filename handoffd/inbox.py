@@ -446,18 +446,20 @@ class Inbox:
         `dequeued_at` and `blocked_reason`, stamped `reopened_at`; its path in `new/`.
         The caller checked that no file of its name is in `new/` or in process.
 
-        Rewritten in place first, then renamed (as `release` does): a kill between leaves a
-        completed copy that is still green and can be reopened again, never two copies."""
+        Moved first, then rewritten in place: a kill between leaves an open copy still
+        carrying its old stamps, which taking and finishing stamp anew (and the rewrite's
+        temp, in `new/`, is what the daemon sweeps at start); never two copies, and never
+        a temp file in `completed/`, which nothing lists on a hot path to sweep."""
         item = _load(path)
+        target = os.path.join(self.new, _name(path))
+        _move(path, target)
+        self._changed(path, target)
         for key in ("completed_at", "dequeued_at", BLOCKED, "reopened_reason"):
             _drop(item.handoff, key)
         item.handoff.set("reopened_at", hf.iso_now(now))
         if reason:
             item.handoff.set("reopened_reason", reason)
-        durable.replace(path, item.handoff.render())
-        target = os.path.join(self.new, _name(path))
-        _move(path, target)
-        self._changed(path, target)
+        durable.replace(target, item.handoff.render())
         folder = os.path.dirname(path)
         if folder != self.completed:  # a completed batch left empty is removed
             self.sync()
