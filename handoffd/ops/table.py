@@ -112,7 +112,9 @@ OPS = (
        (*WHO, ROOT), tool_params=(),
        about="Take your next work (as ready_for_next.sh): prints a TASK block (task mode) or a "
        "BATCH block (batch mode) with the payload to act on, the same block again if you "
-       "already hold work, or NO_TASK when your inbox is empty."),
+       "already hold work, or NO_TASK when your inbox is empty (with NOT_READY when what "
+       "waits is blocked or waits on other handoffs). An operator's answer to your blocked "
+       "question shows as its ANSWER and ANSWER_FILE lines: read that file."),
     Op("ready-for-next-task", QUEUE + "take_task", "Take the next task (task mode).",
        (*WHO, ROOT), tool=False),
     Op("ready-for-next-batch", QUEUE + "take_batch", "Take the next batch (batch mode).",
