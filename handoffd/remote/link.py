@@ -71,6 +71,8 @@ class Link:
         self._consuming: asyncio.Task[None] | None = None
         self._room: asyncio.Event | None = None
         self._quiet = False  # an unreachable server was logged: not again until connected
+        self.empty_pulls = 0  # pulls that brought nothing since the last batch handed over
+        self.draining = False  # `run --once`: an empty pull pokes the daemon too
 
     # --- life ----------------------------------------------------------------------
 
@@ -109,6 +111,10 @@ class Link:
         if self._consuming is not None:
             self._consuming.cancel()
         if self._nc is not None:
+            try:  # the last acknowledgements reach the server: no redelivery after a stop
+                await asyncio.wait_for(self._nc.flush(), 1.0)
+            except Exception:
+                pass
             try:
                 await asyncio.wait_for(self._nc.close(), 1.0)
             except Exception:
@@ -179,6 +185,11 @@ class Link:
             self._subjects = wanted
             self.loop.call_soon_threadsafe(self._restart_consuming)
 
+    def drained(self) -> bool:
+        """Whether nothing waits for this host's roles: a pull came back empty since the
+        last batch was handed over and taken (or there is nothing to pull for)."""
+        return not self._subjects or (self.empty_pulls > 0 and not self.received)
+
     def taken(self) -> None:
         """The daemon emptied `received`: the loop may fetch the next batch."""
         self.loop.call_soon_threadsafe(self._make_room)
@@ -219,23 +230,30 @@ class Link:
             while not self._closed:
                 await self._room.wait()
                 messages = await self._fetch(subjects, pulls)
-                if messages:  # none: a status (a leader change, 408, 409) ended the pull
+                if messages:
                     self._room.clear()
+                    self.empty_pulls = 0
                     self.received.extend(messages)
                     self.on_change()
+                elif messages is not None:  # nothing came: a timeout, or a status (408, 409)
+                    self.empty_pulls += 1
+                    if self.draining:
+                        self.on_change()
         finally:  # the subjects changed, or the link closes: this inbox is done with
             if pulls.subscription is not None:
                 await _quietly(pulls.subscription.unsubscribe())
 
-    async def _fetch(self, subjects: tuple[str, ...], pulls: _Pulls) -> list[Msg]:
-        """One pull for the next batch: what it brought, [] when nothing came."""
+    async def _fetch(self, subjects: tuple[str, ...], pulls: _Pulls) -> list[Msg] | None:
+        """One pull for the next batch: what it brought ([] when nothing came), or None when
+        no pull could be made."""
         if not self.connected:
             # a pull now would wait in the client's reconnect buffer, to be answered only
             # after the reconnection, when no fetch waits for it any more
             await asyncio.sleep(RECONNECT_WAIT)
-            return []
+            return None
         try:
             if not pulls.made or pulls.failures >= REMAKE_AFTER:
+                pulls.made = False
                 await asyncio.wait_for(self._ensure_consumer(subjects), 2 * REQUEST_TIMEOUT)
                 pulls.made, pulls.failures = True, 0
             if pulls.subscription is None:
@@ -243,7 +261,7 @@ class Link:
             fetch = pulls.subscription.fetch(FETCH_BATCH, timeout=FETCH_WAIT)
             messages = await asyncio.wait_for(fetch, FETCH_WAIT + REQUEST_TIMEOUT)
         except (TimeoutError, nats.errors.TimeoutError):
-            return []
+            return [] if pulls.made else None  # the pull timed out; or making the consumer did
         except asyncio.CancelledError:
             raise
         except Exception as error:  # no consumer leader: one being elected, or none at all
@@ -253,7 +271,7 @@ class Link:
             # sent now could wait its whole timeout on the leader that is gone
             pulls.failures += 1
             await asyncio.sleep(RECONNECT_WAIT)
-            return []
+            return None
         pulls.failures = 0
         return messages
 
