@@ -155,6 +155,8 @@ def init(config_file: str | None, host: str | None, root: str | None) -> None:
         swarm = project.parse_swarm(text, source)
         here = host if host is not None else config.this_host(base)
         project.check_hosts(swarm, here, source)
+        for warning in project.host_warnings(swarm, source):
+            click.echo(warning, err=True)
         changes = project.init(base, swarm.windows, text, here, swarm.hosts)
     except (project.SwarmConfigError, config.ConfigError) as error:
         raise click.ClickException(str(error)) from None
