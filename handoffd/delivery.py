@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 JOURNAL = os.path.join(SWARMFORGE, "daemon", "handoffd.journal")
 BATCH_LIMIT = 256  # originals per pass: bounds the work a SIGTERM waits for
+COPY_LIMIT = checks.MAX_BYTES + 4096  # an original and the stamps a copy adds to it
 FIRST_RETRY, LAST_RETRY = 0.5, 60.0  # seconds; doubling in between
 # Errors about a name itself: retrying cannot cure them, so they fail, never defer forever.
 PERMANENT = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
@@ -290,7 +291,7 @@ class Courier:
             for name in names:
                 path = role.path(Box.OUTBOX, name)
                 present.add(path)
-                if name.endswith(".handoff") and path not in (busy or ()) and self._due(path, now):
+                if hf.is_item(name) and path not in (busy or ()) and self._due(path, now):
                     mine.append((name, role, path))
             queues.append(mine)
         # A deferred original that left its outbox (taken back, or archived by recovery)
@@ -686,20 +687,23 @@ def _sync(directories: list[str]) -> set[str]:
 
 def _same_copy(staged: str, final: str) -> bool:
     """Whether two copies differ only in their `enqueued_at` stamp (one handoff, twice).
-    What stands in `new/` is read the careful way: a FIFO or a link there under the
-    copy's name is no copy (it is never waited on or followed), so ours arrives beside it."""
-    limit = checks.MAX_BYTES + 4096
+    Both are read with the careful reader: whatever sits in `new/` under that name (a link,
+    a FIFO someone planted) is not our copy, and is never followed or opened."""
     try:
-        ours, theirs = (safeio.read_regular(path, limit) for path in (staged, final))
-    except OSError:  # a refusal (`safeio.Refused`) is one
+        ours, theirs = (safeio.read_regular(path, COPY_LIMIT) for path in (staged, final))
+    except OSError:
         return False
-    return _unstamped(ours) == _unstamped(theirs)
+    staged_copy = _unstamped(ours)
+    return staged_copy is not None and staged_copy == _unstamped(theirs)
 
 
-def _unstamped(data: bytes) -> bytes:
-    head, sep, body = data.partition(b"\n\n")
-    lines = [line for line in head.split(b"\n") if not line.startswith(b"enqueued_at: ")]
-    return b"\n".join(lines) + sep + body
+def _unstamped(data: bytes) -> tuple[list[tuple[str, str]], str] | None:
+    """A copy's headers but its `enqueued_at`, and its body; None if it is no handoff."""
+    try:
+        handoff = hf.parse(data, "a copy")
+    except hf.HandoffError:
+        return None
+    return handoff.without("enqueued_at"), handoff.body
 
 
 def _reason(error: OSError) -> str:

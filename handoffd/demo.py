@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from handoffd import audit, config, project, scan, swarm
+from handoffd import handoff as hf
 from handoffd.config import Box
 from handoffd.lifecycle import daemon_path
 from handoffd.scan import State
@@ -244,10 +245,10 @@ def _pickup_latencies(
 
 
 def _ms_between(start: str | None, end: str | None) -> float:
-    from datetime import datetime
-
-    parse = datetime.fromisoformat
-    return (parse(end or "") - parse(start or "")).total_seconds() * 1000
+    began, ended = hf.epoch(start), hf.epoch(end)
+    if began is None or ended is None:
+        raise ValueError(f"a copy's times are not §2 times: {start!r}, {end!r}")
+    return (ended - began) * 1000
 
 
 def render(summary: Summary) -> str:

@@ -84,7 +84,7 @@ def check(
     errors += _reason_errors(headers.get("blocked_reason"))
     errors += _control_errors(headers)
     if body is not None:
-        from handoffd.continuity import packet  # only packets pay for importing it
+        from handoffd import packet  # only packets pay for importing it
 
         errors += packet.check(body) if body.strip() else [packet.MISSING]
     return errors or Draft(headers, recipients, commit, body)

@@ -1,12 +1,20 @@
-"""The few git questions handoffd asks, answered by the `git` command."""
+"""The few git questions handoffd asks, answered by the `git` command.
+
+`swarm_handoff` imports this module for every draft, and only a git handoff's commit
+asks git anything: `subprocess` (which brings `re`, `enum` and threads with it) is
+imported when git is run, not before."""
 
 from __future__ import annotations
 
-import subprocess
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: swarm_handoff imports this module
+if TYPE_CHECKING:
+    import subprocess
 
 
 def run(cwd: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `git <args>` in `cwd`, capturing text output; never raises on a git error."""
+    import subprocess
+
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
 
 

@@ -27,7 +27,6 @@ from handoffd.outcome import Exit, Refusal
 
 DEFAULT_PRIORITY = "50"
 FOLDERS = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)  # every folder a step may touch
-SUFFIX = hf.SUFFIX  # only these names are queue items: an editor's `x.handoff~` is not one
 BLOCKED = "blocked_reason"
 
 
@@ -114,12 +113,7 @@ def current_work(listing: Listing) -> str | None:
 
 def names_match(name: str, ident: str) -> bool:
     """Whether `ident` names the file `name`: by its id, its file name, or its name's stem."""
-    return ident in (name, name.removesuffix(SUFFIX)) or hf.name_id(name) == ident
-
-
-def is_item(entry: os.DirEntry[str]) -> bool:
-    """A queue item: a regular `*.handoff` file (hidden temps are never listed at all)."""
-    return entry.name.endswith(SUFFIX) and entry.is_file(follow_symlinks=False)
+    return ident in (name, name.removesuffix(hf.SUFFIX)) or hf.name_id(name) == ident
 
 
 def priority(handoff: hf.Handoff) -> str:
@@ -209,7 +203,7 @@ class Inbox:
         files, batches = [], []
         self._sweep(self.in_process)
         for entry in hf.visible(self.in_process):
-            if is_item(entry):
+            if hf.is_item_entry(entry):
                 files.append(entry.path)
             elif entry.is_dir(follow_symlinks=False) and entry.name.startswith("batch_"):
                 self._sweep(entry.path)
@@ -228,10 +222,10 @@ class Inbox:
 
     def waiting(self) -> list[str]:
         """Paths of the files waiting in `new/`, in queue (byte) order."""
-        return [e.path for e in hf.visible(self.new) if is_item(e)]
+        return [e.path for e in hf.visible(self.new) if hf.is_item_entry(e)]
 
     def batch_items(self, batch: str) -> list[str]:
-        return [e.path for e in hf.visible(batch) if is_item(e)]
+        return [e.path for e in hf.visible(batch) if hf.is_item_entry(e)]
 
     def work(self, directory: str) -> Work:
         """The work a task file or a batch dir in process stands for."""

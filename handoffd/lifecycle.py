@@ -11,17 +11,16 @@ next `start` would lock a new file and run a second daemon beside the first.  It
 root, not `.swarmforge/`: the helpers lock each worktree's `.swarmforge/` while they
 rewrite its live file, and the first role's worktree is often the root.  Taking the lock
 writes nothing, so a daemon starts on a full disk.
+
+`swarm_handoff` asks `holder` whether a daemon will deliver what it queued, and the
+views read `daemon_state`: what only starting, stopping and notifying use (`subprocess`,
+`socket`, `select`, `signal`, which bring `re` and `enum` with them) is imported there.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import select
-import signal
-import socket
-import subprocess
-import sys
 import time
 
 from handoffd import safeio
@@ -102,15 +101,15 @@ def holder(root: str) -> int | None:
     path = lock_path(root)
     try:
         info = os.stat(path)
-        with open("/proc/locks", encoding="ascii") as table:
+        with open("/proc/locks", "rb") as table:  # bytes: no codec to import for it
             rows = table.read().splitlines()
     except OSError:
         return None
     for row in rows:
         # "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF" (blocked waiters have "->")
         fields = row.split()
-        if len(fields) >= 6 and fields[1] == "FLOCK" and "->" not in fields:
-            major, minor, inode = fields[5].split(":")
+        if len(fields) >= 6 and fields[1] == b"FLOCK" and b"->" not in fields:
+            major, minor, inode = fields[5].split(b":")
             device = os.makedev(int(major, 16), int(minor, 16))
             if (device, int(inode)) == (info.st_dev, info.st_ino):
                 return int(fields[4])
@@ -189,6 +188,8 @@ def notify(state: str) -> None:
     WATCHDOG=1), and for READY=1 the pipe `handoffd start` waits on."""
     address = os.environ.get("NOTIFY_SOCKET")
     if address:
+        import socket
+
         if address.startswith("@"):  # abstract namespace
             address = "\0" + address[1:]
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
@@ -212,6 +213,9 @@ def start(root: str, extra_args: list[str], timeout: float = 15.0) -> int:
     output through a pipe sees EOF as soon as we return.  Readiness comes over a
     private pipe the child writes once it holds the lock and watches its outboxes.
     """
+    import subprocess
+    import sys
+
     running = holder(root)
     if running:
         raise AlreadyRunning(running)
@@ -241,6 +245,8 @@ def start(root: str, extra_args: list[str], timeout: float = 15.0) -> int:
 
 
 def _read_line(fd: int, timeout: float) -> bytes:
+    import select
+
     deadline = time.monotonic() + timeout
     data = b""
     while not data.endswith(b"\n"):
@@ -257,6 +263,8 @@ def _read_line(fd: int, timeout: float) -> bytes:
 def stop(root: str, grace: float = STOP_GRACE) -> int | None:
     """Stop the project's daemon, if any: TERM, wait up to `grace` s, then KILL.
     Returns the pid that was stopped; afterwards no daemon runs and no pid file is left."""
+    import signal
+
     pid = holder(root)
     if pid is not None:
         _signal(pid, signal.SIGTERM)

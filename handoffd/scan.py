@@ -1,45 +1,46 @@
 """One read-only scan of a project's queue, into a snapshot every view reads.
 
-The board, `resume`, digests, the MCP tools, the audit, the demo's summary and the
-daemon's idle check all read the queue through this module, so there is one way to
-do it.  A scan never changes anything: it sweeps no temp file and removes no empty
-batch folder (that is the inbox's business, under its lock).
+The board, `resume`, the live file, digests, the MCP tools, the audit, the demo's
+summary, the history index and the daemon's idle check all read the queue through this
+module, so there is one way to do it.  A scan never changes anything: it sweeps no temp
+file and removes no empty batch folder (that is the inbox's business, under its lock).
 
 What it reads:
 - every role's open folders (`outbox/`, `failed/`, `inbox/new/`, `inbox/in_process/`,
   batch folders included), each file's header block only — never the body;
 - history (`inbox/completed/`, `sent/`) as names only; a history file's headers are
-  read when someone asks (`Entry.headers`), for `--all` and dependency look-ups;
-- each role's heartbeat, its report folders (`H/reports/<id>/`), and from `daemon/`
-  whether the daemon runs and the wake-ups in its log's tail.
+  read when someone asks (`Entry.headers`), or all at once for `--all` (`load_history`);
+- each role's heartbeat, its report folders (`H/reports/<id>/`) and each open card's
+  latest report, each failed original's `.error` line, the completed copies of the
+  handoffs open ones depend on, and from `daemon/` whether the daemon runs and the
+  wake-ups in its log's tail: all a view shows, so the projection reads no file.
 
 The queue moves while we read it.  Each move is a rename, so a file is always in one
 folder, but two listings are not one instant: a file renamed between them is seen
 twice (kept once, at the later of its two places) or, listed and then gone before its
 headers are read, it moved — the role is listed again to find it where it went.
-Only names ending in `.handoff` are queue items (docs/protocol.md §8).
+Only names ending in `.handoff` are queue items (docs/protocol.md §8): what a name, a
+header block and a queue item are is `handoffd.handoff`'s to say.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 import time
 
 from handoffd import config, heartbeat, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
+from handoffd.handoff import Name
 from handoffd.heartbeat import Heartbeat
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers reach this module (the live file)
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator  # importing collections costs ~1.5 ms
+    from collections.abc import Callable, Iterable, Iterator  # collections costs ~1.5 ms
 
     from handoffd.lifecycle import DaemonState
+    from handoffd.reports import Head
 
-SUFFIX = hf.SUFFIX
-HEADER_LIMIT = 64 * 1024  # the daemon refuses larger files; never read more of one
-CHUNK = 4096
 RESCANS = 5  # listings of one role before a file that keeps vanishing is left out
 
 
@@ -83,119 +84,13 @@ _LATER = {State.OUTBOX: 0, State.FAILED: 1, State.SENT: 2, State.NEW: 0, State.I
 _RANK = {state: n for n, state in enumerate(State.ALL)}
 
 
-# --- names ----------------------------------------------------------------------------
-
-
-class Name:
-    """The parts of a queue file name: `<pri>_<stamp>_<seq>_from_<sender>_to_<r1>[_<r2>…]`."""
-
-    __slots__ = ("priority", "recipients", "sender", "seq", "timestamp")
-
-    def __init__(
-        self, priority: str, timestamp: str, seq: str, sender: str, recipients: list[str]
-    ) -> None:
-        self.priority = priority
-        self.timestamp = timestamp
-        self.seq = seq
-        self.sender = sender
-        self.recipients = recipients
-
-    @property
-    def id(self) -> str:
-        """The handoff's id: `<stamp>_<seq>_from_<sender>` (docs/protocol.md §2)."""
-        return f"{self.timestamp}_{self.seq}_from_{self.sender}"
-
-    def __repr__(self) -> str:
-        return f"Name({self.priority}, {self.id}, to={self.recipients})"
-
-
-def is_item(name: str) -> bool:
-    """A queue item: a visible name ending in `.handoff` (an editor's `x.handoff~` is not)."""
-    return name.endswith(SUFFIX) and not name.startswith(".")
-
-
-def parse_name(name: str) -> Name | None:
-    """The parts of a queue file's name, or None for a name not in that form.
-
-    An archived duplicate (`….2.handoff`, named so by `durable.free_name`) parses as the
-    original: role names hold no `.`, so a dotted tail is never part of a recipient.
-    """
-    if not name.endswith(SUFFIX):
-        return None
-    fields = name[: -len(SUFFIX)].split(".", 1)[0].split("_")
-    if len(fields) < 7 or fields[3] != "from" or "to" not in fields[5:]:
-        return None
-    priority, stamp, seq, _, sender = fields[:5]
-    recipients = fields[fields.index("to", 5) + 1 :]
-    if not _well_formed(priority, stamp, seq, sender, recipients):
-        return None
-    return Name(priority, stamp, seq, sender, recipients)
-
-
-def _well_formed(priority: str, stamp: str, seq: str, sender: str, to: list[str]) -> bool:
-    return (
-        len(priority) == 2
-        and priority.isdigit()
-        and len(stamp) == 16
-        and stamp[8] == "T"
-        and stamp.endswith("Z")
-        and len(seq) == 6
-        and seq.isdigit()
-        and config.valid_role_name(sender)
-        and bool(to)
-        and all(config.valid_role_name(r) for r in to)
-    )
-
-
-# --- header blocks --------------------------------------------------------------------
-
-
-def read_headers(path: str) -> dict[str, str]:
-    """The header block of the file at `path`, read in chunks up to its first empty line;
-    the body is never read.  Raises `FileNotFoundError` if the file is gone (it moved), and
-    `safeio.Refused` for a link, FIFO or anything else that is not a regular file."""
-    fd = safeio.open_regular(path)
-    try:
-        return parse_headers(_head(fd))
-    finally:
-        os.close(fd)
-
-
-def _head(fd: int) -> bytes:
-    """Bytes up to the end of the header block (or of the file, or of the limit)."""
-    data = b""
-    while len(data) < HEADER_LIMIT:
-        chunk = os.read(fd, CHUNK)
-        if not chunk:
-            break
-        start = max(0, len(data) - 1)  # the empty line may straddle two chunks
-        data += chunk
-        end = 0 if data.startswith(b"\n") else data.find(b"\n\n", start)
-        if end >= 0:
-            return data[:end]
-    return data
-
-
-def parse_headers(head: bytes) -> dict[str, str]:
-    """`key: value` lines into a dict (the first of a repeated key wins).  Lenient: a
-    broken file (say, one in `failed/`) yields what can be read, never an error."""
-    text = head.decode("utf-8", errors="replace")
-    end = text.find("\n\n")
-    headers: dict[str, str] = {}
-    for line in (text if end < 0 else text[:end]).split("\n"):
-        key, sep, value = line.partition(": ")
-        if sep and key and key not in headers:
-            headers[key] = value
-    return headers
-
-
 # --- the snapshot ---------------------------------------------------------------------
 
 
 class Entry:
     """One queue file as the scan found it: a copy or an original, open or history."""
 
-    __slots__ = ("_headers", "batch", "mtime", "name", "path", "role", "state")
+    __slots__ = ("_headers", "batch", "indexed", "mtime", "name", "path", "role", "state")
 
     def __init__(
         self,
@@ -214,20 +109,46 @@ class Entry:
         self.batch = batch  # the batch_* folder holding it, if any
         self.mtime = mtime
         self._headers = headers
+        self.indexed: tuple[str, str] | None = None  # (task, newest time), from history's index
 
     @property
     def headers(self) -> dict[str, str]:
         """Its header block; read now for a history file, `{}` if it has gone since."""
+        return self.load()
+
+    def load(self) -> dict[str, str]:
+        """Read its header block if it is not read yet (through the careful reader)."""
         if self._headers is None:
             try:
-                self._headers = read_headers(self.path)
+                self._headers = hf.read_headers(self.path)
             except OSError:
                 self._headers = {}
         return self._headers
 
     @property
+    def task(self) -> str | None:
+        """Its `task` header (a thread's key, docs/protocol.md §11); from history's index
+        while its headers are not read."""
+        if self._headers is None and self.indexed is not None:
+            return self.indexed[0] or None
+        return self.headers.get("task")
+
+    @property
+    def activity(self) -> str:
+        """The newest §2 time its headers hold ('' if none); from history's index while
+        its headers are not read."""
+        if self._headers is None and self.indexed is not None:
+            return self.indexed[1]
+        return newest_time(self.headers)
+
+    @property
     def parts(self) -> Name | None:
-        return parse_name(self.name)
+        return hf.parse_name(self.name)
+
+    @property
+    def name_id(self) -> str | None:
+        """The id its file name spells, None for a name not in the §2 form."""
+        return hf.parsed_id(self.name)
 
     @property
     def id(self) -> str:
@@ -254,9 +175,15 @@ class Entry:
 class Snapshot:
     """What one scan of a project found.  Read-only: nothing here changes the disk.
 
+    Besides the queue files, the scan reads what the views show of them, so that the
+    projection (`board/cards.project`) reads no file at all: each open card's latest
+    report (`head`), each failed original's `.error` line (`error`) and the completed
+    copies of the handoffs open ones depend on (`done`).
+
     History (`completed/`, `sent/`: it grows without bound) is listed on first use of
     `history`, once, and its headers only as each entry is asked for: a view that needs
-    no history (the board without `--all`) never pays for it.
+    no history (the board without `--all`) never pays for it.  A view that shows it
+    (`--all`) asks for all of it at once first: `load_history`.
     """
 
     def __init__(
@@ -275,6 +202,10 @@ class Snapshot:
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
         self._reports: dict[tuple[str, str], list[str]] = {}
+        self.heads: dict[tuple[str, str], Head] = {}  # (role, id) -> its latest report's
+        self.errors: dict[str, str] = {}  # a failed original's path -> its `.error` line
+        self.dependencies: dict[str, list[Entry]] = {}  # id -> its completed copies, looked up
+        self.history_loaded = False  # `load_history` read history's headers and reports
 
     @property
     def history(self) -> list[Entry]:
@@ -293,14 +224,15 @@ class Snapshot:
         for the id, without opening a file or building an entry for a name not asked for."""
         if self._completed_names is None:
             self._completed_names = {
-                name: _joined_names(role.path(Box.COMPLETED)) for name, role in self.roles.items()
+                name: _joined_names(role_folder(role, Box.COMPLETED))
+                for name, role in self.roles.items()
             }
         found = []
         for role, joined in self._completed_names.items():
             for relative in _lines_with(joined, f"_{ident}_to_"):
                 folder = self.roles[role].path(Box.COMPLETED)
                 batch, _, name = relative.rpartition("/")
-                if is_item(name) and hf.name_id(name) == ident:
+                if hf.is_item(name) and hf.name_id(name) == ident:
                     path, where = os.path.join(folder, relative), batch and folder + "/" + batch
                     found.append(Entry(role, State.COMPLETED, path, where or None))
         return found
@@ -325,20 +257,99 @@ class Snapshot:
             return []
         key = (role, ident)
         if key not in self._reports:
+            from handoffd.reports import report_paths
+
             self._reports[key] = report_paths(self.roles[role].handoffs, ident)
         return self._reports[key]
 
+    # --- what the views show of the files: read here, never by the projection ----------
+
+    def head(self, role: str, ident: str) -> Head | None:
+        """The latest of `role`'s reports on `ident`, as the scan read it (None if none)."""
+        return self.heads.get((role, ident))
+
+    def error(self, path: str) -> str | None:
+        """The `.error` line of the failed original at `path`, as the scan read it."""
+        return self.errors.get(path)
+
+    def done(self, ident: str) -> list[Entry]:
+        """The completed copies of handoff `ident` that the scan looked up (an open handoff
+        depends on it), headers read; none for a handoff it did not need to look up."""
+        return self.dependencies.get(ident, [])
+
+    def load_history(self) -> list[Entry]:
+        """History as a view shows it (`--all`): listed, every header block read, and each
+        completed copy's latest report and dependencies; once."""
+        if not self.history_loaded:
+            for entry in self.history:
+                entry.load()
+            done = [e for e in self.history if e.state == State.COMPLETED]
+            self._read_heads(done)
+            self._look_up_dependencies(done)
+            self.history_loaded = True
+        return self.history
+
+    def _read_heads(self, entries: Iterable[Entry]) -> None:
+        """The latest report on each of `entries` that has a report folder."""
+        from handoffd.reports import head
+
+        for entry in entries:
+            key = (entry.role, entry.id)
+            if key not in self.heads and (paths := self.reports(*key)):
+                found = head(paths[-1])
+                if found is not None:
+                    self.heads[key] = found
+
+    def _read_errors(self) -> None:
+        for entry in self.open:
+            if entry.state == State.FAILED:
+                line = _error_line(entry.path)
+                if line is not None:
+                    self.errors[entry.path] = line
+
+    def _look_up_dependencies(self, entries: Iterable[Entry]) -> None:
+        """Find in `completed/` each handoff `entries` depend on that may be done there, and
+        in turn what those depend on: one with no open copy (but for one only its sender
+        holds: never delivered, it has none), or one of whose recipients some hold none."""
+        copies: dict[str, list[Entry]] = {}
+        originals = set()
+        for entry in self.open:
+            if entry.state in (State.NEW, State.IN_PROCESS):
+                copies.setdefault(entry.id, []).append(entry)
+            else:
+                originals.add(entry.id)
+        wanted = [d for entry in entries for d in depends_on(entry.headers)]
+        while wanted:
+            ident = wanted.pop()
+            held = copies.get(ident)
+            if ident in self.dependencies or (held is None and ident in originals):
+                continue
+            if held is not None and not _some_not_held(held):
+                continue
+            found = self.completed(ident)
+            for entry in found:
+                entry.load()
+            self.dependencies[ident] = found
+            wanted += [d for entry in found for d in depends_on(entry.headers)]
+
 
 def scan(
-    root: str, roles: dict[str, Role] | None = None, now: float | None = None, once: bool = True
+    root: str,
+    roles: dict[str, Role] | None = None,
+    now: float | None = None,
+    once: bool = True,
+    history: bool = False,
 ) -> Snapshot:
     """Scan the project at `root` in one pass (roles.tsv is read unless `roles` is given).
 
     `once`: a name found in two folders of one role is a file caught mid-rename, kept once.
     An audit of a queue at rest passes False, to see a real duplicate as two entries.
+    `history`: read the history too, as a view of green cards needs it (`load_history`).
     """
     from handoffd import lifecycle  # not at the top: helpers import this module, and
+
     # lifecycle's subprocess would cost each of them its imports of re and enum
+    from handoffd.reports import report_ids
 
     roles = config.load_roles(root) if roles is None else roles
     snapshot = Snapshot(root, roles, time.time() if now is None else now, once)
@@ -348,7 +359,49 @@ def scan(
         snapshot.report_ids[role.name] = report_ids(role.handoffs)
     snapshot.daemon = lifecycle.daemon_state(root)
     snapshot.wakes, snapshot.wake_failures = lifecycle.wake_times(root)
+    snapshot._read_errors()
+    snapshot._read_heads(snapshot.open)
+    snapshot._look_up_dependencies(snapshot.open)
+    if history:
+        snapshot.load_history()
     return snapshot
+
+
+TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
+
+
+def newest_time(headers: dict[str, str]) -> str:
+    """The newest §2 time of a header block ('' if none): they sort as text."""
+    return max(headers.get(key, "") for key in TIMESTAMPS)
+
+
+def depends_on(headers: dict[str, str]) -> list[str]:
+    """The ids a `depends_on` header names (docs/protocol.md §8), in order."""
+    return [part.strip() for part in headers.get("depends_on", "").split(",") if part.strip()]
+
+
+def recipients(entry: Entry) -> list[str]:
+    """Who a handoff is to: its `to` header, else the recipients its name spells."""
+    if "to" in entry.headers:
+        return [part.strip() for part in entry.headers["to"].split(",") if part.strip()]
+    parts = entry.parts
+    return parts.recipients if parts else []
+
+
+def _some_not_held(copies: list[Entry]) -> bool:
+    """Whether some recipient of a delivered handoff holds no open copy of it: theirs may
+    be done already."""
+    return bool(set(recipients(copies[0])) - {copy.role for copy in copies})
+
+
+def _error_line(path: str) -> str | None:
+    """The one line of a failed original's `<name>.error`."""
+    try:  # the careful reader: an `.error` linked to /dev/zero or to a secret is skipped
+        return safeio.read_line(path + ".error") or None
+    except safeio.Refused as refusal:
+        return f"(its .error is not read: {refusal.why})"
+    except OSError:
+        return None
 
 
 def scan_role(
@@ -376,9 +429,20 @@ def listing(role: Role, states: Iterable[str]) -> list[Entry]:
 def _list(role: Role, states: tuple[str, ...]) -> Iterator[Entry]:
     """Every queue file of `role` in `states`, upstream folders first, batches included."""
     for state in State.ALL:  # in life order, so a file moving on is seen at least once
-        if state in states:
-            for path, name, batch in _files(role.path(FOLDER[state]), _has_batches(state)):
+        folder = role_folder(role, FOLDER[state]) if state in states else None
+        if folder is not None:
+            for path, name, batch in _files(folder, _has_batches(state)):
                 yield Entry(role.name, state, path, batch, name=name)
+
+
+def role_folder(role: Role, box: str) -> str | None:
+    """`role`'s folder `box`, or None when it lies behind a symbolic link: what would be
+    listed through one is outside the project, so no view shows it (`status` warns)."""
+    try:
+        linked = safeio.linked_folders(role.handoffs, (box,))
+    except OSError:
+        linked = []  # an unreadable folder lists nothing anyway
+    return None if linked else role.path(box)
 
 
 def _has_batches(state: str) -> bool:
@@ -388,32 +452,37 @@ def _has_batches(state: str) -> bool:
 def _files(directory: str, descend: bool) -> Iterator[tuple[str, str, str | None]]:
     """(path, name, batch folder) of each queue file in `directory` and, if `descend`, in its
     `batch_*` folders.  A missing or unreadable folder holds nothing."""
+    return queue_files(directory, (lambda batch: True) if descend else None)
+
+
+def queue_files(
+    directory: str, descend: Callable[[os.DirEntry[str]], bool] | None
+) -> Iterator[tuple[str, str, str | None]]:
+    """(path, name, batch folder) of each queue file in `directory` and in those of its
+    `batch_*` folders that `descend` says to list (the history index lists only the batch
+    folders that changed since it last did).  A missing or unreadable folder holds nothing."""
     for entry in _scandir(directory):
-        if is_item(entry.name) and entry.is_file(follow_symlinks=False):
+        if hf.is_item_entry(entry):
             yield entry.path, entry.name, None
-        elif descend and entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False):
+        elif descend and _is_batch(entry) and descend(entry):
             for inner in _scandir(entry.path):
-                if is_item(inner.name) and inner.is_file(follow_symlinks=False):
+                if hf.is_item_entry(inner):
                     yield inner.path, inner.name, entry.path
 
 
-def _joined_names(folder: str) -> str:
-    """The names in `folder` and, as `batch_…/name`, in its batch folders: one per line,
-    with a line break at each end, so one `str.find` searches them all."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return "\n"
-    for batch in [n for n in names if n.startswith("batch_")]:
-        names += [f"{batch}/{inner}" for inner in _listdir(os.path.join(folder, batch))]
+def _is_batch(entry: os.DirEntry[str]) -> bool:
+    return entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False)
+
+
+def _joined_names(folder: str | None) -> str:
+    """The names in `folder` and, as `batch_…/name`, in its batch folders (never one that
+    is a link): one per line, with a line break at each end, so one `str.find` searches
+    them all.  No folder (a linked one) holds no name."""
+    entries = _scandir(folder) if folder is not None else []
+    names = [entry.name for entry in entries]
+    for batch in filter(_is_batch, entries):
+        names += [f"{batch.name}/{inner.name}" for inner in _scandir(batch.path)]
     return "\n" + "\n".join(names) + "\n"
-
-
-def _listdir(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:
-        return []
 
 
 def _lines_with(joined: str, needle: str) -> Iterator[str]:
@@ -435,13 +504,19 @@ def _scandir(directory: str) -> list[os.DirEntry[str]]:
 
 
 def _dedupe(entries: Iterable[Entry]) -> list[Entry]:
-    """A file seen twice mid-rename (same side, same name) is kept at its later place."""
-    kept: dict[tuple[bool, str], Entry] = {}
+    """`dedupe`, in life order."""
+    return sorted(dedupe(entries), key=_in_order)
+
+
+def dedupe(entries: Iterable[Entry]) -> list[Entry]:
+    """A file seen twice mid-rename (one role, same side, same name) is kept once, at its
+    later place; in the order first seen."""
+    kept: dict[tuple[str, bool, str], Entry] = {}
     for entry in entries:
-        key = (entry.state in State.ORIGINALS, entry.name)
+        key = (entry.role, entry.state in State.ORIGINALS, entry.name)
         if key not in kept or _LATER[entry.state] >= _LATER[kept[key].state]:
             kept[key] = entry
-    return sorted(kept.values(), key=_in_order)
+    return list(kept.values())
 
 
 def _in_order(entry: Entry) -> tuple[int, str]:
@@ -474,63 +549,8 @@ def _read_open(path: str) -> tuple[dict[str, str], float | None]:
     except OSError:
         return {}, None
     try:
-        return parse_headers(_head(fd)), os.fstat(fd).st_mtime
+        return hf.parse_headers(hf.read_head(fd)), os.fstat(fd).st_mtime
     except OSError:
         return {}, None
     finally:
         os.close(fd)
-
-
-# --- report folders (`H/reports/<id>/`) ------------------------------------------------------
-
-
-def report_ids(handoffs: str) -> set[str]:
-    """The ids with a report folder in `H/reports/`.  A link where `reports/` or one of its
-    folders should be is not followed: it holds no reports (docs/protocol.md Part II)."""
-    try:
-        fd = safeio.open_dir(os.path.join(handoffs, "reports"), below=handoffs)
-    except OSError:
-        return set()
-    try:
-        with os.scandir(fd) as entries:
-            return {e.name for e in entries if _visible(e.name) and e.is_dir(follow_symlinks=False)}
-    except OSError:
-        return set()
-    finally:
-        os.close(fd)
-
-
-def report_paths(handoffs: str, ident: str) -> list[str]:
-    """The paths of the reports in `H/reports/<ident>/`, oldest first (`written_order`);
-    none when that folder, or `reports/`, is missing or a link."""
-    folder = os.path.join(handoffs, "reports", ident)
-    try:
-        fd = safeio.open_dir(folder, below=handoffs)
-    except OSError:
-        return []
-    try:
-        return [os.path.join(folder, name) for name in written_order(fd, ".md")]
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-
-
-def written_order(fd: int, suffix: str) -> list[str]:
-    """The visible regular files named `*<suffix>` in the folder open at `fd`, oldest first
-    by mtime, then by name.  Not by name alone: a name carries the writer's clock, and a
-    clock set back (or a planted `2999…` name) must not make a new report the oldest."""
-    found = []
-    for name in os.listdir(fd):
-        if _visible(name) and name.endswith(suffix):
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:  # pruned since the listing
-                continue
-            if stat.S_ISREG(info.st_mode):  # a link or a FIFO is no report
-                found.append((info.st_mtime_ns, name))
-    return [name for _, name in sorted(found)]
-
-
-def _visible(name: str) -> bool:
-    return not name.startswith(".")

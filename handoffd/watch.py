@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
+from handoffd import handoff as hf
 from handoffd import settle
 from handoffd.config import Box
 
@@ -79,11 +80,7 @@ def is_trigger(path: str) -> bool:
 def is_outbox_item(path: str) -> bool:
     """Whether `path` names a queue file in an outbox (pure)."""
     directory, name = os.path.split(path)
-    return (
-        name.endswith(".handoff")
-        and not name.startswith(".")
-        and directory.endswith(os.sep + Box.OUTBOX)
-    )
+    return hf.is_item(name) and directory.endswith(os.sep + Box.OUTBOX)
 
 
 Identity = tuple[int, int, int]  # inode, size, mtime (ns): what a write or a replacement changes

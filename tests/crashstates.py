@@ -219,8 +219,8 @@ def fingerprint(state: State) -> str:
 SCRIPTS = {e.name: e for e in importlib.metadata.entry_points(group="console_scripts")}
 FORK = os.environ.get("HANDOFFD_CRASHSTATES_EXEC") != "1"
 # What the commands import only when they run: imported once per worker, not per call.
-PRELOAD = ("handoffd.cli", "handoffd.helpers", "handoffd.daemon", "handoffd.log",
-           "handoffd.continuity.hook")  # fmt: skip
+PRELOAD = ("handoffd.cli", "handoffd.adapters.console", "handoffd.daemon", "handoffd.log",
+           "handoffd.live")  # fmt: skip
 
 
 @dataclass
@@ -250,7 +250,7 @@ def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float = 10.0) -
                               check=False)  # fmt: skip
         return Ran(done.returncode, done.stdout.decode(errors="replace"),
                    done.stderr.decode(errors="replace"))  # fmt: skip
-    entry = SCRIPTS[os.path.basename(argv[0])].load()
+    entry = entry_point(os.path.basename(argv[0]))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
         if pid == 0:
@@ -259,6 +259,16 @@ def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float = 10.0) -
         out.seek(0)
         err.seek(0)
         return Ran(code, out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+
+
+def entry_point(command: str) -> Callable[[], object]:
+    """What an installed command calls: its entry point, or for an agent's helper (a small
+    script in bin/, not an entry point) the function of the same name it calls."""
+    if command in SCRIPTS:
+        return SCRIPTS[command].load()
+    from handoffd.adapters import console
+
+    return getattr(console, command)
 
 
 def _child(entry: Callable[[], object], argv: list[str], cwd: str, env: dict[str, str],

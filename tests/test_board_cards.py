@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import builtins
+import os
+
+import pytest
+
+from handoffd import reports, scan
 from handoffd.board import cards
 from handoffd.config import Role
 from handoffd.lifecycle import DaemonState
 from handoffd.scan import Entry, Snapshot, State
+from tests.conftest import Project
 
 NOW = 1_800_000_000.0
 ROLES = {name: Role(name, name, f"/nowhere/{name}", agent="claude") for name in ("A", "B", "C")}
@@ -202,3 +209,39 @@ def test_a_name_taken_whichever_way_still_gets_a_name() -> None:
     assert sorted(board.by_card) == sorted([f"{ident(1, 'B')}@B", f"{copy.name}@B"]), (
         "the copy keeps the id; the refusal takes its file name"
     )
+
+
+def test_the_projection_reads_no_file(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`project` is pure (docs/protocol.md §8: no call per card): a latest report, a failed
+    original's reason, a dependency already done and the green cards of `--all` all come
+    from the scan.  With every way of reading a file taken away, the board is the same."""
+    done = "50_20260101T000000Z_000001_from_coder_to_QA.handoff"
+    project.put("QA", done, box="inbox/completed", id=ident(1, "coder"), to="QA",
+                completed_at="2026-01-01T00:00:00Z")  # fmt: skip
+    waiting = name(2, "coder", "QA")
+    project.put("QA", waiting, id=ident(2, "coder"), to="QA", depends_on=ident(1, "coder"))
+    failed = project.put("coder", name(3, "coder", "QA"), box="failed", id=ident(3, "coder"))
+    (failed.parent / (failed.name + ".error")).write_text("missing required header(s): to\n")
+    reports.store(str(project.handoffs("QA")), ident(2, "coder"), "RUNNING", "QA", "claude",
+                  "", "Working on it.\n", NOW - 60)  # fmt: skip
+    snap = scan.scan(str(project.root), history=True)
+    before = [card.to_json() for card in cards.project(snap, NOW, include_green=True).cards]
+
+    def no_reading(*args: object, **kwargs: object) -> object:
+        raise AssertionError(f"the projection read a file: {args}")
+
+    for function in ("open", "stat", "lstat", "scandir", "listdir"):
+        monkeypatch.setattr(os, function, no_reading)
+    monkeypatch.setattr(builtins, "open", no_reading)
+    board = cards.project(snap, NOW, include_green=True)
+    monkeypatch.undo()
+    assert [card.to_json() for card in board.cards] == before
+    shown = {card.id: card for card in board.cards}
+    assert shown[ident(2, "coder")].latest_report.excerpt == "Working on it."
+    assert shown[ident(3, "coder")].detail == "failed: missing required header(s): to"
+    assert [c.state for c in shown[ident(2, "coder")].closure] == [State.COMPLETED]
+
+
+def test_green_cards_need_the_history_read_first() -> None:
+    with pytest.raises(ValueError, match="load_history"):
+        cards.project(snapshot(entry(1)), NOW, include_green=True)

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import handoff as hf
-from handoffd import heartbeat
-from handoffd.board import reports
+from handoffd import heartbeat, reports
 from tests.conftest import Project, Result, helper_env
 
 ID1 = "20260101T000000Z_000001_from_QA"
@@ -320,7 +319,7 @@ def test_a_200_character_reason_is_accepted(project: Project) -> None:
 
 
 def stored(project: Project, ident: str, role: str = "coder") -> list[reports.Report]:
-    return [reports.read(p) for p in reports.files(str(project.handoffs(role)), ident)]
+    return [reports.read(p) for p in reports.report_paths(str(project.handoffs(role)), ident)]
 
 
 def test_report_running_takes_work_first_when_nothing_is_in_process(project: Project) -> None:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffd.continuity import budget
-from handoffd.continuity.budget import BudgetTooSmall, Section
+from handoffd import budget
+from handoffd.budget import BudgetTooSmall, Section
 
 HEAD = ["# Task t", "**Outcome** done"]
 TAIL = ["## Not in this handoff", "Add them by hand."]

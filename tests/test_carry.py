@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from handoffd.continuity.carry import choose
-from handoffd.continuity.history import File
+from handoffd.digest.carry import choose
+from handoffd.scan import Entry
 from tests.conftest import Project
 from tests.digest_support import report, run
 
@@ -107,9 +107,8 @@ def test_role_finds_a_thread_whose_file_is_an_archived_duplicate() -> None:
     # `sent/` names a second original with the same name `….2.handoff` (docs/protocol.md §5.3):
     # its last recipient is still `QA`, not `QA.2`
     name = "50_20260101T000001Z_000001_from_coder_to_cleaner_QA.2.handoff"
-    file = File(
-        "coder", "sent", f"/p/.swarmforge/handoffs/sent/{name}", None, "2026-01-01T00:00:01Z"
-    )
+    file = Entry("coder", "sent", f"/p/.swarmforge/handoffs/sent/{name}")
+    file.indexed = ("", "2026-01-01T00:00:01Z")  # as the index of history knows it
     assert [key for key, _ in choose([file], {}, 5, role="QA")] != []
 
 

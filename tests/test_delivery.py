@@ -496,6 +496,24 @@ def test_the_same_copy_presented_again_while_unread_is_skipped(project: Project)
     ]
 
 
+def test_a_fifo_planted_in_new_under_the_arriving_name_is_never_opened(project: Project) -> None:
+    """The duplicate check reads the file already in `new/` with the careful reader: a FIFO
+    there is not the same copy (it is never opened, so the pass never waits on it), and the
+    copy lands under a distinct name beside it."""
+    name = handoff_name("coder", ["QA"])
+    queue(project, "coder", ["QA"], name=name)
+    new = project.box("QA", "inbox/new")
+    new.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(new / name)
+    daemon = open_daemon(project)
+
+    step_guarded(daemon, 0.0, [new / name])
+
+    [arrived] = [n for n in inbox(project, "QA") if n != name]
+    assert arrived.startswith(name[: -len(".handoff")]) and arrived.endswith(".handoff")
+    assert not events(project, "duplicate_skipped")
+
+
 def test_refused_senders_names_the_senders_failed_in_the_last_pass_only(project: Project) -> None:
     queue(project, "coder", ["ghost"])
     queue(project, "QA", ["coder"])

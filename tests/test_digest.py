@@ -11,8 +11,8 @@ import time
 import pytest
 
 from handoffd import scan
-from handoffd.board.reports import Report
-from handoffd.continuity.digest import NOT_IN_HANDOFF, copy_state, report_rows
+from handoffd.digest.digest import NOT_IN_HANDOFF, copy_state, report_rows
+from handoffd.reports import Report
 from tests.conftest import Project, git
 from tests.digest_support import HANDOFFD, build_thread, commit_in, hf_epoch, report, run
 

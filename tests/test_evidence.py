@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handoffd.continuity import evidence
+from handoffd.digest import evidence
 
 REPORT = """\
 ## Status

@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from handoffd.continuity import gitfacts
+from handoffd.digest import gitfacts
 from tests.conftest import GIT_ENV, git
 
 

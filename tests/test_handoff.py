@@ -1,4 +1,5 @@
-"""The .handoff file format (docs/protocol.md §2): headers kept in order, the body byte for byte."""
+"""The .handoff file format (docs/protocol.md §2, §8): names and their parts, the queue-item
+test, headers kept in order, the body byte for byte, a header block read leniently, §2 times."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from handoffd import handoff as hf
+
+NAME = "07_20260615T140531Z_000042_from_architect_to_coder_cleaner.handoff"
 
 BODIES = {
     "blank lines inside": "first\n\n\nsecond\n\n",
@@ -188,3 +191,127 @@ def test_iso_from_stamp_spells_an_id_or_report_stamp_as_a_section_2_time() -> No
     assert hf.iso_from_stamp("20260615T140531.482113Z") == "2026-06-15T14:05:31.482113Z"
     assert hf.iso_from_stamp("not a stamp") == "not a stamp"
     assert hf.epoch(hf.iso_from_stamp(hf.id_stamp(1781532331.0))) == 1781532331.0
+
+
+# --- names and the queue-item test (moved with them from the scan) -------------------
+
+
+def test_a_name_parses_into_its_parts_and_id() -> None:
+    name = hf.parse_name(NAME)
+    assert name is not None
+    assert (name.priority, name.timestamp, name.seq) == ("07", "20260615T140531Z", "000042")
+    assert (name.sender, name.recipients) == ("architect", ["coder", "cleaner"])
+    assert name.id == "20260615T140531Z_000042_from_architect"
+
+
+def test_an_archived_duplicate_name_parses_as_its_original() -> None:
+    name = hf.parse_name(NAME.replace(".handoff", ".2.handoff"))
+    assert name is not None and name.recipients == ["coder", "cleaner"]
+
+
+def test_names_not_in_the_form_do_not_parse() -> None:
+    for bad in ("notes.txt", NAME + "~", "x.handoff", NAME.replace("_from_", "_by_"),
+                NAME.replace("07_", "7_"), NAME.replace("_to_coder_cleaner", "_to_")):  # fmt: skip
+        assert hf.parse_name(bad) is None, bad
+
+
+def test_only_visible_handoff_names_are_queue_items() -> None:
+    assert hf.is_item(NAME)
+    assert not hf.is_item(NAME + "~") and not hf.is_item("." + NAME)
+    assert not hf.is_item("notes.txt")
+
+
+def test_the_header_block_is_read_without_the_body(tmp_path: Path) -> None:
+    path = tmp_path / "x.handoff"
+    # A body far larger than the header limit, and not UTF-8: reading it would fail.
+    path.write_bytes(b"id: a\nto: b\n\n" + b"\xff" * (hf.HEADER_LIMIT * 4))
+    assert hf.read_headers(str(path)) == {"id": "a", "to": "b"}
+
+
+def test_an_empty_line_split_across_two_chunks_ends_the_block(tmp_path: Path) -> None:
+    path = tmp_path / "x.handoff"
+    head = b"k: " + b"v" * (hf.CHUNK - 4) + b"\n"  # the first \n is a chunk's last byte
+    path.write_bytes(head + b"\nbody: not a header\n")
+    assert hf.read_headers(str(path)) == {"k": "v" * (hf.CHUNK - 4)}
+
+
+def test_a_broken_header_block_yields_what_can_be_read() -> None:
+    assert hf.parse_headers(b"id: a\nnonsense\n\xff: x\nid: second\n\nbody") == {
+        "id": "a",
+        "\ufffd": "x",
+    }
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["2026-06-15T14:05:31.482113Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59.5Z",
+     "2100-03-01T00:00:00Z", "1969-12-31T23:59:59Z"],
+)  # fmt: skip
+def test_epoch_agrees_with_datetime(stamp: str) -> None:
+    from datetime import datetime
+
+    assert hf.epoch(stamp) == datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+@given(st.floats(min_value=-6e10, max_value=2.5e11), st.integers(0, 9))
+def test_the_section_2_form_is_read_by_hand_to_the_bit_as_datetime_reads_it(
+    when: float, digits: int
+) -> None:
+    """The hand-written reader (helpers read a time on every call) and `datetime` agree on
+    every §2 time, whatever its fraction (datetime cuts past six digits)."""
+    from datetime import UTC, datetime
+
+    stamp = hf.iso_now(when)
+    stamp = stamp[:20] + (stamp[20:26] + "123")[:digits] + "Z" if digits else stamp[:19] + "Z"
+    try:
+        expected = datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp()
+    except ValueError:  # a year before 1000 spells short: not a time at all
+        expected = None
+    assert hf.epoch(stamp) == expected
+
+
+@given(st.text(alphabet="0123456789-T:.Z+ ", max_size=30))
+def test_any_text_is_a_time_exactly_when_datetime_reads_one(text: str) -> None:
+    """One failure convention: what is not a time is None, never a number or an error."""
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(text)
+        expected = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+    except ValueError:
+        expected = None
+    assert hf.epoch(text) == (expected if text else None)
+
+
+def test_a_time_is_shown_to_the_minute_and_what_is_not_one_as_it_is() -> None:
+    assert hf.short_time("2026-06-15T14:05:31.482113Z") == "2026-06-15 14:05Z"
+    assert hf.short_time("2026-06-15T16:05:31+02:00") == "2026-06-15 14:05Z"
+    assert hf.short_time("") == "" and hf.short_time("soon") == "soon"
+
+
+def test_a_link_or_a_folder_with_an_items_name_is_no_item(tmp_path: Path) -> None:
+    (tmp_path / NAME).write_text("id: a\n\n")
+    os.symlink(tmp_path / NAME, tmp_path / ("5" + NAME[1:]))
+    (tmp_path / ("6" + NAME[1:])).mkdir()
+    with os.scandir(tmp_path) as entries:
+        items = sorted(e.name for e in entries if hf.is_item_entry(e))
+    assert items == [NAME]
+
+
+def test_a_broken_file_splits_leniently_into_the_lines_it_has_and_its_body() -> None:
+    assert hf.split_lenient("id: a\nnonsense\nid: b\n\nbody\n\nmore") == (
+        [("id", "a"), ("id", "b")],
+        "body\n\nmore",
+    )
+    assert hf.split_lenient("no header block at all") == ([], "no header block at all")
+
+
+def test_a_fifo_where_a_header_block_should_be_is_refused_without_waiting(tmp_path: Path) -> None:
+    """The one reader of header blocks is the careful one: a FIFO is never opened (it would
+    wait for a writer for ever)."""
+    from handoffd import safeio
+
+    fifo = tmp_path / NAME
+    os.mkfifo(fifo)
+    with pytest.raises(safeio.NotRegular):
+        hf.read_headers(str(fifo))

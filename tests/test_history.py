@@ -1,4 +1,4 @@
-"""The history index behind `digest --task` (handoffd/continuity/history.py): a history
+"""The history index behind `digest --task` (handoffd/history.py): a history
 header is read once, an unchanged folder is not listed again, a torn line is ignored."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from handoffd import config, scan
-from handoffd.continuity import history, indexfile, threads
+from handoffd import config, history, indexfile, scan
 from tests.conftest import Project
 from tests.digest_support import run
 
@@ -112,10 +111,10 @@ def test_open_folders_come_from_the_scan_afresh(project):
     put(project, "live", box="inbox/new")
     settle(project, "inbox/new")
     assert history.lookup(cleaner(project), "task:live") == []  # never indexed
-    found = threads.thread_files(scan.scan(str(project.root)), "task:live")
+    found = history.thread(scan.scan(str(project.root)), "task:live")
     assert [f.state for f in found] == ["new"]
     put(project, "other", box="inbox/new")  # same name: the header changed in place
-    assert threads.thread_files(scan.scan(str(project.root)), "task:live") == []
+    assert history.thread(scan.scan(str(project.root)), "task:live") == []
 
 
 def test_a_file_seen_open_and_in_history_is_kept_at_its_later_place(project):
@@ -126,7 +125,7 @@ def test_a_file_seen_open_and_in_history_is_kept_at_its_later_place(project):
         project.box("cleaner", "inbox/in_process") / NAME,
         project.box("cleaner", "inbox/completed") / NAME,
     )  # completed between the scan and the history look-up
-    found = threads.thread_files(snapshot, "task:moving")
+    found = history.thread(snapshot, "task:moving")
     assert [f.state for f in found] == ["completed"]
 
 
@@ -227,7 +226,7 @@ def test_a_fifo_in_place_of_a_bucket_is_never_waited_on(project):
     bucket.unlink()
     os.mkfifo(bucket)
     code = (
-        "import sys; from handoffd import config; from handoffd.continuity import history; "
+        "import sys; from handoffd import config; from handoffd import history; "
         "role = config.load_roles(sys.argv[1])['cleaner']; "
         "print([f.task for f in history.lookup(role, 'task:kept')])"
     )

@@ -1,4 +1,4 @@
-"""The history index's files (handoffd/continuity/indexfile.py): any field makes one line
+"""The history index's files (handoffd/indexfile.py): any field makes one line
 and comes back as it was; a line not of ours is reported, never believed."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffd.continuity import indexfile
+from handoffd import indexfile
 
 
 @given(st.lists(st.text(), min_size=3, max_size=3))

@@ -16,7 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from handoffd.continuity import live, work
+from handoffd import budget, live, work
+from handoffd import handoff as hf
+from handoffd.scan import Entry, State
 from tests.conftest import HANG, Project, git
 
 NOW = "2026-06-15T14:05:31.482113Z"
@@ -104,13 +106,13 @@ def one_at_a_time(head: list[str], sections: dict[str, list[str]]) -> dict[str, 
             items, dropped = live._items(sections.get(name, []))
             if not items:
                 break
-            kept = live._trimmed([line for item in items[1:] for line in item])
+            kept = budget.trimmed([line for item in items[1:] for line in item])
             sections[name] = [*kept, f"- ({dropped + 1} older items dropped)"]
     return sections
 
 
 LINE = st.sampled_from(["- a", "* b", "  more", "", "- (3 older items dropped)", "prose"])
-SECTION = st.lists(LINE, max_size=40).map(live._trimmed)
+SECTION = st.lists(LINE, max_size=40).map(budget.trimmed)
 
 
 @given(
@@ -312,7 +314,7 @@ def test_a_call_that_changes_nothing_leaves_a_fresh_file_alone(project: Project)
     os.utime(new, (2e9, 2e9))  # an event after the file's header time
     assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
     assert path.stat().st_mtime != 1
-    assert live.epoch(live_file(project, "QA").time) > live.epoch(live.parse(first.decode()).time)
+    assert live_file(project, "QA").written > live.parse(first.decode()).written
 
 
 def test_sending_and_reporting_rewrite_the_file_even_when_only_its_time_changes(
@@ -333,19 +335,11 @@ def test_sending_and_reporting_rewrite_the_file_even_when_only_its_time_changes(
         assert path.stat().st_mtime != 1, f"{args[:2]} left the live file alone"
 
 
-@pytest.mark.parametrize(
-    "stamp",
-    ["2026-06-15T14:05:31.482113Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59.5Z",
-     "2100-03-01T00:00:00Z", "1969-12-31T23:59:59Z"],
-)  # fmt: skip
-def test_epoch_agrees_with_datetime(stamp: str) -> None:
-    from datetime import datetime
-
-    assert live.epoch(stamp) == datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-def test_an_unreadable_time_is_as_old_as_can_be() -> None:
-    assert live.epoch("") == live.epoch("yesterday") == float("-inf")
+def test_a_file_whose_time_cannot_be_read_is_as_old_as_can_be() -> None:
+    """Never fresher than any queue event: `resume` then never trusts it."""
+    broken = live.parse("# HANDOFF — yesterday\nbranch: main | phase: idle\n")
+    assert broken.time == "yesterday" and broken.written == float("-inf")
+    assert live.parse(live.render(state(), {})).written == hf.epoch(NOW)
 
 
 def test_a_running_daemons_lock_never_holds_up_the_rewrite(project: Project) -> None:
@@ -369,7 +363,11 @@ def test_a_live_file_that_cannot_be_written_never_fails_the_helper(project: Proj
 
 
 def test_work_describes_a_batch_and_what_waits_behind_it() -> None:
-    cards = [work.Card(f"c{i}@cleaner", f"t{i}", NOW, None) for i in range(3)]
+    cards = [
+        Entry("cleaner", State.IN_PROCESS, f"/b/c{i}.handoff", "/b",
+              headers={"id": f"c{i}", "task": f"t{i}", "dequeued_at": NOW})
+        for i in range(3)
+    ]  # fmt: skip
     summary = work.describe(work.Work(cards, 2, "batch", batch=True))
     assert summary.phase == "working on a batch of 3"
     assert summary.next_step == (
@@ -382,7 +380,7 @@ def test_work_describes_a_batch_and_what_waits_behind_it() -> None:
 
 WRITER = """
 import sys
-from handoffd.continuity import live
+from handoffd import live
 worktree, big = sys.argv[1], int(sys.argv[2])
 states = [live.State("2026-01-01T00:00:00Z", "main", p, "step " + p * big) for p in "ab"]
 n = 0

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from handoffd import draft
-from handoffd.continuity import packet
+from handoffd import draft, packet
 from tests.conftest import Project
 
 ROLES = {"coder", "cleaner", "QA"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd.board import reports
+from handoffd import reports
 from tests import crashstates, crashtrace
 from tests.crashtrace import Step
 from tests.fault_support import strace_problem
@@ -72,29 +72,29 @@ def test_files_are_in_the_order_written_by_mtime_then_name_and_only_reports(
                                       NOW + offset)  # fmt: skip
         os.utime(paths[offset], ns=(offset, 10**9 * (10 - offset)))  # n3 oldest, n1 newest
     (tmp_path / "reports" / ID / ".x.md.1.0.tmp").write_text("temp")
-    texts = [reports.read(p).text for p in reports.files(str(tmp_path), ID)]
+    texts = [reports.read(p).text for p in reports.report_paths(str(tmp_path), ID)]
     assert texts == ["n3", "n2", "n1"]
     for path in paths.values():  # one mtime for all: the name decides
         os.utime(path, ns=(0, 10**9))
-    texts = [reports.read(p).text for p in reports.files(str(tmp_path), ID)]
+    texts = [reports.read(p).text for p in reports.report_paths(str(tmp_path), ID)]
     assert texts == ["n1", "n2", "n3"]
 
 
 def test_no_reports_is_an_empty_list(tmp_path: Path) -> None:
-    assert reports.files(str(tmp_path), ID) == []
+    assert reports.report_paths(str(tmp_path), ID) == []
 
 
 def test_two_reports_in_one_microsecond_both_stay(tmp_path: Path) -> None:
     first = reports.store(str(tmp_path), ID, "DONE", "r", "a", "", "one", NOW)
     second = reports.store(str(tmp_path), ID, "DONE", "r", "a", "", "two", NOW)
     assert first != second
-    assert [reports.read(p).text for p in reports.files(str(tmp_path), ID)] == ["one", "two"]
+    assert [reports.read(p).text for p in reports.report_paths(str(tmp_path), ID)] == ["one", "two"]
 
 
 def test_51_reports_keep_the_newest_50(tmp_path: Path) -> None:
     for n in range(51):
         reports.store(str(tmp_path), ID, "RUNNING", "r", "a", "", f"n{n}", NOW + n)
-    kept = reports.files(str(tmp_path), ID)
+    kept = reports.report_paths(str(tmp_path), ID)
     assert len(kept) == reports.KEEP == 50
     assert reports.read(kept[0]).text == "n1"  # n0, the oldest, is gone
     assert reports.read(kept[-1]).text == "n50"
@@ -114,7 +114,7 @@ def test_reported_at_is_the_time_the_name_carries_to_the_microsecond(tmp_path: P
 
 STORE = """
 import sys
-from handoffd.board import reports
+from handoffd import reports
 path = reports.store(sys.argv[1], {ident!r}, "RUNNING", "coder", "claude", "", "Working.", {now!r})
 print("REPORTED: " + path, flush=True)
 """

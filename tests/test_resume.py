@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from handoffd import config
+from handoffd import config, live
 from handoffd import handoff as hf
-from handoffd.continuity import live, resume
+from handoffd.continuity import resume
 from tests.conftest import Project, Result, git, roles_tsv
 
 COLD = "COLD_START: No prior session history found for this worktree.\n"
@@ -63,11 +63,11 @@ def test_a_live_file_of_another_branch_is_passed_over(project: Project) -> None:
 def test_a_live_file_older_than_the_queues_newest_event_is_passed_over(project: Project) -> None:
     write_live(project, "QA", "QA", "2026-06-15T14:00:00.000000Z")
     path = project.put("QA", TAKEN, task="slice-4", id=IDENT)
-    assert live.epoch("2026-06-15T14:00:00.000000Z") < os.stat(path.parent).st_mtime
+    assert hf.epoch("2026-06-15T14:00:00.000000Z") < os.stat(path.parent).st_mtime
     result = resume_as(project, "QA")
     assert result.out.startswith("RESUMING: QA on QA (from queue)\n")
     # and once the inbox folder is older than the header, the live file is fresh again
-    os.utime(path.parent, (0, live.epoch("2026-06-15T13:59:00Z")))
+    os.utime(path.parent, (0, hf.epoch("2026-06-15T13:59:00Z")))
     assert resume_as(project, "QA").out.startswith("RESUMING: QA on QA (from live file)\n")
 
 

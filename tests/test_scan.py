@@ -1,10 +1,9 @@
-"""The one read-only scan: names, header blocks, and a queue that moves while we read it."""
+"""The one read-only scan: a project's queue into a snapshot, while the queue moves."""
 
 from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 
 from handoffd import config, scan
 from handoffd.scan import State
@@ -21,52 +20,6 @@ def roles(project: Project) -> dict[str, config.Role]:
 def test_states_are_iterable_and_are_the_names_status_prints() -> None:
     assert list(State) == ["outbox", "failed", "new", "in_process", "completed", "sent"]
     assert set(State.OPEN) | set(State.HISTORY) == set(State)
-
-
-def test_a_name_parses_into_its_parts_and_id() -> None:
-    name = scan.parse_name(NAME)
-    assert name is not None
-    assert (name.priority, name.timestamp, name.seq) == ("07", "20260615T140531Z", "000042")
-    assert (name.sender, name.recipients) == ("architect", ["coder", "cleaner"])
-    assert name.id == "20260615T140531Z_000042_from_architect"
-
-
-def test_an_archived_duplicate_name_parses_as_its_original() -> None:
-    name = scan.parse_name(NAME.replace(".handoff", ".2.handoff"))
-    assert name is not None and name.recipients == ["coder", "cleaner"]
-
-
-def test_names_not_in_the_form_do_not_parse() -> None:
-    for bad in ("notes.txt", NAME + "~", "x.handoff", NAME.replace("_from_", "_by_"),
-                NAME.replace("07_", "7_"), NAME.replace("_to_coder_cleaner", "_to_")):  # fmt: skip
-        assert scan.parse_name(bad) is None, bad
-
-
-def test_only_visible_handoff_names_are_queue_items() -> None:
-    assert scan.is_item(NAME)
-    assert not scan.is_item(NAME + "~") and not scan.is_item("." + NAME)
-    assert not scan.is_item("notes.txt")
-
-
-def test_the_header_block_is_read_without_the_body(tmp_path: Path) -> None:
-    path = tmp_path / "x.handoff"
-    # A body far larger than the header limit, and not UTF-8: reading it would fail.
-    path.write_bytes(b"id: a\nto: b\n\n" + b"\xff" * (scan.HEADER_LIMIT * 4))
-    assert scan.read_headers(str(path)) == {"id": "a", "to": "b"}
-
-
-def test_an_empty_line_split_across_two_chunks_ends_the_block(tmp_path: Path) -> None:
-    path = tmp_path / "x.handoff"
-    head = b"k: " + b"v" * (scan.CHUNK - 4) + b"\n"  # the first \n is a chunk's last byte
-    path.write_bytes(head + b"\nbody: not a header\n")
-    assert scan.read_headers(str(path)) == {"k": "v" * (scan.CHUNK - 4)}
-
-
-def test_a_broken_header_block_yields_what_can_be_read() -> None:
-    assert scan.parse_headers(b"id: a\nnonsense\n\xff: x\nid: second\n\nbody") == {
-        "id": "a",
-        "\ufffd": "x",
-    }
 
 
 def test_scan_finds_every_state_batches_included_and_ignores_other_names(
@@ -208,3 +161,29 @@ def test_history_is_listed_on_first_use_and_a_file_seen_open_and_done_is_kept_do
     os.rename(path, done / NAME)
     assert [(e.state, e.name) for e in found.history] == [(State.COMPLETED, NAME)]
     assert found.open == []
+
+
+def test_a_queue_folder_behind_a_link_is_not_listed_so_no_view_reads_outside_files(
+    project: Project, tmp_path: os.PathLike[str]
+) -> None:
+    """Hostile files: `inbox/new` and `inbox/completed` replaced by links to folders outside
+    the project holding queue-named files.  The scan lists neither (nor a linked batch
+    folder), so status, the web board, resume and the dependency look-up never read them."""
+    outside = os.path.join(tmp_path, "outside")
+    for folder in ("new", "completed", "batch"):
+        os.makedirs(os.path.join(outside, folder))
+        with open(os.path.join(outside, folder, NAME), "w") as file:
+            file.write("task: STOLEN\n\nsecret\n")
+    qa = project.box("QA", "inbox")
+    qa.mkdir(parents=True, exist_ok=True)
+    for folder in ("new", "completed"):
+        if (qa / folder).exists():
+            (qa / folder).rmdir()
+        (qa / folder).symlink_to(os.path.join(outside, folder))
+    batch = project.box("cleaner", "inbox/in_process") / "batch_20260101T000000Z_000001"
+    batch.parent.mkdir(parents=True, exist_ok=True)
+    batch.symlink_to(os.path.join(outside, "batch"))
+    found = scan.scan(str(project.root))
+    assert [e.path for e in found.entries()] == []
+    assert found.completed("20260615T140531Z_000042_from_architect") == []
+    assert [e.path for e in found.history] == []

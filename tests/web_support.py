@@ -12,8 +12,7 @@ from pathlib import Path
 
 import uvicorn
 
-from handoffd import heartbeat
-from handoffd.board import reports
+from handoffd import heartbeat, reports
 from handoffd.board.web.app import create_app
 from tests.conftest import Project
 

@@ -155,7 +155,7 @@ def _tool_text(text: str | None, file: str | None, param: Param, context: Contex
 
 def draft_text(args: dict[str, Any]) -> str | Result:
     """The draft the arguments describe: its header lines and, for a packet, its sections."""
-    from handoffd.continuity import packet
+    from handoffd import packet
 
     sections = {packet.field(title): title for title in packet.SECTIONS}
     lines = []

@@ -2,10 +2,11 @@
 docs/protocol.md §8, each with its state, claim, latest report, blocked reason,
 dependency closure, colour and detail.
 
-Every view (`status`, the web board, `resume`, digests, the MCP tools) reads `project()`;
-none reads the queue on its own, and nothing here makes a call per card beyond reading
-that card's own latest report.  History is touched only for `--all` and for a
-dependency that is no longer open.
+Every view (`status`, the web board, the MCP tools) reads `project()`; none reads the
+queue on its own.  `project` is pure: it reads no file, so it makes no call per card
+(the N+1 trap) — whatever it shows of a card (its latest report, a failed original's
+reason, the dependencies already done) the scan read.  History is in the snapshot
+only for `--all` and for a dependency that is no longer open.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from handoffd import handoff as hf
-from handoffd import safeio
 from handoffd.board import colour, naming
-from handoffd.scan import Entry, Snapshot, State
+from handoffd.scan import Entry, Snapshot, State, depends_on, recipients
 
 WINDOW_S = 60 * 60.0  # a claim is live while its heartbeat is younger than this
 STALL_S = 60.0  # an original older than this in an outbox is stalled
@@ -103,7 +103,7 @@ class Card:
         self.state = entry.state
         self.age_s = age_s
         self.blocked_reason = self.headers.get("blocked_reason") or None
-        self.depends_on = _ids(self.headers.get("depends_on", ""))
+        self.depends_on = depends_on(self.headers)
         self.red_reason = red_reason
         self.claim: Claim | None = None
         self.latest_report: LatestReport | None = None
@@ -127,10 +127,7 @@ class Card:
 
     @property
     def recipients(self) -> list[str]:
-        if "to" in self.headers:
-            return _ids(self.headers["to"])
-        parts = self.entry.parts
-        return parts.recipients if parts else []
+        return recipients(self.entry)
 
     @property
     def priority(self) -> str:
@@ -189,7 +186,10 @@ def project(
     stall_s: float = STALL_S,
     include_green: bool = False,
 ) -> Board:
-    """The board of `snapshot` at time `now` (green cards too if `include_green`)."""
+    """The board of `snapshot` at time `now` (green cards too if `include_green`: the
+    snapshot's history must then be read, `Snapshot.load_history`)."""
+    if include_green and not snapshot.history_loaded:
+        raise ValueError("green cards need the snapshot's history: load_history() first")
     # history first: a copy completed while we read is then kept green, not also open
     greens = list(snapshot.entries((State.COMPLETED,))) if include_green else []
     cards = _open_cards(snapshot, now, stall_s) + [_green(entry, now) for entry in greens]
@@ -227,7 +227,7 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
     cards = []
     for entry in (*copies, *originals):
         age = _age(entry, now)
-        error = _error_line(entry.path) if entry.state == State.FAILED else None
+        error = snapshot.error(entry.path) if entry.state == State.FAILED else None
         reason = colour.own_red(
             entry.state,
             entry.headers.get("blocked_reason"),
@@ -252,20 +252,21 @@ def _index(cards: Iterable[Card]) -> dict[str, list[Card]]:
 
 
 def _resolve(snapshot: Snapshot, by_id: dict[str, list[Card]], now: float) -> None:
-    """Add the green cards of dependencies no longer open, looked up in history, and theirs
-    in turn; history is listed (once) only if some dependency is not open."""
+    """Add the green cards of dependencies no longer open, and theirs in turn: the copies
+    the scan found done (`Snapshot.done`; it looks in history only if some dependency is
+    not open)."""
     named = {d for cards in list(by_id.values()) for d in cards[0].depends_on}
     missing = [d for d in named if d not in by_id]
     for ident in sorted(d for d in named if d in by_id and _partly_done(by_id[d])):
         # every card of the handoff is in the closure (§8): its copies already done too
         held = {card.role for card in by_id[ident]}
-        done = [e for e in snapshot.completed(ident) if e.role not in held]
+        done = [e for e in snapshot.done(ident) if e.role not in held]
         by_id[ident] += [_green(entry, now) for entry in done]
     while missing:
         ident = missing.pop()
         if ident in by_id:
             continue
-        found = snapshot.completed(ident)
+        found = snapshot.done(ident)
         if not found:
             continue  # unknown (a hand-edited id): nothing to colour by
         by_id[ident] = [_green(entry, now) for entry in found]
@@ -299,24 +300,12 @@ def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:
 
 
 def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | None:
-    """The newest of `role`'s reports on `ident`, or None."""
-    paths = snapshot.reports(role, ident)
-    if not paths:
+    """The newest of `role`'s reports on `ident` as the scan read it, or None."""
+    head = snapshot.head(role, ident)
+    if head is None:
         return None
-    from handoffd.board import reports  # front matter and YAML: only when a card has one
-
-    try:
-        report = reports.read(paths[-1])
-    except (OSError, ValueError):
-        return None
-    return LatestReport(
-        report.status,
-        report.role,
-        report.agent,
-        report.reported_at,
-        report.first_line[:EXCERPT],
-        paths[-1],
-    )
+    return LatestReport(head.status, head.role, head.agent, head.reported_at,
+                        head.first_line[:EXCERPT], head.path)  # fmt: skip
 
 
 # --- dependencies ---------------------------------------------------------------------
@@ -367,10 +356,6 @@ def find_cycles(graph: dict[str, list[str]]) -> list[str]:
 # --- small facts ----------------------------------------------------------------------
 
 
-def _ids(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
 def _age(entry: Entry, now: float) -> float | None:
     """How long the card has been where it is: since enqueued (or released), taken,
     completed; an original since its file was written."""
@@ -386,16 +371,6 @@ def _age(entry: Entry, now: float) -> float | None:
         since = None
     since = since if since is not None else entry.mtime
     return None if since is None else max(0.0, now - since)
-
-
-def _error_line(path: str) -> str | None:
-    """The one line of a failed original's `<name>.error`."""
-    try:  # the careful reader: an `.error` linked to /dev/zero or to a secret is skipped
-        return safeio.read_line(path + ".error") or None
-    except safeio.Refused as refusal:
-        return f"(its .error is not read: {refusal.why})"
-    except OSError:
-        return None
 
 
 def epoch(value: object) -> float | None:

@@ -11,15 +11,50 @@ The precedence is the contract (docs/protocol.md §8), first match wins:
 4. red (inherited) — a card of its closure is red by rule 2: nobody can move it until
    a person acts, so it shows red rather than waiting orange;
 5. orange — everything else: open, unblocked, unclaimed.
+
+`paint` takes any card that has what it reads (`Painted`), so this module knows nothing
+of how cards are built: `board/cards` imports it, never the other way round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from handoffd.board.cards import Card
+
+class Claimed(Protocol):
+    """What the colour reads of a claim: is it live, and who holds it, in words."""
+
+    @property
+    def live(self) -> bool: ...
+
+    def describe(self) -> str: ...
+
+
+class Painted(Protocol):
+    """What the colour reads of a card (`board.cards.Card` is one)."""
+
+    @property
+    def card(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def red_reason(self) -> str | None: ...
+
+    @property
+    def claim(self) -> Claimed | None: ...
+
+    @property
+    def age_s(self) -> float | None: ...
+
+    @property
+    def wakeups(self) -> int: ...
+
+    @property
+    def wake_failures(self) -> int: ...
+
 
 RED = "red"
 YELLOW = "yellow"
@@ -49,7 +84,7 @@ def own_red(
     return None
 
 
-def paint(card: Card, closure: Sequence[Card]) -> tuple[str, str]:
+def paint(card: Painted, closure: Sequence[Painted]) -> tuple[str, str]:
     """(colour, detail) of `card`, whose dependency closure is `closure` (nearest first)."""
     if card.state == "completed":
         return GREEN, f"completed {ago(card.age_s)} ago"
@@ -66,7 +101,7 @@ def paint(card: Card, closure: Sequence[Card]) -> tuple[str, str]:
     return ORANGE, _waiting(card)
 
 
-def _waiting(card: Card) -> str:
+def _waiting(card: Painted) -> str:
     if card.claim:  # in process, but its claim has expired
         return f"claim expired: {card.claim.describe()}"
     detail = f"waiting {ago(card.age_s)}"

@@ -14,14 +14,25 @@ so the card a name first belongs to keeps it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from handoffd.scan import Entry
 from handoffd.terminal import escape, has_control
 
-if TYPE_CHECKING:
-    from handoffd.board.cards import Card
-
 MAX_ID = 255  # as long as a file name may be: any longer is not a name a person copies
+
+
+class Named(Protocol):
+    """What naming reads and sets of a card (`board.cards.Card` is one): the file it
+    stands for, its role, and the name it is given."""
+
+    card: str
+
+    @property
+    def entry(self) -> Entry: ...
+
+    @property
+    def role(self) -> str: ...
 
 
 def usable(ident: str) -> bool:
@@ -30,7 +41,7 @@ def usable(ident: str) -> bool:
     return 0 < len(ident) <= MAX_ID and "/" not in ident and not has_control(ident)
 
 
-def candidates(card: Card) -> Iterator[str]:
+def candidates(card: Named) -> Iterator[str]:
     """The names `card` may take, best first."""
     entry, suffix = card.entry, f"@{card.role}"
     header = entry.headers.get("id") or ""
@@ -47,7 +58,7 @@ def candidates(card: Card) -> Iterator[str]:
         yield f"{shown}~{number}"
 
 
-def assign(cards: Iterable[Card], taken: set[str]) -> None:
+def assign(cards: Iterable[Named], taken: set[str]) -> None:
     """Name each card with its first candidate not yet `taken` (which it then is)."""
     for card in cards:
         card.card = next(name for name in candidates(card) if name not in taken)

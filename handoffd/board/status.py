@@ -46,7 +46,7 @@ def board(
     """Scan `root` (whose `roles` are read unless given) and project its board; `role` keeps
     only that role's cards."""
     now = time.time() if now is None else now
-    snapshot = scan.scan(root, roles, now=now)
+    snapshot = scan.scan(root, roles, now=now, history=show_all)
     if role is not None and role not in snapshot.roles:
         raise config.UnknownRole(role)
     result = cards.project(snapshot, now, window_s, include_green=show_all)

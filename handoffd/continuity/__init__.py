@@ -1,1 +1,1 @@
-"""Continuing the work: the live file, `resume`, packets, `digest` and `carry-forward`."""
+"""Continuing the work: `resume`, "where were we" (docs/protocol.md §10)."""

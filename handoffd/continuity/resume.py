@@ -8,16 +8,15 @@ reading, and the git rung writes the live file so the next agent never digs agai
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from handoffd import git, scan
+from handoffd import budget, git, live, reports, scan, work
 from handoffd import handoff as hf
 from handoffd.config import Role
-from handoffd.continuity import live, work
 from handoffd.terminal import escape
 
 COLD_START = "COLD_START: No prior session history found for this worktree."
+MAX_LINES = 5
 SOURCES = {"live_file": "live file", "queue": "queue", "git": "git"}
 # handoffd's own areas of a worktree: runtime state, and the other roles' worktrees
 OWN_PATHS = (":(exclude).swarmforge", ":(exclude).worktrees")
@@ -44,7 +43,7 @@ class Answer:
             lines.append(f"OPEN_QUESTION: {live.one_line(self.open_question)}")
         lines.append(f"STATE: {live.one_line(self.state or '')}")
         lines.append(f"NEXT_STEP: {live.one_line(self.next_step or '')}")
-        return lines
+        return budget.render(MAX_LINES, [], lines)  # every line fixed, and never a sixth
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -149,7 +148,7 @@ def _first_bullet(lines: list[str]) -> str | None:
 def fresh(parsed: live.Parsed, branch: str, newest_event: float) -> bool:
     """Rung 1's test: the live file is of this branch and no older than the queue's newest
     event."""
-    return parsed.branch == branch and live.epoch(parsed.time) >= newest_event
+    return parsed.branch == branch and parsed.written >= newest_event
 
 
 # --- I/O: the ladder ----------------------------------------------------------------------
@@ -163,7 +162,7 @@ def climb(role: Role, root: str, now: float | None = None) -> Answer:
         return from_live(parsed, role.name, branch)
     queue = work.look(role)
     if queue.in_process or queue.waiting:
-        ident = queue.in_process[0].card.rpartition("@")[0] if queue.in_process else ""
+        ident = queue.in_process[0].id if queue.in_process else ""
         return from_queue(queue, role.name, branch, latest_report(role, ident))
     facts = git_facts(role, root, branch)
     if not facts.any:
@@ -212,30 +211,20 @@ def last_handoff(role: Role) -> tuple[str, str]:
     parts, entry = max(named, key=lambda pe: (pe[0].timestamp, pe[0].seq, pe[1].name))
     headers = entry.headers
     if entry.state == scan.State.COMPLETED:
-        who, stamp = f"received {work.label(headers)} from {headers.get('from')}", "completed_at"
+        who, stamp = f"received {hf.label(headers)} from {headers.get('from')}", "completed_at"
         waiting_for = ""
     else:
         waiting_for = headers.get("to") or ",".join(parts.recipients)
-        who, stamp = f"sent {work.label(headers)} to {waiting_for}", "created_at"
-    return f"{who} ({work.short_time(headers.get(stamp, ''))})", waiting_for
+        who, stamp = f"sent {hf.label(headers)} to {waiting_for}", "created_at"
+    return f"{who} ({hf.short_time(headers.get(stamp, ''))})", waiting_for
 
 
 def latest_report(role: Role, ident: str) -> str:
-    """The newest report on `ident` in words (`RUNNING 2026-06-15 14:05Z: <first line>`)."""
-    from handoffd.board import reports  # front matter and YAML: only this rung pays
-
-    paths = reports.files(role.handoffs, ident) if ident else []
-    if not paths:
+    """The newest report on `ident` in words (`RUNNING 2026-06-15 14:05Z: <first line>`),
+    its head read as the scan reads a card's."""
+    paths = reports.report_paths(role.handoffs, ident) if ident else []
+    head = reports.head(paths[-1]) if paths else None  # pruned since, or unreadable: none
+    if head is None:
         return ""
-    try:
-        report = reports.read(paths[-1])
-    except (OSError, ValueError):  # pruned since, or not a file a reader may open
-        return ""
-    first = next((line.strip() for line in report.text.split("\n") if line.strip()), "")
-    when = work.short_time(report.reported_at) or _name_time(os.path.basename(paths[-1]))
-    return f"{report.status} {when}" + (f": {first}" if first else "")
-
-
-def _name_time(name: str) -> str:
-    """A report file name's time (`20260615T142000.000000Z_…`) as `2026-06-15 14:20Z`."""
-    return f"{name[:4]}-{name[4:6]}-{name[6:8]} {name[9:11]}:{name[11:13]}Z"
+    first = f": {head.first_line}" if head.first_line else ""
+    return f"{head.status} {hf.short_time(head.reported_at)}{first}"

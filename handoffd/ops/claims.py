@@ -176,7 +176,7 @@ def _check_finishable(context: Context, inbox: Inbox) -> None:
 
 
 def _store(context: Context, files: list[str], status: str, text: str, now: float) -> list[str]:
-    from handoffd.board import reports  # front matter and YAML: only when a report is stored
+    from handoffd import reports  # front matter and YAML: only when a report is stored
 
     role, stored = context.me, []
     for path in files:

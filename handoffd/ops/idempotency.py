@@ -30,14 +30,22 @@ import os
 import stat
 import time
 
-from handoffd import durable, outbox, scan
+from handoffd import durable, outbox
 from handoffd import handoff as hf
 from handoffd.checks import MAX_BYTES
 from handoffd.config import Box, Role
 from handoffd.draft import Draft
-from handoffd.ops import queue, steps
+from handoffd.ops import steps
 from handoffd.ops.context import Context
 from handoffd.outcome import Exit, Refusal, Result, refused
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Enqueue = Callable[[Role, Draft, float], str]  # queue a checked draft: its path
+    Send = Callable[..., Result]  # `ops.queue.send`
+    Queued = Callable[[str, str], Result]  # `ops.queue.queued`: what queueing prints
 
 FOLDER = ".idempotency"
 TTL = 24 * 3600.0  # seconds a record answers for its key, at least
@@ -94,7 +102,7 @@ def parse(raw: bytes, sender: str) -> Record | None:
 def _planned_by(name: str, sender: str) -> bool:
     """Whether `name` is a queue file name `sender`'s outbox could hold: one plain name,
     in the §2 form, no archive tail, nothing a path or a terminal would take amiss (pure)."""
-    parts = scan.parse_name(name)
+    parts = hf.parse_name(name)
     plain = name.isascii() and name.isprintable() and "/" not in name
     only = "." not in name.removesuffix(hf.SUFFIX)  # not an archived `….2.handoff`
     return plain and only and parts is not None and parts.sender == sender
@@ -202,25 +210,27 @@ def _unlink(name: str, folder_fd: int) -> None:
 # --- the call -------------------------------------------------------------------------------
 
 
-def send(caller: Context, key: str, text: str) -> Result:
-    """`send_handoff` with an idempotency key: the draft `text` queued once per key."""
+def send(caller: Context, key: str, text: str, queue_once: Send, queued: Queued) -> Result:
+    """`send_handoff` with an idempotency key: the draft `text` queued once per key, by
+    `queue_once` (the send without a key), or, on a repeat, `queued`'s answer again.  The
+    two are given by `ops.queue`, which calls this: no import goes back to it."""
     wanted = digest(text)
     try:
         with Records(caller.me.handoffs) as records:
             record = records.find(key, caller.me.name)
             if record is None:
                 recording = _recording(records, key, wanted)
-                return queue.send(caller, text, "send_handoff", enqueue=recording)
+                return queue_once(caller, text, "send_handoff", enqueue=recording)
             if record.digest != wanted:
                 return refused(f"IDEMPOTENCY_CONFLICT: {key}")
-            return _again(caller, record)
+            return _again(caller, record, queued)
     except Refusal as refusal:  # an outbox that is no folder of its own, say
         return refusal.result()
     except OSError as error:
         return Result(Exit.FAILED, "", f"I/O error: {error}\n")
 
 
-def _recording(records: Records, key: str, wanted: str) -> queue.Enqueue:
+def _recording(records: Records, key: str, wanted: str) -> Enqueue:
     """`outbox.queue`, with the record of the name written before the file is queued."""
 
     def enqueue(sender: Role, draft: Draft, now: float) -> str:
@@ -236,14 +246,14 @@ def _recording(records: Records, key: str, wanted: str) -> queue.Enqueue:
     return enqueue
 
 
-def _again(caller: Context, record: Record) -> Result:
+def _again(caller: Context, record: Record, queued: Queued) -> Result:
     """A repeated call: the first call's answer, having queued the recorded handoff only if
     it is nowhere (that call died between its record and its file)."""
-    sender, parts = caller.me, scan.parse_name(record.name)
+    sender, parts = caller.me, hf.parse_name(record.name)
     sent_to = ""
     if not outbox.handoff_exists(caller.roles, hf.name_id(record.name)):
         if outbox.publish(sender, record.name, record.data) is None:
             raise OSError(errno.EEXIST, "a different file holds the recorded name", record.name)
         sent_to = ",".join(parts.recipients if parts else [])
-    outcome = queue.queued(caller.root, os.path.join(sender.path(Box.OUTBOX), record.name))
+    outcome = queued(caller.root, os.path.join(sender.path(Box.OUTBOX), record.name))
     return steps.after_step(caller, outcome, alive=True, changed=bool(sent_to), sent_to=sent_to)

@@ -128,7 +128,7 @@ def send(
     if idempotency_key is not None:
         from handoffd.ops import idempotency
 
-        return idempotency.send(context, idempotency_key, draft)
+        return idempotency.send(context, idempotency_key, draft, send, queued)
     sent_to = ""
     try:
         result, sent_to = _queue(context, draft, name, consumed, enqueue)
@@ -183,7 +183,7 @@ def invalid(context: Context, errors: list[str], text: str, name: str) -> str:
 
 
 def _packet_usage() -> str:
-    from handoffd.continuity import packet
+    from handoffd import packet
 
     return packet.USAGE
 

@@ -34,10 +34,10 @@ def after_step(
         except OSError:
             pass  # a liveness hint: never fail the step that earned it
     if changed:  # also after a refusal: finishing may have completed work before refusing
-        from handoffd.continuity import hook
+        from handoffd import live
 
         # never raises: the step's work is done
-        hook.after_step(context.me, sent_to, force=force or bool(sent_to))
+        live.after_step(context.me, sent_to, force=force or bool(sent_to))
     return result
 
 

@@ -85,7 +85,7 @@ def note(
     verify: str | None = None,
 ) -> Result:
     """Add to the agent's sections of the live file HANDOFF.md."""
-    from handoffd.continuity import hook, live
+    from handoffd import live
 
     given = {"Decisions": decision, "Ruled Out": ruled_out, "Verify": verify}
     given = {name: live.one_line(text) for name, text in given.items() if text is not None}
@@ -100,7 +100,7 @@ def note(
                 sections[name] = live.add_bullet(sections.get(name, []), f"- {text}")
 
     try:
-        hook.refresh(context.me, edit=edit)
+        live.refresh(context.me, edit=edit)
     except OSError as error:  # a folder where the file should be, a full disk: one line
         return refused(f"NOTE_NOT_WRITTEN: {error}", Exit.FAILED)
     return Result(Exit.OK, f"NOTED: {live.path(context.me.worktree)}\n")
@@ -114,8 +114,8 @@ def digest(
     json: bool = False,
 ) -> Result:
     """The digest of a handoff's thread, or of a task's."""
-    from handoffd.continuity import budget
-    from handoffd.continuity import digest_commands as digests
+    from handoffd import budget
+    from handoffd.digest import gather as digests
 
     if (id is None) == (task is None):
         return refused("INVALID_ARGUMENTS: give a handoff ID or --task T (one of them)")
@@ -139,7 +139,7 @@ def carry_forward(
     json: bool = False,
 ) -> Result:
     """The last `n` threads, newest activity first, each a compact digest."""
-    from handoffd.continuity import digest_commands as digests
+    from handoffd.digest import gather as digests
     from handoffd.handoff import epoch
 
     when = None if since is None else epoch(since)

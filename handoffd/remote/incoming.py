@@ -19,7 +19,7 @@ from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.remote.link import Link
 from handoffd.remote.settings import Network
-from handoffd.scan import State, listing, parse_name
+from handoffd.scan import State, listing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class Incoming:
             # it once this one no longer asks for it (unacknowledged, it is sent again)
             self.log.warning("remote_not_local", subject=message.subject, file=name)
             return None, name
-        parsed = parse_name(name) if hf.is_visible(name) and "/" not in name else None
+        parsed = hf.parse_name(name) if hf.is_visible(name) and "/" not in name else None
         if parsed is None or role not in parsed.recipients:
             raise Refused(f"{NAME} {name!r} is not a queue file name addressed to {role}")
         data = message.data

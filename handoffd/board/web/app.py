@@ -34,8 +34,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handoffd import config, safeio, scan
-from handoffd.board import cards, reports, status
+from handoffd import config, reports, safeio, scan
+from handoffd import handoff as hf
+from handoffd.board import cards, status
 from handoffd.board.web import views
 
 STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
@@ -179,16 +180,17 @@ class Board:
         self._others = (self.clock(), cards, notes)
         return cards, notes
 
-    def scan(self) -> tuple[scan.Snapshot, float]:
-        """One scan of the queue, and the moment it stands for."""
+    def scan(self, history: bool = False) -> tuple[scan.Snapshot, float]:
+        """One scan of the queue (with its history, for green cards), and the moment it
+        stands for."""
         now = self.clock()
         try:
-            return scan.scan(self.root, now=now), now
+            return scan.scan(self.root, now=now, history=history), now
         except config.ConfigError as error:
             raise HTTPException(503, f"Cannot read the project: {error}") from None
 
     def project(self, include_green: bool) -> tuple[cards.Board, float]:
-        snapshot, now = self.scan()
+        snapshot, now = self.scan(history=include_green)
         return cards.project(snapshot, now, self.window_s, include_green=include_green), now
 
     def render(self, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:
@@ -257,6 +259,7 @@ class Board:
         # only a card not open costs the projection with history
         board = cards.project(snapshot, now, self.window_s)
         if name not in board.by_card:
+            snapshot.load_history()
             board = cards.project(snapshot, now, self.window_s, include_green=True)
         card = board.by_card.get(name)
         if card is None:
@@ -309,12 +312,7 @@ def read_file(path: str) -> tuple[list[tuple[str, str]], str]:
         return [], f"(not shown: {refusal.why})"
     except OSError as error:
         return [], f"(cannot read {path}: {error.strerror})"
-    text = data.decode("utf-8", errors="replace")
-    head, sep, body = text.partition("\n\n")
-    if not sep:
-        return [], text
-    pairs = [line.partition(": ") for line in head.split("\n")]
-    return [(key, value) for key, colon, value in pairs if colon and key], body
+    return hf.split_lenient(data.decode("utf-8", errors="replace"))
 
 
 def _etag(text: str) -> str:

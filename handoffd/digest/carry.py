@@ -9,14 +9,14 @@ from collections.abc import Iterable
 
 from handoffd import handoff as hf
 from handoffd import scan
-from handoffd.continuity.history import File, handoff_id
-from handoffd.continuity.threads import group
+from handoffd.digest.threads import group
+from handoffd.scan import Entry
 
 
 def roles_in(name: str) -> list[str]:
     """The sender and recipients a queue file's name gives (§2); none if it is not in that
-    form.  `scan.parse_name` reads an archived duplicate (`….2.handoff`) as its original."""
-    parts = scan.parse_name(name)
+    form.  `parse_name` reads an archived duplicate (`….2.handoff`) as its original."""
+    parts = hf.parse_name(name)
     return [parts.sender, *parts.recipients] if parts else []
 
 
@@ -32,20 +32,20 @@ def report_activity(snapshot: scan.Snapshot) -> dict[str, str]:
     return newest
 
 
-def activity(files: Iterable[File], reports: dict[str, str]) -> float:
+def activity(files: Iterable[Entry], reports: dict[str, str]) -> float:
     """A thread's newest §2 timestamp or report, in seconds since the epoch."""
     stamps = [f.activity for f in files]
-    stamps += [reports.get(handoff_id(f.name) or "", "") for f in files]
+    stamps += [reports.get(f.name_id or "", "") for f in files]
     return max((hf.epoch(s) or 0.0 for s in stamps if s), default=0.0)
 
 
 def choose(
-    files: Iterable[File],
+    files: Iterable[Entry],
     reports: dict[str, str],
     n: int,
     since: float | None = None,
     role: str | None = None,
-) -> list[tuple[str, list[File]]]:
+) -> list[tuple[str, list[Entry]]]:
     """The `n` threads with the newest activity (thread key, its files), newest first."""
     ranked = []
     for key, members in group(files).items():

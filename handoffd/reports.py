@@ -9,21 +9,20 @@ Anyone may write under `.swarmforge/`, so a folder here is opened without follow
 (a link where `reports/` or `reports/<id>/` should be is replaced by a real folder, never
 written or pruned through), and a report is read with the careful reader: a link, a FIFO
 or a file over the limit is skipped, never followed, waited on or read whole.
+
+The scan reads each card's latest report here (`head`), and lists the report folders
+(`report_ids`, `report_paths`); the front matter's YAML is imported only when a report
+is read or written, so listing costs a view nothing more.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-import time
 from typing import Any
 
-import frontmatter
-import yaml
-from frontmatter.default_handlers import YAMLHandler
-
-from handoffd import durable, safeio, scan
-from handoffd.handoff import iso_from_stamp
+from handoffd import durable, safeio
+from handoffd.handoff import file_stamp, is_visible, iso_from_stamp, iso_micros
 
 KEEP = 50
 MAX_TEXT = 64 * 1024  # a report's text (docs/protocol.md §8)
@@ -32,16 +31,25 @@ STATUSES = ("RUNNING", "BLOCKED", "DONE")
 FIELDS = ("status", "role", "agent", "conversation", "reported_at")
 
 
-class _StringYAML(YAMLHandler):
-    """Front matter whose every scalar stays a string: `05`, `yes` and dates are not coerced."""
-
-    def load(self, fm: str, **kwargs: object) -> Any:
-        # BaseLoader: every scalar a str.  Its libyaml twin, where built, reads the same
-        # 25 times faster (a digest reads hundreds of reports: docs/protocol.md §11).
-        return yaml.load(fm, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader))
+_handler: list[Any] = []  # the front matter handler, made on first use
 
 
-HANDLER = _StringYAML()
+def handler() -> Any:
+    """The front matter handler whose every scalar stays a string: `05`, `yes` and dates
+    are not coerced.  Made on first use: importing YAML costs a view that only lists
+    report folders more than the listing."""
+    if not _handler:
+        import yaml
+        from frontmatter.default_handlers import YAMLHandler
+
+        class StringYAML(YAMLHandler):
+            def load(self, fm: str, **kwargs: object) -> Any:
+                # BaseLoader: every scalar a str.  Its libyaml twin, where built, reads the
+                # same 25 times faster (a digest reads hundreds of reports: §11).
+                return yaml.load(fm, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader))
+
+        _handler.append(StringYAML())
+    return _handler[0]
 
 
 class Report:
@@ -67,15 +75,48 @@ class Report:
         return f"Report({self.status!r}, {self.role!r}, {self.reported_at!r}, {self.path!r})"
 
 
+class Head:
+    """What a view shows of a card's latest report: status, who, when, its first line."""
+
+    __slots__ = ("agent", "first_line", "path", "reported_at", "role", "status")
+
+    def __init__(
+        self, status: str, role: str, agent: str, reported_at: str, first_line: str, path: str
+    ) -> None:
+        self.status = status
+        self.role = role
+        self.agent = agent
+        self.reported_at = reported_at
+        self.first_line = first_line
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"Head({self.status!r}, {self.reported_at!r}, {self.path!r})"
+
+
+def head(path: str) -> Head | None:
+    """The head of the report at `path`; None for one gone since it was listed, or that
+    is not a file a reader may open."""
+    try:
+        report = read(path)
+    except (OSError, ValueError):
+        return None
+    fields = (report.status, report.role, report.agent, report.reported_at)
+    return Head(*fields, report.first_line, path)
+
+
 def read(path: str) -> Report:
     """Read the report at `H/reports/<id>/<name>`, reached from `H` through no link; a
     field its front matter lacks (or a hand-broken one) reads as '', except the status
     and the time, which its file name also spells.  `safeio.Refused` (an `OSError`) for a
     file that is not a regular one, or that is larger than any report can be."""
+    import frontmatter
+    import yaml
+
     handoffs = os.path.dirname(os.path.dirname(os.path.dirname(path)))
     text = safeio.read_regular(path, MAX_FILE, below=handoffs).decode("utf-8", "replace")
     try:
-        post = frontmatter.loads(text, handler=HANDLER)
+        post = frontmatter.loads(text, handler=handler())
         metadata, content = post.metadata, post.content
     except yaml.YAMLError:
         metadata, content = {}, text.strip("\n")
@@ -97,21 +138,12 @@ def directory(handoffs: str, card_id: str) -> str:
     return os.path.join(handoffs, "reports", card_id)
 
 
-def files(handoffs: str, card_id: str) -> list[str]:
-    """The paths of a handoff's reports, oldest first (in the order they were written)."""
-    return scan.report_paths(handoffs, card_id)
-
-
 def render(fields: dict[str, str], text: str) -> str:
     """The report file's text: front matter in `FIELDS` order, then the trimmed text."""
-    post = frontmatter.Post(text.strip("\n"), handler=HANDLER, **fields)
-    return frontmatter.dumps(post, handler=HANDLER, sort_keys=False) + "\n"
+    import frontmatter
 
-
-def file_stamp(micros: int) -> str:
-    """`yyyymmddThhmmss.ffffffZ` of a time in epoch microseconds: names sort by time."""
-    seconds, fraction = divmod(micros, 1_000_000)
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds)) + f".{fraction:06d}Z"
+    post = frontmatter.Post(text.strip("\n"), handler=handler(), **fields)
+    return frontmatter.dumps(post, handler=handler(), sort_keys=False) + "\n"
 
 
 def store(
@@ -131,7 +163,7 @@ def store(
     try:
         name, micros = _free_name(fd, now, status)
         # reported_at is the name's own time, to the microsecond: the two never disagree
-        stamp = _iso(micros)
+        stamp = iso_micros(micros)
         fields = dict(zip(FIELDS, (status, role, agent, conversation, stamp), strict=True))
         data = render(fields, text).encode("utf-8")
         temp = os.path.basename(durable.temp_name("", name))
@@ -196,12 +228,6 @@ def _free_name(fd: int, now: float, status: str) -> tuple[str, int]:
         micros += 1
 
 
-def _iso(micros: int) -> str:
-    """The §2 timestamp of a time in epoch microseconds."""
-    seconds, fraction = divmod(micros, 1_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{fraction:06d}Z"
-
-
 def prune(handoffs: str, card_id: str, keep: int = KEEP) -> list[str]:
     """Remove all but the newest `keep` reports of a handoff; the paths removed."""
     try:
@@ -217,9 +243,62 @@ def prune(handoffs: str, card_id: str, keep: int = KEEP) -> list[str]:
 def _prune(fd: int, keep: int, written: str | None = None) -> list[str]:
     """Remove all but the newest `keep` reports in the folder open at `fd` (regular files
     only); never `written`, the report just stored, whatever its time or name says."""
-    order = [name for name in scan.written_order(fd, ".md") if name != written]
+    order = [name for name in written_order(fd, ".md") if name != written]
     others = keep - 1 if written is not None else keep
     stale = order[: max(len(order) - others, 0)] if keep else order
     for name in stale:
         durable.unlink_quietly(name, dir_fd=fd)
     return stale
+
+
+# --- the report folders (`H/reports/<id>/`) -------------------------------------------
+
+
+def report_ids(handoffs: str) -> set[str]:
+    """The ids with a report folder in `H/reports/`.  A link where `reports/` or one of its
+    folders should be is not followed: it holds no reports (docs/protocol.md Part II)."""
+    try:
+        fd = safeio.open_dir(os.path.join(handoffs, "reports"), below=handoffs)
+    except OSError:
+        return set()
+    try:
+        with os.scandir(fd) as entries:
+            return {
+                e.name for e in entries if is_visible(e.name) and e.is_dir(follow_symlinks=False)
+            }
+    except OSError:
+        return set()
+    finally:
+        os.close(fd)
+
+
+def report_paths(handoffs: str, ident: str) -> list[str]:
+    """The paths of the reports in `H/reports/<ident>/`, oldest first (`written_order`);
+    none when that folder, or `reports/`, is missing or a link."""
+    folder = os.path.join(handoffs, "reports", ident)
+    try:
+        fd = safeio.open_dir(folder, below=handoffs)
+    except OSError:
+        return []
+    try:
+        return [os.path.join(folder, name) for name in written_order(fd, ".md")]
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+
+
+def written_order(fd: int, suffix: str) -> list[str]:
+    """The visible regular files named `*<suffix>` in the folder open at `fd`, oldest first
+    by mtime, then by name.  Not by name alone: a name carries the writer's clock, and a
+    clock set back (or a planted `2999…` name) must not make a new report the oldest."""
+    found = []
+    for name in os.listdir(fd):
+        if is_visible(name) and name.endswith(suffix):
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:  # pruned since the listing
+                continue
+            if stat.S_ISREG(info.st_mode):  # a link or a FIFO is no report
+                found.append((info.st_mtime_ns, name))
+    return [name for _, name in sorted(found)]

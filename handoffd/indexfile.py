@@ -1,4 +1,4 @@
-"""The files of the history index (`handoffd.continuity.history`): lines of escaped,
+"""The files of the history index (`handoffd.history`): lines of escaped,
 TAB-separated fields, read back with suspicion and written under a lock.
 
 The index is a cache, and untrusted like every file under `.swarmforge/`: a file is

@@ -8,17 +8,17 @@ summarised, and what is not known is a gap, never a guess.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from handoffd.board.reports import Report
-from handoffd.continuity import budget, evidence
-from handoffd.continuity.gitfacts import Commit, Facts
-from handoffd.continuity.threads import Item, Thread
-from handoffd.handoff import epoch as epoch  # re-exported: callers read it from here
-from handoffd.handoff import iso_from_stamp
+from handoffd import budget
+from handoffd.digest import evidence
+from handoffd.digest.gitfacts import Commit, Facts
+from handoffd.digest.threads import Item, Thread
+from handoffd.handoff import epoch, iso_from_stamp, short_time
+from handoffd.handoff import iso_seconds as iso
+from handoffd.reports import Report
 from handoffd.terminal import escape
 
 DEFAULT_LINES = 60
@@ -62,17 +62,6 @@ class Inputs:
     last_commit: dict[str, float | None]  # role -> newest committer date after the reports
     root: str
     gaps: list[str] = field(default_factory=list)
-
-
-def iso(epoch: float) -> str:
-    """`2026-06-15T14:05:31Z`."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
-def short_time(stamp: str) -> str:
-    """`2026-06-15 14:05Z` for a row; the stamp unchanged if it cannot be read."""
-    when = epoch(stamp)
-    return time.strftime("%Y-%m-%d %H:%MZ", time.gmtime(when)) if when is not None else stamp
 
 
 def sent_at(item: Item) -> str:

@@ -1,5 +1,6 @@
-"""The facts behind `digest` and `carry-forward` (docs/protocol.md §11): a thread's
-handoffs and reports from one scan, git's answers about its commits, then `compose`."""
+"""Gathering a digest (docs/protocol.md §11), the I/O behind `digest` and
+`carry-forward`: a thread's handoffs and reports from one scan, git's answers about its
+commits, then `compose` (pure) writes it."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import os
 import time
 from collections.abc import Sequence
 
-from handoffd import config, scan
-from handoffd.board.reports import Report
+from handoffd import config, history, scan
+from handoffd import handoff as hf
 from handoffd.config import Role
-from handoffd.continuity import carry, gitfacts, threads
-from handoffd.continuity.digest import MIN_LINES, Digest, Inputs, compose, epoch
+from handoffd.digest import carry, gitfacts, threads
+from handoffd.digest.digest import MIN_LINES, Digest, Inputs, compose
+from handoffd.handoff import epoch
 from handoffd.outcome import Exit, Result, refused
+from handoffd.reports import Report
 from handoffd.terminal import escape
 
 CARRY_LINES = 20  # each thread of carry-forward is a compact digest
@@ -58,7 +61,7 @@ def digest_of(
         return refused(f"BUDGET_TOO_SMALL: --max-lines must be at least {MIN_LINES}")
     snapshot = scan.scan(root)
     key = f"task:{task}" if task is not None else threads.thread_key(snapshot, _id(ident or ""))
-    members = threads.thread_files(snapshot, key) if key else []
+    members = history.thread(snapshot, key) if key else []
     if not members:
         missing = f"UNKNOWN_TASK: {task}" if task is not None else f"UNKNOWN_HANDOFF: {ident}"
         return refused(escape(missing), Exit.FAILED)
@@ -70,8 +73,7 @@ def digest_of(
 def _id(value: str) -> str:
     """A handoff named by id, by card (`<id>@<role>`) or by file name or path: its id."""
     value = value.split("@", 1)[0]
-    parts = scan.parse_name(os.path.basename(value))
-    return parts.id if parts else value
+    return hf.parsed_id(os.path.basename(value)) or value
 
 
 def carry_forward_of(
@@ -86,7 +88,7 @@ def carry_forward_of(
     snapshot = scan.scan(root)
     if role is not None and role not in snapshot.roles:
         raise config.UnknownRole(role)
-    files = threads.all_files(snapshot)
+    files = history.every_file(snapshot)
     chosen = carry.choose(files, carry.report_activity(snapshot), n, since, role)
     digests = []
     for key, members in chosen:

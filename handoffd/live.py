@@ -2,17 +2,30 @@
 
 handoffd rewrites it after every state change of the role (docs/protocol.md §10): the
 first two lines, `Next Step`, `In-Flight` and `Open Questions` are its own; `Ruled Out`,
-`Decisions` and `Verify` belong to the agent and are carried over verbatim.  Rendering
-is pure (`render`); `write` replaces the file atomically.  Helpers import this module
-after every step, so it uses only `os` and what they have already loaded.
+`Decisions` and `Verify` belong to the agent and are carried over verbatim, and fitted
+into the 30 lines by the budget renderer's oldest-first cut.  Rendering is pure
+(`render`); `write` replaces the file atomically; `after_step` rewrites it from the
+role's queue (`handoffd.work`) after each step, and never fails that step.  Helpers
+import this module after every step, so it uses only `os`, `fcntl` and what they have
+already loaded.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 
-from handoffd import durable, safeio
-from handoffd.terminal import escape
+from handoffd import budget, durable, safeio, work
+from handoffd import handoff as hf
+from handoffd.budget import trimmed
+from handoffd.config import Role
+from handoffd.handoff import epoch
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Edit = Callable[[dict[str, list[str]]], None]
 
 FILE = os.path.join(".swarmforge", "HANDOFF.md")
 TITLE = "# HANDOFF — "
@@ -24,6 +37,7 @@ MAX_IN_FLIGHT = 5
 MAX_QUESTIONS = 3
 MAX_TEXT = 200
 MAX_BYTES = 64 * 1024  # never read more of a live file (30 short lines are ~3 KiB)
+WAITING = "waiting for "
 
 
 class State:
@@ -61,6 +75,13 @@ class Parsed:
         self.phase = phase
         self.sections = sections
 
+    @property
+    def written(self) -> float:
+        """When the file says it was written; as old as can be when that cannot be read
+        (an agent broke the line): such a file is never fresher than the queue."""
+        at = epoch(self.time)
+        return float("-inf") if at is None else at
+
 
 # --- pure ---------------------------------------------------------------------------------
 
@@ -69,7 +90,11 @@ def one_line(text: str) -> str:
     """Text fit for a single line of the file: no line breaks, no control characters (a
     task or reason is another file's text, and agents `cat` this one), at most 200
     characters."""
-    flat = escape(" ".join(text.split()))
+    flat = " ".join(text.split())
+    if not flat.isprintable():  # rarely: the escapes are imported only then
+        from handoffd.terminal import escape
+
+        flat = escape(flat)
     return flat if len(flat) <= MAX_TEXT else flat[: MAX_TEXT - 1] + "…"
 
 
@@ -82,7 +107,7 @@ def render(state: State, agent: dict[str, list[str]]) -> str:
         "Open Questions": [f"- {one_line(q)}" for q in state.open_questions[:MAX_QUESTIONS]],
     }
     for name in AGENT_SECTIONS:
-        sections[name] = _trimmed(agent.get(name, []))
+        sections[name] = trimmed(agent.get(name, []))
     head = [
         f"{TITLE}{state.time}",
         f"branch: {one_line(state.branch)} | phase: {one_line(state.phase)}",
@@ -120,18 +145,22 @@ def _lines(head: list[str], sections: dict[str, list[str]]) -> list[str]:
 
 
 def fit(head: list[str], sections: dict[str, list[str]]) -> dict[str, list[str]]:
-    """Drop the agent's oldest bullets (from the top of Decisions, then Ruled Out) until the
-    file fits in 30 lines; a section that lost some ends with `- (<k> older items dropped)`.
-    Each section is counted once and cut once, however many bullets it loses: the file is
-    rewritten under the role's lock, and a long history must not hold that lock long."""
-    sections = dict(sections)
+    """Drop the agent's oldest bullets (from the top of Decisions, then Ruled Out, then
+    Verify) until the file fits in 30 lines; a section that lost some ends with
+    `- (<k> older items dropped)`.  Each section is counted once and cut once, however
+    many bullets it loses: the file is rewritten under the role's lock, and a long history
+    must not hold that lock long."""
+    if len(_lines(head, sections)) <= MAX_LINES:
+        return dict(sections)
+    own = {name: lines for name, lines in sections.items() if name not in DROP_ORDER}
+    parts = []
     for name in DROP_ORDER:
-        total = len(_lines(head, sections))
         lines = sections.get(name, [])
-        if total > MAX_LINES and _items(lines)[0]:
-            others = total - len(lines) - 2  # the rest of the file: this section's lines
-            sections[name] = _drop_first(lines, others)  # and its heading and blank go
-    return sections
+        items, dropped = _items(lines)
+        parts.append(budget.Section(name, lines, ("", f"## {name}"), _dropped_marker, items,
+                                    dropped))  # fmt: skip
+    cut = budget.cut_oldest(MAX_LINES, len(_lines(head, own)), parts)
+    return {**sections, **{name: rows for name, rows in cut.items() if name in sections}}
 
 
 def _items(lines: list[str]) -> tuple[list[list[str]], int]:
@@ -150,6 +179,10 @@ def _items(lines: list[str]) -> tuple[list[list[str]], int]:
     return items, dropped
 
 
+def _dropped_marker(dropped: int) -> str:
+    return f"- ({dropped} older items dropped)"
+
+
 def dropped_count(line: str) -> int | None:
     """k of a `- (<k> older items dropped)` line; None for any other line."""
     if line.startswith("- (") and line.endswith(" older items dropped)"):
@@ -159,45 +192,9 @@ def dropped_count(line: str) -> int | None:
     return None
 
 
-def _drop_first(lines: list[str], others: int) -> list[str]:
-    """The section less the fewest of its first items that bring the file (`others` lines
-    besides this section) within 30 lines, or less all of them when even that is not
-    enough; the very lines that dropping one item at a time would leave (the kept items,
-    trailing blank lines trimmed, then the marker)."""
-    items, dropped = _items(lines)
-    room = MAX_LINES - others - 3  # the heading, the blank before it and the marker
-    trimmed = _trailing_blanks(items[-1])  # the last item's, trimmed while any is kept
-    kept, cut = sum(len(item) for item in items), 0
-    while cut < len(items):
-        kept -= len(items[cut])
-        cut += 1
-        if cut == len(items) or kept - trimmed <= room:
-            break
-    rest = [line for item in items[cut:] for line in item]
-    return [*_trimmed(rest), f"- ({dropped + cut} older items dropped)"]
-
-
-def _trailing_blanks(item: list[str]) -> int:
-    """How many blank lines end an item (trimmed from the last item kept)."""
-    count = 0
-    while count < len(item) and not item[-1 - count].strip():
-        count += 1
-    return count
-
-
-def _trimmed(lines: list[str]) -> list[str]:
-    """Lines without leading or trailing blank ones."""
-    start, end = 0, len(lines)
-    while start < end and not lines[start].strip():
-        start += 1
-    while end > start and not lines[end - 1].strip():
-        end -= 1
-    return lines[start:end]
-
-
 def add_bullet(lines: list[str], bullet: str) -> list[str]:
     """A section with `bullet` added as its newest item (before a drop marker, if any)."""
-    lines = _trimmed(lines)
+    lines = trimmed(lines)
     if lines and dropped_count(lines[-1]) is not None:
         return [*lines[:-1], bullet, lines[-1]]
     return [*lines, bullet]
@@ -219,32 +216,7 @@ def parse(text: str) -> Parsed:
             current = sections.setdefault(line[3:].strip(), [])
         elif current is not None:
             current.append(line)
-    trimmed = {name: _trimmed(body) for name, body in sections.items()}
-    return Parsed(time, branch, phase, trimmed)
-
-
-def epoch(stamp: str) -> float:
-    """A §2 timestamp (`2026-06-15T14:05:31.482113Z`) in seconds since 1970; one that cannot
-    be read is as old as can be.  By hand: `datetime` or `strptime` would cost a helper more
-    than the whole rewrite."""
-    try:
-        date, clock = stamp.rstrip("Z").split("T")
-        year, month, day = (int(part) for part in date.split("-"))
-        hour, minute, second = clock.split(":")
-        seconds = int(hour) * 3600 + int(minute) * 60 + float(second)
-        return _days(year, month, day) * 86400.0 + seconds
-    except ValueError:
-        return float("-inf")
-
-
-def _days(year: int, month: int, day: int) -> int:
-    """Days from 1970-01-01 to a date of the proleptic Gregorian calendar."""
-    year -= month <= 2
-    era = year // 400
-    of_era = year - era * 400
-    of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    of_cycle = of_era * 365 + of_era // 4 - of_era // 100 + of_year
-    return era * 146097 + of_cycle - 719468
+    return Parsed(time, branch, phase, {name: trimmed(body) for name, body in sections.items()})
 
 
 # --- I/O ----------------------------------------------------------------------------------
@@ -309,3 +281,83 @@ def branch(worktree: str) -> str:
     if head.startswith("ref: "):
         return head[len("ref: ") :].removeprefix("refs/heads/")
     return f"(detached {head[:10]})"
+
+
+# --- after each step: the file rewritten from the role's queue ----------------------------
+
+
+def after_step(
+    role: Role, sent_to: str = "", now: float | None = None, force: bool = False
+) -> None:
+    """Rewrite `role`'s live file from its queue; `sent_to` names the recipients of a
+    handoff it just queued; `force` when the step changed state the queue folders' times
+    do not show (a queued handoff, a stored report).  Never fails the step it follows:
+    the step's work is done and durable, and a live file that could not be written is
+    only a missed note."""
+    try:
+        refresh(role, sent_to, now, force=force)
+    except (OSError, ValueError):
+        pass
+
+
+def refresh(
+    role: Role,
+    sent_to: str = "",
+    now: float | None = None,
+    edit: Edit | None = None,
+    force: bool = False,
+) -> str:
+    """Rewrite `role`'s live file from its queue; the text written ("" if nothing needed
+    writing).  Under a lock on the role's handoff directory: two helpers of one role
+    finishing at once write one after the other, each from the queue as it stands then, so
+    a stale view never lands last.  (Not the live file's own folder: the main checkout's
+    `.swarmforge/` is the project's, which the daemon keeps locked for as long as it
+    runs.)"""
+    os.makedirs(role.handoffs, exist_ok=True)
+    fd = os.open(role.handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return _rewrite(role, sent_to, now, edit, force)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _rewrite(
+    role: Role, sent_to: str, now: float | None, edit: Edit | None, force: bool = False
+) -> str:
+    previous = read(role.worktree)
+    if edit is not None and previous is not None:
+        # the agent's note: its sections change, handoffd's lines stay as they were
+        edit(previous.sections)
+        return write(role.worktree, restate(previous), previous)
+    if edit is not None:
+        previous = Parsed("", "", "", {})
+        edit(previous.sections)
+    carried = ""
+    if previous and previous.phase.startswith(WAITING):
+        carried = previous.phase[len(WAITING) :]  # still waiting until something arrives
+    summary = work.describe(work.look(role, sent_to or carried))
+    state = State(
+        hf.iso_now(now),
+        branch(role.worktree),
+        summary.phase,
+        summary.next_step,
+        summary.in_flight,
+        summary.open_questions,
+    )
+    # every command that changes the role's state rewrites the file (docs/protocol.md §10)
+    if previous is not None and edit is None and not force and _unchanged(role, state, previous):
+        return ""  # nothing happened that the file does not already say, as fresh as ever
+    return write(role.worktree, state, previous)
+
+
+def _unchanged(role: Role, state: State, previous: Parsed) -> bool:
+    """Whether rewriting would change only the header time, and the file as it stands is
+    still fresh for `resume` (no queue event since it was written).  Skipping that rewrite
+    spares a call that changed nothing (`NO_TASK`) the fsync, most of its cost."""
+    if previous.written < work.newest_event(role):
+        return False
+    stamp, state.time = state.time, previous.time
+    same = render(state, previous.sections) == render(restate(previous), previous.sections)
+    state.time = stamp
+    return same

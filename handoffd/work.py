@@ -3,41 +3,26 @@
 `look` reads the role's `in_process/` and counts `new/` through the one queue scan (a
 few header blocks: helpers call it after every step); `describe` turns that into the
 phase, the next step, the cards in flight and the open questions (docs/protocol.md §10),
-as a pure function.
+as a pure function of the scan's entries.
 """
 
 from __future__ import annotations
 
 import os
 
+from handoffd import handoff as hf
 from handoffd import scan
 from handoffd.config import Box, Role
 
 
-class Card:
-    """One copy in process (or waiting): what the live file and `resume` say about it."""
-
-    __slots__ = ("blocked_reason", "card", "label", "taken_at")
-
-    def __init__(self, card: str, label: str, taken_at: str, blocked_reason: str | None) -> None:
-        self.card = card
-        self.label = label
-        self.taken_at = taken_at
-        self.blocked_reason = blocked_reason
-
-    def line(self) -> str:
-        taken = f", taken {short_time(self.taken_at)}" if self.taken_at else ""
-        return f"{self.card}, {self.label}{taken}"
-
-
 class Work:
-    """A role's queue at a glance: its cards in process, how many wait, who it waits for."""
+    """A role's queue at a glance: its copies in process, how many wait, who it waits for."""
 
     __slots__ = ("batch", "in_process", "mode", "waiting", "waiting_for")
 
     def __init__(
         self,
-        in_process: list[Card],
+        in_process: list[scan.Entry],
         waiting: int,
         mode: str = "task",
         batch: bool = False,
@@ -67,40 +52,31 @@ class Summary:
 # --- pure ---------------------------------------------------------------------------------
 
 
-def short_time(stamp: str) -> str:
-    """`2026-06-15T14:05:31.482113Z` → `2026-06-15 14:05Z`: enough to place it in a day."""
-    return f"{stamp[:10]} {stamp[11:16]}Z" if len(stamp) >= 16 and stamp[10:11] == "T" else stamp
-
-
-def label(headers: dict[str, str]) -> str:
-    """What a handoff is about, in a few words: its task, else its note, else its id."""
-    task, message = headers.get("task"), headers.get("message")
-    if task:
-        return task
-    if message:
-        return f'note "{message}"'
-    return headers.get("id") or "an untitled handoff"
-
-
-def card_of(card: str, headers: dict[str, str]) -> Card:
-    """A card in process, from its name (`<id>@<role>`) and its header block."""
-    taken = headers.get("dequeued_at", "")
-    return Card(card, label(headers), taken, headers.get("blocked_reason"))
+def in_flight(entry: scan.Entry) -> str:
+    """A copy in process in a line: `<card>, <what it is about>, taken <when>`."""
+    taken = entry.headers.get("dequeued_at")
+    return f"{entry.card}, {hf.label(entry.headers)}" + (
+        f", taken {hf.short_time(taken)}" if taken else ""
+    )
 
 
 def describe(work: Work) -> Summary:
     """The phase and the one next action that follow from the role's queue."""
-    cards = work.in_process
-    questions = [f"{c.label}: {c.blocked_reason}" for c in cards if c.blocked_reason]
-    in_flight = [c.line() for c in cards]
+    copies = work.in_process
+    questions = [
+        f"{hf.label(c.headers)}: {c.headers['blocked_reason']}"
+        for c in copies
+        if c.headers.get("blocked_reason")
+    ]
+    flight = [in_flight(c) for c in copies]
     more = f" ({work.waiting} more waiting)" if work.waiting else ""
     if questions:
         step = "Resolve the blocker under Open Questions, then run `handoffd unblock`."
-        return Summary("blocked", step, in_flight, questions)
-    if cards:
-        what = cards[0].label if len(cards) == 1 else f"a batch of {len(cards)}"
+        return Summary("blocked", step, flight, questions)
+    if copies:
+        what = hf.label(copies[0].headers) if len(copies) == 1 else f"a batch of {len(copies)}"
         step = f"Finish {what}, then run done_with_current.sh{more}."
-        return Summary(f"working on {what}", step, in_flight, [])
+        return Summary(f"working on {what}", step, flight, [])
     if work.waiting:
         step = f"Run ready_for_next.sh: {work.waiting} handoff(s) waiting in the inbox."
         return Summary("idle", step, [], [])
@@ -119,9 +95,8 @@ def look(role: Role, waiting_for: str = "") -> Work:
     in `new/`, from one scan of those two folders (headers only)."""
     entries = scan.scan_role(role, (scan.State.NEW, scan.State.IN_PROCESS))
     taken = [e for e in entries if e.state == scan.State.IN_PROCESS]
-    cards = [card_of(e.card, e.headers) for e in taken]
     waiting = sum(1 for e in entries if e.state == scan.State.NEW)
-    return Work(cards, waiting, role.mode, any(e.batch for e in taken), waiting_for)
+    return Work(taken, waiting, role.mode, any(e.batch for e in taken), waiting_for)
 
 
 def newest_event(role: Role) -> float:

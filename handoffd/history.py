@@ -1,5 +1,8 @@
-"""The queue's files with their tasks, and the history index that finds a thread's files
-without reading unrelated history (docs/protocol.md §2, §11).
+"""The scan's index of history: it finds a thread's files without reading unrelated
+history (docs/protocol.md §2, §11).  Built on the scan: a snapshot's open files and
+the index's history ones make a thread (`thread`, `every_file`); the folders are walked
+by the scan's own walker, and what it finds is the scan's `Entry`, with the task and
+newest time the index knows.
 
 A thread is found by its `task` header, which only the header block holds.  History
 (`sent/`, `completed/`, batch dirs included) rarely changes once a file is there, so
@@ -32,14 +35,13 @@ import stat
 import time
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from handoffd import handoff as hf
-from handoffd import scan
+from handoffd import indexfile, scan
 from handoffd.config import Box, Role
-from handoffd.continuity import indexfile
-from handoffd.continuity.indexfile import line as _line
-from handoffd.continuity.indexfile import read as _read
+from handoffd.indexfile import line as _line
+from handoffd.indexfile import read as _read
+from handoffd.scan import Entry
 
 INDEX = ".digest-index"
 BUCKETS = 256
@@ -48,32 +50,8 @@ BUCKETS = 256
 SETTLED_NS = 2_000_000_000
 HISTORY = (Box.SENT, Box.COMPLETED)
 STATE = {Box.SENT: scan.State.SENT, Box.COMPLETED: scan.State.COMPLETED}
-TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
 
 Line = tuple[str, str, str]  # relative path, task (or count), newest timestamp (or mtime)
-
-
-@dataclass
-class File:
-    """One file of a handoff: whose folder holds it, its state there, and its headers
-    (read on demand)."""
-
-    role: str
-    state: str
-    path: str
-    task: str | None = None
-    activity: str = ""  # the newest §2 timestamp in its headers
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return os.path.basename(self.path)
-
-
-def handoff_id(name: str) -> str | None:
-    """`<ts>_<seq6>_from_<sender>` from a queue file name (§2), or None if it is not one."""
-    parts = scan.parse_name(name)
-    return parts.id if parts else None
 
 
 def bucket(key: str) -> str:
@@ -117,7 +95,7 @@ def load_index(role: Role) -> dict[str, tuple[str, str]]:
 
 def _keys(relative: str, task: str) -> set[str]:
     """The buckets a line is filed in: its id's, and its task's."""
-    keys = {bucket(f"id:{handoff_id(os.path.basename(relative))}")}
+    keys = {bucket(f"id:{hf.parsed_id(os.path.basename(relative))}")}
     if task:
         keys.add(bucket(f"task:{task}"))
     return keys
@@ -181,10 +159,27 @@ def _mtimes(role: Role) -> dict[str, str]:
     return found
 
 
+# --- a snapshot's threads -----------------------------------------------------------------
+
+
+def thread(snapshot: scan.Snapshot, key: str) -> list[Entry]:
+    """Every queue file of thread `key` (`task:<T>`, or `id:<id>` for one handoff): open
+    ones from the snapshot, history ones through each role's index."""
+    found = [e for e in snapshot.open if matches(e, key)]
+    found += [e for role in snapshot.roles.values() for e in lookup(role, key)]
+    return scan.dedupe(found)
+
+
+def every_file(snapshot: scan.Snapshot) -> list[Entry]:
+    """Every queue file of the project, each with its task: history through the index."""
+    history = (e for role in snapshot.roles.values() for e in role_files(role))
+    return scan.dedupe([*snapshot.open, *history])
+
+
 # --- listing and looking up -------------------------------------------------------------
 
 
-def role_files(role: Role) -> list[File]:
+def role_files(role: Role) -> list[Entry]:
     """Every history file of the role, each with its task (listed whole; files new to
     history are indexed)."""
     if not _ready(role):  # no cache to be had: every header read afresh
@@ -217,25 +212,33 @@ def _finish(role: Role, added: list[Line], gone: set[str], mtimes: dict[str, str
     _save_folders(role, mtimes)
 
 
-def lookup(role: Role, key: str) -> list[File]:
+def lookup(role: Role, key: str) -> list[Entry]:
     """The role's history files of `key`: `task:<T>` (every file with that task) or
     `id:<id>` (every file of that handoff)."""
     if not _ready(role):
-        return [file for file in role_files(role) if _matches(file, key)]
+        return [file for file in role_files(role) if matches(file, key)]
     sync(role)
     lines, wrong = _read(_path(role, bucket(key)))
     if wrong:  # a torn or foreign line: skipped, and the bucket made anew
         lines = _rebuild(role, bucket(key))
-    found: dict[str, File] = {}
+    found: dict[str, Entry] = {}
     for relative, task, activity in lines:
         box = _box(relative)
         if box is None or relative in found:
             continue
-        file = File(role.name, STATE[box], os.path.join(role.handoffs, relative), task or None,
-                    activity)  # fmt: skip
-        if _matches(file, key) and _is_file(file.path):  # taken out of history: gone
+        file = _entry(role, box, relative, task, activity)
+        if matches(file, key) and _is_file(file.path):  # taken out of history: gone
             found[relative] = file
     return list(found.values())
+
+
+def _entry(role: Role, box: str, relative: str, task: str, activity: str) -> Entry:
+    """A history file as the index knows it: its task and newest time, headers unread."""
+    path = os.path.join(role.handoffs, relative)
+    folder = os.path.dirname(path)
+    entry = Entry(role.name, STATE[box], path, None if folder == role.path(box) else folder)
+    entry.indexed = (task, activity)
+    return entry
 
 
 def _box(relative: str) -> str | None:
@@ -246,7 +249,7 @@ def _box(relative: str) -> str | None:
         if relative.startswith(box + "/") and "\0" not in relative:
             inner = parts[box.count("/") + 1 :]
             if len(inner) <= 2 and all(p and p not in (".", "..") for p in inner):
-                return box if scan.is_item(inner[-1]) else None
+                return box if hf.is_item(inner[-1]) else None
     return None
 
 
@@ -257,56 +260,52 @@ def _is_file(path: str) -> bool:
         return False
 
 
-def _matches(file: File, key: str) -> bool:
+def matches(entry: Entry, key: str) -> bool:
+    """Whether the queue file `entry` is of thread `key` (`task:<T>` or `id:<id>`)."""
     if key.startswith("task:"):
-        return file.task == key.removeprefix("task:")
-    return f"id:{handoff_id(file.name)}" == key
+        return entry.task == key.removeprefix("task:")
+    return f"id:{entry.name_id}" == key
 
 
 def _history(
     role: Role, box: str, index: dict[str, tuple[str, str]], added: list[Line], gone: set[str]
-) -> Iterator[File]:
-    """The files of one history folder; a batch dir listed before, and unchanged since,
-    is known from the index."""
-    batches = _batch_members(index, box)
-    for entry in hf.visible(role.path(box)):
-        relative = f"{box}/{entry.name}"
-        if entry.is_dir(follow_symlinks=False):
-            yield from _batch(role, box, entry, index, batches.get(relative, []), added, gone)
-        elif scan.is_item(entry.name) and entry.is_file(follow_symlinks=False):
-            yield _indexed(role, box, relative, entry.path, index, added)
+) -> Iterator[Entry]:
+    """The files of one history folder, walked by the scan's walker; a batch dir listed
+    before, and unchanged since (same mtime, same count), is known from the index, one
+    that changed is listed again and what left it is dropped."""
+    members = _batch_members(index, box)
+    known: list[str] = []  # batch dirs the index still knows whole
+    listed: dict[str, str] = {}  # batch dirs listed again: relative path -> mtime
 
+    def relist(batch: os.DirEntry[str]) -> bool:
+        relative = f"{box}/{batch.name}"
+        try:
+            mtime = str(batch.stat(follow_symlinks=False).st_mtime_ns)
+        except OSError:
+            return False
+        if index.get(relative + "/") == (str(len(members.get(relative, []))), mtime):
+            known.append(relative)
+            return False
+        listed[relative] = mtime
+        return True
 
-def _batch(
-    role: Role,
-    box: str,
-    entry: os.DirEntry[str],
-    index: dict[str, tuple[str, str]],
-    members: list[str],
-    added: list[Line],
-    gone: set[str],
-) -> Iterator[File]:
-    """The files of a batch dir: from the index while the dir has not changed since it was
-    listed (same mtime, same count), else listed again, dropping what left it."""
-    relative = f"{box}/{entry.name}"
-    try:
-        mtime = str(entry.stat(follow_symlinks=False).st_mtime_ns)
-    except OSError:
-        return
-    if index.get(relative + "/") == (str(len(members)), mtime):
-        for child in members:
-            path = os.path.join(role.handoffs, child)
-            yield File(role.name, STATE[box], path, index[child][0] or None, index[child][1])
-        return
-    present = set()
-    for inner in hf.visible(entry.path):
-        if scan.is_item(inner.name) and inner.is_file(follow_symlinks=False):
-            present.add(child := f"{relative}/{inner.name}")
-            yield _indexed(role, box, child, inner.path, index, added)
-    gone.update(child for child in members if child not in present)
-    if _settled(int(mtime)):  # too fresh, it may still change unseen: listed next time
-        index[relative + "/"] = (str(len(present)), mtime)
-        added.append((relative + "/", str(len(present)), mtime))
+    present: dict[str, set[str]] = {}  # each batch dir listed again: its files
+    where = scan.role_folder(role, box)  # never listed through a link
+    for path, name, folder in scan.queue_files(where, relist) if where else ():
+        batch = folder and f"{box}/{os.path.basename(folder)}"
+        relative = f"{batch or box}/{name}"
+        if batch:
+            present.setdefault(batch, set()).add(relative)
+        yield _indexed(role, box, relative, path, index, added)
+    for batch in known:
+        for child in members[batch]:
+            yield _entry(role, box, child, *index[child])
+    for batch, mtime in listed.items():
+        there = present.get(batch, set())
+        gone.update(child for child in members.get(batch, []) if child not in there)
+        if _settled(int(mtime)):  # too fresh, it may still change unseen: listed next time
+            index[batch + "/"] = (str(len(there)), mtime)
+            added.append((batch + "/", str(len(there)), mtime))
 
 
 def _batch_members(index: dict[str, tuple[str, str]], box: str) -> dict[str, list[str]]:
@@ -328,33 +327,12 @@ def _indexed(
     path: str,
     index: dict[str, tuple[str, str]],
     added: list[Line],
-) -> File:
-    """A history file with its task, from the index or (once) from its header."""
+) -> Entry:
+    """A history file with its task, from the index or (once) from its header block, read
+    through the careful reader (nothing, for one that is not a regular file by then)."""
     if relative not in index:
-        file = _fresh(role, box, path)
-        index[relative] = (file.task or "", file.activity)
-        added.append((relative, file.task or "", file.activity))
-    task, activity = index[relative]
-    return File(role.name, STATE[box], path, task or None, activity)
-
-
-def _fresh(role: Role, box: str, path: str) -> File:
-    """A file read now: its task and newest timestamp (none when it cannot be read)."""
-    headers = _headers(path)
-    stamps = [headers.get(key, "") for key in TIMESTAMPS]
-    return File(role.name, STATE[box], path, headers.get("task"), max(stamps), headers)
-
-
-def _headers(path: str) -> dict[str, str]:
-    """A history file's header block; nothing for one that is not a regular file by the
-    time it is opened (never a FIFO waited on, never a symlink followed)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | indexfile.OPEN)
-    except OSError:
-        return {}
-    try:
-        return scan.parse_headers(scan._head(fd)) if stat.S_ISREG(os.fstat(fd).st_mode) else {}
-    except OSError:
-        return {}
-    finally:
-        os.close(fd)
+        fresh = Entry(role.name, STATE[box], path)
+        headers = fresh.load()
+        index[relative] = (headers.get("task") or "", scan.newest_time(headers))
+        added.append((relative, *index[relative]))
+    return _entry(role, box, relative, *index[relative])

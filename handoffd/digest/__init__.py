@@ -1,0 +1,2 @@
+"""Digests: threads written by the machine from the queue, its reports and git
+(docs/protocol.md §11)."""

@@ -1,0 +1,142 @@
+"""A project's threads: a task's handoffs (or one handoff without a task) with every file
+of each, where it is now, and their reports (docs/protocol.md §2, §8, §11).
+
+The files are the scan's entries (`handoffd.scan`): the open ones from its snapshot,
+history ones through its index of history, which finds a thread's files without reading
+unrelated history; reports are read with `handoffd.reports`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from handoffd import handoff as hf
+from handoffd import history, reports, scan
+from handoffd.reports import Report
+from handoffd.scan import Entry
+
+ORIGINAL_STATES = scan.State.ORIGINALS
+
+
+@dataclass
+class Item:
+    """One handoff of a thread: its id and every file of it in the queue."""
+
+    id: str
+    files: list[Entry]
+
+    @property
+    def original(self) -> Entry | None:
+        return next((f for f in self.files if f.state in ORIGINAL_STATES), None)
+
+    @property
+    def copies(self) -> list[Entry]:
+        return [f for f in self.files if f.state not in ORIGINAL_STATES]
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The original's headers, else a copy's (a copy adds only stamps)."""
+        first = self.original or self.files[0]
+        return first.headers
+
+    def header(self, key: str) -> str:
+        return self.headers.get(key, "")
+
+
+@dataclass
+class Thread:
+    """A task's handoffs (or one handoff without a task), oldest first, and their reports."""
+
+    task: str | None
+    items: list[Item]
+    reports: list[Report] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # failed file path -> its .error line
+    gaps: list[str] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[str]:
+        return [item.id for item in self.items]
+
+    @property
+    def activity(self) -> str:
+        """The newest §2 timestamp of its files, or of its reports."""
+        stamps = [f.activity for item in self.items for f in item.files]
+        return max([*stamps, *(r.reported_at for r in self.reports)], default="")
+
+
+def key_of(entry: Entry) -> str:
+    """The key of the thread a queue file is in: `task:<T>`, or `id:<id>` without a task."""
+    return f"task:{entry.task}" if entry.task is not None else f"id:{entry.name_id}"
+
+
+def group(files: Iterable[Entry]) -> dict[str, list[Entry]]:
+    """Thread key -> files; a file whose name is not in the §2 form is in no thread."""
+    threads: dict[str, list[Entry]] = {}
+    for file in files:
+        if file.name_id:
+            threads.setdefault(key_of(file), []).append(file)
+    return threads
+
+
+def thread_key(snapshot: scan.Snapshot, ident: str) -> str | None:
+    """The key of the thread handoff `ident` belongs to, or None if no file has that id."""
+    for file in history.thread(snapshot, f"id:{ident}"):
+        return key_of(file)
+    return None
+
+
+def build(key: str, files: list[Entry], snapshot: scan.Snapshot) -> Thread:
+    """The thread of `files`: headers read, grouped by id in time order, reports attached."""
+    by_id: dict[str, list[Entry]] = {}
+    for file in sorted(files, key=lambda f: f.name):
+        by_id.setdefault(file.name_id or "", []).append(file)
+    task = key.removeprefix("task:") if key.startswith("task:") else None
+    thread = Thread(task, [Item(i, fs) for i, fs in by_id.items()])
+    for item in thread.items:
+        for file in item.files:
+            _fill(file, thread, snapshot)
+    # Two handoffs can share a second (ids sort by it): `created_at` has microseconds.
+    thread.items.sort(key=lambda item: (item.header("created_at") or item.id, item.id))
+    found = _reports(thread.ids, snapshot, thread)
+    thread.reports = sorted(found, key=lambda r: r.reported_at)
+    return thread
+
+
+def _fill(file: Entry, thread: Thread, snapshot: scan.Snapshot) -> None:
+    """Read a thread file's headers (history was only indexed; the careful reader); a
+    failure's reason is the scan's."""
+    if not file.load().get("id"):  # gone, or no header block a reader could parse
+        _gap(thread, "unreadable_file")
+    if file.state == scan.State.FAILED:
+        thread.errors[file.path] = snapshot.error(file.path) or "reason not recorded"
+
+
+def _reports(ids: list[str], snapshot: scan.Snapshot, thread: Thread) -> Iterator[Report]:
+    """Every stored report on the thread's handoffs, in every role's folder."""
+    for role in snapshot.roles:
+        for ident in ids:
+            paths = snapshot.reports(role, ident)
+            if len(paths) >= reports.KEEP:
+                _gap(thread, "history_truncated")  # older ones may have been removed
+            for path in paths:
+                yield read_report(role, path)
+
+
+def read_report(role: str, path: str) -> Report:
+    """A report, its role taken from its folder where it lacks one (an unreadable one: its
+    time from its name)."""
+    try:
+        report = reports.read(path)
+    except OSError:
+        stamp = os.path.basename(path).partition("_")[0]
+        report = Report(path, {"reported_at": hf.iso_from_stamp(stamp)}, "")
+    report.role = report.role or role
+    report.status = report.status or "?"
+    return report
+
+
+def _gap(thread: Thread, gap: str) -> None:
+    if gap not in thread.gaps:
+        thread.gaps.append(gap)

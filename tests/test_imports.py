@@ -1,0 +1,210 @@
+"""How the package's modules depend on each other: one way, never in a circle.
+
+Layers, from the bottom: the leaf modules and the core (the flat `handoffd/*.py`) ←
+`board/`, `continuity/`, `digest/` ← `ops/` ← `adapters/` ← `cli`.  The graph is read from
+the source (an AST walk): every `import`, at the top of a module or inside a function,
+and under `TYPE_CHECKING` too — a circle through a type-only import is still a circle in
+the design.  And what a helper imports when it runs is pinned, module by module: every
+agent call pays for each one (docs/performance.md, start-up).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BIN, Project, helper_env
+from tests.test_helpers import imported_by
+
+PACKAGE = Path(__file__).resolve().parent.parent / "handoffd"
+UPPER = ("handoffd.board", "handoffd.continuity", "handoffd.digest", "handoffd.ops",
+         "handoffd.adapters", "handoffd.cli")  # fmt: skip
+ENTRY = "handoffd.__main__"  # `python -m handoffd`: run, never imported
+
+
+def module_names() -> dict[str, Path]:
+    """Every module of the package by its dotted name."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that module `name` imports, anywhere in it."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [f"{base}.{alias.name}" for alias in node.names]  # a module, or a name
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:  # `from handoffd.x import name`
+                target = target.rpartition(".")[0]
+            if target and target != name and target.startswith("handoffd"):
+                found.add(target)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports."""
+    modules = module_names()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Each circle of imports, as the modules it runs through (Tarjan, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def is_core(name: str) -> bool:
+    return name.count(".") == 1 and name not in ("handoffd.cli", ENTRY)
+
+
+def test_the_walk_sees_imports_inside_functions_and_for_types() -> None:
+    """The walk's own check: the core's lazy and type-only imports are edges too."""
+    edges = graph()
+    assert "handoffd.lifecycle" in edges["handoffd.scan"]  # imported inside `scan()`
+    assert "handoffd.reports" in edges["handoffd.scan"]  # inside, and for a type
+    assert "handoffd.live" in edges["handoffd.ops.steps"]  # inside `after_step`
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    assert cycles(graph()) == []
+
+
+def test_the_cli_is_imported_by_no_module() -> None:
+    importers = sorted(m for m, deps in graph().items() if "handoffd.cli" in deps)
+    assert importers == [ENTRY]
+
+
+def test_the_core_imports_nothing_from_the_layers_above_it() -> None:
+    upward = {
+        name: sorted(d for d in deps if d.startswith(UPPER))
+        for name, deps in graph().items()
+        if is_core(name)
+    }
+    assert {name: deps for name, deps in upward.items() if deps} == {}
+
+
+# --- what a helper imports when it runs ---------------------------------------------------
+
+TAKE_AND_FINISH = {
+    "handoffd", "handoffd.adapters", "handoffd.adapters.console", "handoffd.blocks",
+    "handoffd.budget", "handoffd.config", "handoffd.durable", "handoffd.handoff",
+    "handoffd.heartbeat", "handoffd.inbox", "handoffd.live", "handoffd.ops",
+    "handoffd.ops.context", "handoffd.ops.queue", "handoffd.ops.spec", "handoffd.ops.steps",
+    "handoffd.ops.table", "handoffd.outcome", "handoffd.safeio", "handoffd.scan",
+    "handoffd.work",
+}  # fmt: skip
+HELPERS = {
+    "ready_for_next": TAKE_AND_FINISH,
+    "done_with_current": TAKE_AND_FINISH,
+    # a note: checked (draft, terminal), queued (outbox), and the daemon asked after (lifecycle)
+    "swarm_handoff": TAKE_AND_FINISH | {
+        "handoffd.adapters.sources", "handoffd.draft", "handoffd.git", "handoffd.lifecycle",
+        "handoffd.outbox", "handoffd.terminal",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(HELPERS))
+def test_each_helper_imports_exactly_these_modules_of_the_package(
+    project: Project, name: str
+) -> None:
+    """A module more is start-up every agent call pays; one less is worth a look too (a
+    lazy import gone to the top, a test that no longer runs what it pins)."""
+    project.put("coder", "50_a.handoff")
+    project.run("ready_for_next", role="coder")  # work in process: done_with_current finishes
+    args = (str(project.draft(project.note_draft())),) if name == "swarm_handoff" else ()
+    loaded = {
+        module for module in imported_by(project, name, *args) if module.startswith("handoffd")
+    }
+    assert sorted(loaded) == sorted(HELPERS[name])
+
+
+def test_sending_a_note_starts_no_process_and_imports_nothing_to_start_one(
+    project: Project,
+) -> None:
+    """A note never asks git anything: `subprocess` (with `re`, `enum` and threads) is for a
+    git handoff's commit alone."""
+    loaded = imported_by(project, "swarm_handoff", str(project.draft(project.note_draft())))
+    assert sorted({"subprocess", "re", "enum", "threading", "socket"} & loaded) == []
+
+
+INSTALLED = ("swarm_handoff", "ready_for_next", "ready_for_next_task", "ready_for_next_batch",
+             "done_with_current", "done_with_current_task", "done_with_current_batch")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "answer"), [("ready_for_next", (0, "NO_TASK\n")), ("done_with_current", (1, ""))]
+)
+def test_the_installed_helper_imports_no_re_before_it_starts(
+    project: Project, name: str, answer: tuple[int, str]
+) -> None:
+    """pip's wrapper for an entry point imports `re` first: as much start-up as the whole of
+    what a helper does.  The helpers are installed as small scripts of their own instead,
+    each the command's one call."""
+    script = Path(BIN) / name
+    assert script.read_text(encoding="utf-8").splitlines()[0].startswith("#!")
+    run = subprocess.run([sys.executable, "-X", "importtime", str(script)], cwd=project.root,
+                         env=helper_env("coder"), capture_output=True, text=True, timeout=60,
+                         check=False)  # fmt: skip
+    assert (run.returncode, run.stdout) == answer, run.stderr
+    imported = {line.rpartition("|")[2].strip() for line in run.stderr.splitlines()}
+    assert "handoffd.adapters.console" in imported and "re" not in imported
+
+
+def test_every_helper_is_installed_as_the_call_of_its_console_function() -> None:
+    """Each installed helper is the three lines that call its function in
+    `handoffd.adapters.console` (what the entry point was), nothing else."""
+    for name in INSTALLED:
+        code = [line for line in (Path(BIN) / name).read_text().splitlines()[1:]
+                if line and not line.startswith("#")]  # fmt: skip
+        assert code == [f"from handoffd.adapters.console import {name}", f"{name}()"], name
