@@ -36,6 +36,7 @@ class Summary:
     latencies_ms: list[float]
     problems: list[str]
     seconds: float
+    across_hosts: bool = False  # latencies run to the copy's arrival on the other host
 
     @property
     def ok(self) -> bool:
@@ -160,13 +161,21 @@ def _summarise_hosts(roots: list[str], rounds: int, returned: int, started: floa
     for root in roots:
         here = config.this_host(root)
         local = {n: r for n, r in config.load_roles(root).items() if config.is_local(r, here)}
-        latencies += _pickup_latencies(local)
+        latencies += _pickup_latencies(local, _received(root))
     return Summary(
         rounds=rounds, returned=returned, delivered=report.count(Box.SENT),
         wakeups=events.count("wake"), renotifies=events.count("renotify"),
         wake_failures=events.count("wake_failed"), latencies_ms=sorted(latencies),
-        problems=problems, seconds=time.monotonic() - started,
+        problems=problems, seconds=time.monotonic() - started, across_hosts=True,
     )  # fmt: skip
+
+
+def _received(root: str) -> dict[str, str]:
+    """File name -> when this host's daemon wrote the copy that came from another host (a
+    copy's `enqueued_at` is stamped on the sender's host, before it crosses)."""
+    with open(daemon_path(root, "handoffd.log"), encoding="utf-8") as log:
+        events = [json.loads(line) for line in log if line.strip()]
+    return {e["file"]: e["timestamp"] for e in events if e.get("event") == "received"}
 
 
 def _watch(root: str, rounds: int, deadline: float, say: Callable[[str], None]) -> int:
@@ -221,13 +230,17 @@ def _log_events(root: str) -> list[str]:
         return [json.loads(line).get("event", "") for line in log if line.strip()]
 
 
-def _pickup_latencies(roles: dict[str, config.Role]) -> list[float]:
-    """created_at (just before the rename into outbox/) to enqueued_at (the copy's stamp)."""
+def _pickup_latencies(
+    roles: dict[str, config.Role], arrived: dict[str, str] | None = None
+) -> list[float]:
+    """created_at (just before the rename into outbox/) to enqueued_at (the copy's stamp),
+    or to its arrival here when it came from another host (`arrived`, by file name)."""
     latencies = []
     for role in roles.values():
         for copy in scan.scan_role(role, (State.COMPLETED,)):
             headers = copy.headers
-            latencies.append(_ms_between(headers.get("created_at"), headers.get("enqueued_at")))
+            end = (arrived or {}).get(copy.name) or headers.get("enqueued_at")
+            latencies.append(_ms_between(headers.get("created_at"), end))
     return sorted(latencies)
 
 
@@ -251,9 +264,11 @@ def render(summary: Summary) -> str:
         f"{summary.wake_failures} failed)",
     ]
     if cuts:
+        span = "created_at → in new/ on the other host" if summary.across_hosts else (
+            "created_at → enqueued_at")  # fmt: skip
         lines.append(
             f"  pickup latency       p50 {cuts[49]:.1f} ms · p90 {cuts[89]:.1f} ms"
-            f" · p99 {cuts[98]:.1f} ms · max {lat[-1]:.1f} ms  (created_at → enqueued_at)"
+            f" · p99 {cuts[98]:.1f} ms · max {lat[-1]:.1f} ms  ({span})"
         )
     lines.append(f"  elapsed              {summary.seconds:.1f} s")
     if summary.ok:
