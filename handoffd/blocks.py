@@ -5,9 +5,15 @@ from __future__ import annotations
 from handoffd.handoff import Handoff
 from handoffd.inbox import DEFAULT_PRIORITY, Item
 
+TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def task(item: Item) -> str:
-    """A TASK block; the payload is the body verbatim, with no newline added."""
+
+def task(item: Item, notes: list[str] | None = None) -> str:
+    """A TASK block; the payload is the body verbatim, with no newline added.  `notes`:
+    the lines of docs/protocol.md §13 (a blocked reason, dependencies, an answer), shown
+    between TASK_NAME and PAYLOAD only when there are any."""
     h: Handoff = item.handoff
     lines = [
         f"TASK: {item.path}",
@@ -17,15 +23,22 @@ def task(item: Item) -> str:
     ]
     if h.get("task") is not None:
         lines.append(f"TASK_NAME: {h.get('task')}")
+    lines += notes or ()
     lines.append("PAYLOAD:")
     return "\n".join(lines) + "\n" + h.body
 
 
-def batch(directory: str, items: list[Item]) -> str:
-    """A BATCH block: count, the first item's priority, then each item's TASK block."""
+def batch(
+    directory: str, items: list[Item], notes: Callable[[Item], list[str]] | None = None
+) -> str:
+    """A BATCH block: count, the first item's priority, then each item's TASK block (with
+    its `notes`, as `task`)."""
     first = items[0].handoff.get("priority") if items else None
     head = f"BATCH: {directory}\nCOUNT: {len(items)}\nPRIORITY: {first or DEFAULT_PRIORITY}\n"
-    return head + "".join(f"\nBATCH_ITEM: {n}\n{task(item)}" for n, item in enumerate(items, 1))
+    return head + "".join(
+        f"\nBATCH_ITEM: {n}\n{task(item, notes(item) if notes else None)}"
+        for n, item in enumerate(items, 1)
+    )
 
 
 def completed(paths: list[str]) -> str:

@@ -52,6 +52,7 @@ class Box:
     DRAFTS = "outbox/tmp"
     SENT = "sent"
     FAILED = "failed"
+    DISMISSED = "failed/dismissed"  # refused originals an operator put aside (§13)
     NEW = "inbox/new"
     IN_PROCESS = "inbox/in_process"
     COMPLETED = "inbox/completed"

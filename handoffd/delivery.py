@@ -29,7 +29,7 @@ import os
 import stat
 import time
 
-from handoffd import checks, config, durable, journal, lifecycle, outbox, safeio, settle
+from handoffd import checks, config, durable, failed, journal, lifecycle, outbox, safeio, settle
 from handoffd import handoff as hf
 from handoffd.config import SWARMFORGE, Box, Role
 from handoffd.journal import Entry
@@ -503,20 +503,8 @@ class Courier:
 
     def _fail(self, sender: Role, path: str, reason: str, now: float) -> None:
         """Move a bad original to failed/ with `<name>.error` beside it; nobody gets a copy."""
-        failed = sender.path(Box.FAILED)
         try:
-            durable.makedirs(failed)
-            target = durable.free_name(failed, os.path.basename(path), companions=(".error",))
-            # The reason first: an operator never sees a failed file without its reason.
-            error_file = os.path.join(failed, target + ".error")
-            durable.replace(error_file, f"{reason}\n".encode())
-            try:
-                os.rename(path, os.path.join(failed, target))
-            except OSError:
-                durable.unlink_quietly(error_file)  # no reason without its file
-                raise
-            durable.fsync_dir(failed)
-            durable.fsync_dir(os.path.dirname(path))
+            failed.refuse(sender, path, reason)
         except OSError as error:
             self._defer(path, error, now)
             return
@@ -674,15 +662,15 @@ def _sync(directories: list[str]) -> set[str]:
     """fsync each distinct directory once (the Dovecot trick: one flush per pass, not per
     file); the directories that could not be flushed.  One that is gone has nothing left
     to make durable."""
-    failed = set()
+    unsynced = set()
     for directory in dict.fromkeys(directories):
         try:
             durable.fsync_dir(directory)
         except FileNotFoundError:
             pass
         except OSError:
-            failed.add(directory)
-    return failed
+            unsynced.add(directory)
+    return unsynced
 
 
 def _same_copy(staged: str, final: str) -> bool:

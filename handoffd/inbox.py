@@ -25,9 +25,20 @@ from handoffd import handoff as hf
 from handoffd.config import Box
 from handoffd.outcome import Exit, Refusal
 
+TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Done = Callable[[str, list[str]], bool]  # whether the handoffs the file at a path
+    # depends on (these ids) are all done
+
 DEFAULT_PRIORITY = "50"
 FOLDERS = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)  # every folder a step may touch
 BLOCKED = "blocked_reason"
+DEPENDS_ON = "depends_on"
+
+# Why a waiting file is not ready to take (docs/protocol.md §13); None: it is ready.
+IS_BLOCKED, ON_DEPENDENCIES = "blocked", "dependencies"
 
 
 class Listing:
@@ -118,6 +129,33 @@ def names_match(name: str, ident: str) -> bool:
 
 def priority(handoff: hf.Handoff) -> str:
     return handoff.get("priority") or DEFAULT_PRIORITY
+
+
+def dependencies(handoff: hf.Handoff) -> list[str]:
+    """The ids its `depends_on` header names, in order."""
+    return [part.strip() for part in (handoff.get(DEPENDS_ON) or "").split(",") if part.strip()]
+
+
+def not_ready(item: Item, done: Done | None) -> str | None:
+    """Why a waiting file may not be taken yet, or None when it is ready: it is blocked, or
+    some handoff it depends on is not done (`done` says, given the ids).  A file with
+    neither header is always ready, so a project that never uses them keeps §4's order.
+    A file both blocked and waiting on dependencies counts as blocked."""
+    if item.handoff.get(BLOCKED):
+        return IS_BLOCKED
+    wanted = dependencies(item.handoff)
+    if wanted and done is not None and not done(item.path, wanted):
+        return ON_DEPENDENCIES
+    return None
+
+
+def not_ready_line(reasons: list[str]) -> str:
+    """The one stderr line when only work that is not ready waits (docs/protocol.md §13)."""
+    blocked = reasons.count(IS_BLOCKED)
+    return (
+        f"NOT_READY: {len(reasons)} waiting: {blocked} blocked, {len(reasons) - blocked} on "
+        "dependencies (see handoffd status)"
+    )
 
 
 class LinkedFolder(Refusal):
@@ -268,13 +306,35 @@ class Inbox:
 
     # task mode
 
-    def take_task(self) -> Item | None:
-        """Resume the task in process, or claim the first waiting one; None if there is none."""
+    def ready(self, done: Done | None) -> tuple[list[Item], list[str]]:
+        """The files waiting in `new/` that are ready to take, in queue order, and why each
+        of the others is not (docs/protocol.md §13).  Reads each waiting file; a file that
+        is not a handoff is refused as before, wherever it stands."""
+        ready, reasons = [], []
+        for path in self.waiting():
+            item = _load(path)
+            reason = not_ready(item, done)
+            if reason is None:
+                ready.append(item)
+            else:
+                reasons.append(reason)
+        return ready, reasons
+
+    def first_ready(self, done: Done | None) -> Item | None:
+        """The first waiting file that is ready, reading no further than it."""
+        for path in self.waiting():
+            item = _load(path)
+            if not_ready(item, done) is None:
+                return item
+        return None
+
+    def take_task(self, done: Done | None = None) -> Item | None:
+        """Resume the task in process, or claim the first waiting one that is ready; None
+        if there is none."""
         current = current_task(self.listing(), finishing=False)
         if current:
             return self._resumed(current)
-        while waiting := self.waiting():
-            first = _load(waiting[0])
+        while first := self.first_ready(done):
             target = os.path.join(self.in_process, os.path.basename(first.path))
             if _claim(first.path, target):
                 self._changed(first.path, target)  # the stamp's rename is in target's folder
@@ -296,13 +356,13 @@ class Inbox:
 
     # batch mode
 
-    def take_batch(self) -> tuple[str, list[Item]] | None:
-        """Resume the batch in process, or claim every waiting file of the first file's
-        priority into a new batch dir; None if nothing waits."""
+    def take_batch(self, done: Done | None = None) -> tuple[str, list[Item]] | None:
+        """Resume the batch in process, or claim every ready waiting file of the first ready
+        file's priority into a new batch dir; None if nothing ready waits."""
         current = current_batch(self.listing(), finishing=False)
         if current:
             return current, [self._resumed(p) for p in self.batch_items(current)]
-        waiting = [_load(path) for path in self.waiting()]
+        waiting = self.ready(done)[0]
         if not waiting:
             return None
         wanted = priority(waiting[0].handoff)
@@ -359,6 +419,53 @@ class Inbox:
             _rmdir_quietly(work.path)
             self._changed(work.path)
         return targets
+
+    def completed_named(self, ident: str) -> str | None:
+        """The completed copy `ident` names (in `completed/` or a completed batch folder;
+        names only, no file opened), or None."""
+        for entry in hf.visible(self.completed):
+            if hf.is_item_entry(entry) and names_match(entry.name, ident):
+                return entry.path
+            if entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False):
+                for inner in hf.visible(entry.path):
+                    if hf.is_item_entry(inner) and names_match(inner.name, ident):
+                        return inner.path
+        return None
+
+    def held(self, name: str) -> bool:
+        """Whether a file called `name` waits in `new/` or is in process (a batch's too)."""
+        listing = self.listing()
+        paths = self.waiting() + listing.files
+        paths += [path for batch in listing.batches for path in self.batch_items(batch)]
+        return any(_name(path) == name for path in paths) or os.path.lexists(
+            os.path.join(self.new, name)
+        )
+
+    def reopen(self, path: str, reason: str | None = None, now: float | None = None) -> str:
+        """Move the completed copy at `path` back into `new/`, without its `completed_at`,
+        `dequeued_at` and `blocked_reason`, stamped `reopened_at`; its path in `new/`.
+        The caller checked that no file of its name is in `new/` or in process.
+
+        Moved first, then rewritten in place: a kill between leaves an open copy still
+        carrying its old stamps, which taking and finishing stamp anew (and the rewrite's
+        temp, in `new/`, is what the daemon sweeps at start); never two copies, and never
+        a temp file in `completed/`, which nothing lists on a hot path to sweep."""
+        item = _load(path)
+        target = os.path.join(self.new, _name(path))
+        _move(path, target)
+        self._changed(path, target)
+        for key in ("completed_at", "dequeued_at", BLOCKED, "reopened_reason"):
+            _drop(item.handoff, key)
+        item.handoff.set("reopened_at", hf.iso_now(now))
+        if reason:
+            item.handoff.set("reopened_reason", reason)
+        durable.replace(target, item.handoff.render())
+        folder = os.path.dirname(path)
+        if folder != self.completed:  # a completed batch left empty is removed
+            self.sync()
+            _rmdir_quietly(folder)
+            self._changed(folder)
+        return target
 
     def _named_or_current(self, ident: str | None) -> Work:
         if ident is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from typing import Any
 
 from handoffd import durable, safeio
@@ -29,6 +30,8 @@ MAX_TEXT = 64 * 1024  # a report's text (docs/protocol.md §8)
 MAX_FILE = MAX_TEXT + 16 * 1024  # the file: its text, and room for the front matter
 STATUSES = ("RUNNING", "BLOCKED", "DONE")
 FIELDS = ("status", "role", "agent", "conversation", "reported_at")
+ANSWER = "ANSWER"  # an operator's reply (docs/protocol.md §13): its front matter adds `question`
+ANSWER_SUFFIX = f"_{ANSWER}.md"
 
 
 _handler: list[Any] = []  # the front matter handler, made on first use
@@ -55,10 +58,13 @@ def handler() -> Any:
 class Report:
     """One stored report: its front matter fields, its text and where it lives."""
 
-    __slots__ = ("agent", "conversation", "path", "reported_at", "role", "status", "text")
+    __slots__ = (
+        "agent", "conversation", "path", "question", "reported_at", "role", "status", "text",
+    )  # fmt: skip
 
     def __init__(self, path: str, fields: dict[str, str], text: str) -> None:
         self.path = path
+        self.question = fields.get("question", "")  # an answer's: the reason it answers
         self.status = fields.get("status", "")
         self.role = fields.get("role", "")
         self.agent = fields.get("agent", "")
@@ -155,16 +161,20 @@ def store(
     conversation: str,
     text: str,
     now: float,
+    extra: dict[str, str] | None = None,
 ) -> str:
     """Write a report durably (temp, fsync, rename), prune to the newest `KEEP`; its path.
+    `extra`: front matter fields after the usual ones (an answer's `question`).
     Every step names the file relative to the folder's descriptor, opened without
     following a link: nothing is ever written or removed through one."""
     fd = open_folder(handoffs, card_id)
     try:
+        _sweep(fd)
         name, micros = _free_name(fd, now, status)
         # reported_at is the name's own time, to the microsecond: the two never disagree
         stamp = iso_micros(micros)
         fields = dict(zip(FIELDS, (status, role, agent, conversation, stamp), strict=True))
+        fields.update(extra or {})
         data = render(fields, text).encode("utf-8")
         temp = os.path.basename(durable.temp_name("", name))
         durable.create(temp, data, dir_fd=fd)
@@ -215,6 +225,32 @@ def _own_folder(parent: int, name: str, shown: str) -> int:
     raise safeio.NotRegular(shown, "kept being replaced by a link; no report was written")
 
 
+def _sweep(fd: int) -> None:
+    """Remove the temp files a writer killed mid-report left in the folder open at `fd`
+    (its pid gone, or the file old): invisible to every reader, they would stay for good."""
+    for name in os.listdir(fd):
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        pid = name.rsplit(".", 4)[-3] if name.count(".") >= 4 else ""
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        stale = time.time() - info.st_mtime > durable.STALE
+        if stat.S_ISREG(info.st_mode) and (stale or (pid.isdigit() and not _alive(int(pid)))):
+            durable.unlink_quietly(name, dir_fd=fd)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid < 2**31
+    return True
+
+
 def _free_name(fd: int, now: float, status: str) -> tuple[str, int]:
     """A report name no other report in the folder `fd` has, and its time in epoch
     microseconds: two in one microsecond take the next one."""
@@ -242,8 +278,16 @@ def prune(handoffs: str, card_id: str, keep: int = KEEP) -> list[str]:
 
 def _prune(fd: int, keep: int, written: str | None = None) -> list[str]:
     """Remove all but the newest `keep` reports in the folder open at `fd` (regular files
-    only); never `written`, the report just stored, whatever its time or name says."""
-    order = [name for name in written_order(fd, ".md") if name != written]
+    only); never `written`, the report just stored, whatever its time or name says, and
+    never an answer: an operator's reply is kept while its card is open (a report is
+    stored only on an open card), whatever the count (docs/protocol.md §13)."""
+    order = [
+        name
+        for name in written_order(fd, ".md")
+        if name != written and not name.endswith(ANSWER_SUFFIX)
+    ]
+    if written is not None and written.endswith(ANSWER_SUFFIX):
+        written = None  # not one of the role's own: the count of those is unchanged
     others = keep - 1 if written is not None else keep
     stale = order[: max(len(order) - others, 0)] if keep else order
     for name in stale:
@@ -302,3 +346,17 @@ def written_order(fd: int, suffix: str) -> list[str]:
             if stat.S_ISREG(info.st_mode):  # a link or a FIFO is no report
                 found.append((info.st_mtime_ns, name))
     return [name for _, name in sorted(found)]
+
+
+def latest_answer(handoffs: str, ident: str) -> Report | None:
+    """The newest answer on `ident` in `H/reports/<ident>/`, while no report of the role's
+    own is newer than it (the role has not spoken since: docs/protocol.md §13); None
+    otherwise, or when it cannot be read."""
+    for path in reversed(report_paths(handoffs, ident)):  # newest first, as written
+        if not path.endswith(ANSWER_SUFFIX):
+            return None
+        try:
+            return read(path)
+        except (OSError, ValueError):
+            continue
+    return None

@@ -60,9 +60,12 @@ class State(metaclass=_Listed):
     IN_PROCESS = "in_process"
     COMPLETED = "completed"
     SENT = "sent"
-    ALL = (OUTBOX, FAILED, NEW, IN_PROCESS, COMPLETED, SENT)
+    DISMISSED = "dismissed"  # a refused original an operator put aside (§13): green
+    ALL = (OUTBOX, FAILED, DISMISSED, NEW, IN_PROCESS, COMPLETED, SENT)
     OPEN = (OUTBOX, FAILED, NEW, IN_PROCESS)
     HISTORY = (COMPLETED, SENT)
+    CLOSED = (COMPLETED, SENT, DISMISSED)  # what `Snapshot.history` lists
+    GREEN = (COMPLETED, DISMISSED)  # the states of green cards
     ORIGINALS = (OUTBOX, FAILED, SENT)  # the sender's files; the others are copies
 
 
@@ -73,12 +76,13 @@ FOLDER = {
     State.IN_PROCESS: Box.IN_PROCESS,
     State.COMPLETED: Box.COMPLETED,
     State.SENT: Box.SENT,
+    State.DISMISSED: Box.DISMISSED,
 }
 
 # A file renamed while we list is kept at its later place: the order of each
 # file's life (originals: outbox → failed or sent; copies: new → in_process → completed).
-_LATER = {State.OUTBOX: 0, State.FAILED: 1, State.SENT: 2, State.NEW: 0, State.IN_PROCESS: 1,
-          State.COMPLETED: 2}  # fmt: skip
+_LATER = {State.OUTBOX: 0, State.FAILED: 1, State.SENT: 2, State.DISMISSED: 2, State.NEW: 0,
+          State.IN_PROCESS: 1, State.COMPLETED: 2}  # fmt: skip
 
 
 _RANK = {state: n for n, state in enumerate(State.ALL)}
@@ -166,7 +170,7 @@ class Entry:
 
     @property
     def is_original(self) -> bool:
-        return self.state in State.ORIGINALS
+        return self.state in State.ORIGINALS or self.state == State.DISMISSED
 
     def __repr__(self) -> str:
         return f"Entry({self.role}, {self.state}, {self.name})"
@@ -201,19 +205,22 @@ class Snapshot:
         self._once = once
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
+        self._green: list[Green] | None = None
         self._reports: dict[tuple[str, str], list[str]] = {}
         self.heads: dict[tuple[str, str], Head] = {}  # (role, id) -> its latest report's
         self.errors: dict[str, str] = {}  # a failed original's path -> its `.error` line
+        self.dismissals: dict[str, str] = {}  # a dismissed one's path -> its `.dismissed` line
         self.dependencies: dict[str, list[Entry]] = {}  # id -> its completed copies, looked up
         self.history_loaded = False  # `load_history` read history's headers and reports
 
     @property
     def history(self) -> list[Entry]:
-        """Completed copies and sent originals, listed on first use (names only)."""
+        """Completed copies, sent and dismissed originals, listed on first use (names
+        only)."""
         if self._history is None:
             self._history = []
             for role in self.roles.values():
-                self._history += scan_role(role, State.HISTORY, once=self._once)
+                self._history += scan_role(role, State.CLOSED, once=self._once)
             if self._once:
                 self._drop_moved_on()
         return self._history
@@ -246,7 +253,7 @@ class Snapshot:
     def entries(self, states: Iterable[str] = State.ALL) -> Iterator[Entry]:
         """Every entry whose state is in `states`, open ones first."""
         wanted = set(states)
-        history = self.history if wanted & set(State.HISTORY) else []
+        history = self.history if wanted & set(State.CLOSED) else []
         for entry in (*self.open, *history):
             if entry.state in wanted:
                 yield entry
@@ -284,10 +291,33 @@ class Snapshot:
             for entry in self.history:
                 entry.load()
             done = [e for e in self.history if e.state == State.COMPLETED]
+            self._read_dismissals()
             self._read_heads(done)
             self._look_up_dependencies(done)
             self.history_loaded = True
         return self.history
+
+    def green(self, kept: GreenListing | None = None) -> list[Green]:
+        """Every green card's file (completed copies, dismissed originals) by name alone,
+        newest first by name: the archive's order, known without opening a file.  A
+        long-running reader passes the listing it `kept`: folders unchanged since are not
+        listed again."""
+        if self._green is None:
+            self._green = (kept or GreenListing()).rows(self.roles)
+        return self._green
+
+    def load_page(self, rows: list[Green]) -> list[Entry]:
+        """The entries of a page of green files, with what a view shows of them read for
+        those alone: header blocks, latest reports, dismissal notes."""
+        from handoffd.failed import dismissal
+
+        entries = [Entry(role, state, path, batch) for _, role, state, path, batch in rows]
+        for entry in entries:
+            entry.load()
+            if entry.state == State.DISMISSED and (line := dismissal(entry.path)):
+                self.dismissals[entry.path] = line
+        self._read_heads(entries)
+        return entries
 
     def _read_heads(self, entries: Iterable[Entry]) -> None:
         """The latest report on each of `entries` that has a report folder."""
@@ -299,6 +329,17 @@ class Snapshot:
                 found = head(paths[-1])
                 if found is not None:
                     self.heads[key] = found
+
+    def dismissal(self, path: str) -> str | None:
+        """The `.dismissed` line of the dismissed original at `path`, as the scan read it."""
+        return self.dismissals.get(path)
+
+    def _read_dismissals(self) -> None:
+        from handoffd.failed import dismissal
+
+        for entry in self.history:
+            if entry.state == State.DISMISSED and (line := dismissal(entry.path)):
+                self.dismissals[entry.path] = line
 
     def _read_errors(self) -> None:
         for entry in self.open:
@@ -370,6 +411,75 @@ def scan(
 TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
 
 
+# --- the archive's listing ---------------------------------------------------------------
+
+Green = tuple[str, str, str, str, "str | None"]  # (order key, role, state, path, batch folder)
+SETTLED_NS = 2_000_000_000  # a folder's mtime younger than this may hide a change
+
+
+class GreenListing:
+    """The green files of a project by name, newest first, kept from one scan to the next
+    by a long-running reader (the web board).  A folder is listed again only when its
+    mtime moved, or is too young to be trusted (a change within the clock tick of the
+    listing leaves the mtime as it was); a batch folder inside one is checked the same way.
+    So an archive page at 50,000 completed cards costs a few stats, not a listing of all."""
+
+    def __init__(self) -> None:
+        self._folders: dict[str, tuple[dict[str, int], list[Green]]] = {}
+        self._rows: tuple[tuple[int, ...], list[Green]] | None = None
+
+    def rows(self, roles: dict[str, Role]) -> list[Green]:
+        parts = []
+        for role in roles.values():
+            for state in State.GREEN:
+                folder = role_folder(role, FOLDER[state])
+                if folder is not None:
+                    parts.append(self._listed(role.name, state, folder))
+        key = tuple(id(part) for part in parts)
+        if self._rows is None or self._rows[0] != key:
+            merged = [row for part in parts for row in part]
+            merged.sort(reverse=True)
+            self._rows = key, merged
+        return self._rows[1]
+
+    def _listed(self, role: str, state: str, folder: str) -> list[Green]:
+        kept = self._folders.get(folder)
+        if kept is not None and _unchanged(kept[0], time.time_ns()):
+            return kept[1]
+        stamps = {folder: _mtime_ns(folder)}  # before the listing: a change during it shows
+        rows: list[Green] = []
+        for path, name, batch in _files(folder, _has_batches(state)):
+            if batch is not None and batch not in stamps:
+                stamps[batch] = _mtime_ns(batch)
+            rows.append((_order(name), role, state, path, batch))
+        self._folders[folder] = stamps, rows
+        return rows
+
+
+def _unchanged(stamps: dict[str, int], now_ns: int) -> bool:
+    """Whether every folder still has the mtime it had when listed (a missing one is still
+    missing), and had it long enough before then to be trusted."""
+    for path, stamp in stamps.items():
+        if _mtime_ns(path) != stamp or now_ns - stamp < SETTLED_NS:
+            return False
+    return True
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _order(name: str) -> str:
+    """A green file's place in the archive: the time and sequence its name spells (the
+    later sent, the higher), then the name; a name not in the §2 form sorts as the oldest."""
+    if len(name) > 27 and name[2] == "_" and name[19] == "_" and name[26] == "_":
+        return name[3:26] + "/" + name
+    return "/" + name
+
+
 def newest_time(headers: dict[str, str]) -> str:
     """The newest §2 time of a header block ('' if none): they sort as text."""
     return max(headers.get(key, "") for key in TIMESTAMPS)
@@ -418,7 +528,7 @@ def scan_role(
             return entries
         if _load_open(entries, seen):
             return entries
-    return [e for e in entries if e.state in State.HISTORY or e._headers is not None]
+    return [e for e in entries if e.state in State.CLOSED or e._headers is not None]
 
 
 def listing(role: Role, states: Iterable[str]) -> list[Entry]:
@@ -513,7 +623,7 @@ def dedupe(entries: Iterable[Entry]) -> list[Entry]:
     later place; in the order first seen."""
     kept: dict[tuple[str, bool, str], Entry] = {}
     for entry in entries:
-        key = (entry.role, entry.state in State.ORIGINALS, entry.name)
+        key = (entry.role, entry.is_original, entry.name)
         if key not in kept or _LATER[entry.state] >= _LATER[kept[key].state]:
             kept[key] = entry
     return list(kept.values())

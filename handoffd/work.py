@@ -18,7 +18,7 @@ from handoffd.config import Box, Role
 class Work:
     """A role's queue at a glance: its copies in process, how many wait, who it waits for."""
 
-    __slots__ = ("batch", "in_process", "mode", "waiting", "waiting_for")
+    __slots__ = ("answers", "batch", "in_process", "mode", "waiting", "waiting_for")
 
     def __init__(
         self,
@@ -27,8 +27,12 @@ class Work:
         mode: str = "task",
         batch: bool = False,
         waiting_for: str = "",
+        answers: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         self.in_process = in_process
+        # card -> (the question, the answer's first line): an operator's answer not yet
+        # followed by a report of the role's own (docs/protocol.md §13)
+        self.answers = answers or {}
         self.waiting = waiting
         self.mode = mode
         self.batch = batch
@@ -70,13 +74,20 @@ def describe(work: Work) -> Summary:
     ]
     flight = [in_flight(c) for c in copies]
     more = f" ({work.waiting} more waiting)" if work.waiting else ""
+    answered = [
+        f"{work.answers[c.card][0] or hf.label(c.headers)} → answered: {work.answers[c.card][1]}"
+        for c in copies
+        if c.card in work.answers and not c.headers.get("blocked_reason")
+    ]
     if questions:
         step = "Resolve the blocker under Open Questions, then run `handoffd unblock`."
         return Summary("blocked", step, flight, questions)
     if copies:
         what = hf.label(copies[0].headers) if len(copies) == 1 else f"a batch of {len(copies)}"
         step = f"Finish {what}, then run done_with_current.sh{more}."
-        return Summary(f"working on {what}", step, flight, [])
+        if answered:
+            step = f"Read the answer (ready_for_next.sh shows it); then {step[0].lower()}{step[1:]}"
+        return Summary(f"working on {what}", step, flight, answered)
     if work.waiting:
         step = f"Run ready_for_next.sh: {work.waiting} handoff(s) waiting in the inbox."
         return Summary("idle", step, [], [])
@@ -96,7 +107,36 @@ def look(role: Role, waiting_for: str = "") -> Work:
     entries = scan.scan_role(role, (scan.State.NEW, scan.State.IN_PROCESS))
     taken = [e for e in entries if e.state == scan.State.IN_PROCESS]
     waiting = sum(1 for e in entries if e.state == scan.State.NEW)
-    return Work(taken, waiting, role.mode, any(e.batch for e in taken), waiting_for)
+    answers = {e.card: found for e in taken if (found := answer_of(role, e.id))}
+    return Work(taken, waiting, role.mode, any(e.batch for e in taken), waiting_for, answers)
+
+
+def answer_of(role: Role, ident: str) -> tuple[str, str] | None:
+    """(question, first line) of the answer on `ident` the role has not yet reported after;
+    the report module (and its YAML) is imported only when such an answer's name is there."""
+    if not has_answer(role.handoffs, ident):
+        return None
+    from handoffd.reports import latest_answer
+
+    found = latest_answer(role.handoffs, ident)
+    return None if found is None else (found.question, found.first_line)
+
+
+ANSWER_SUFFIX = "_ANSWER.md"  # how an answer's report is named (handoffd.reports)
+
+
+def has_answer(handoffs: str, ident: str) -> bool:
+    """Whether `H/reports/<ident>/` holds an answer's name: one listing, no link followed
+    (the careful read is `reports.latest_answer`'s).  Helpers call it on every take."""
+    if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
+        return False
+    folder = os.path.join(handoffs, "reports", ident)
+    try:
+        if os.path.islink(os.path.dirname(folder)) or os.path.islink(folder):
+            return False
+        return any(name.endswith(ANSWER_SUFFIX) for name in os.listdir(folder))
+    except OSError:
+        return False
 
 
 def newest_event(role: Role) -> float:

@@ -1,11 +1,13 @@
-"""Screenshots of the web board for the README: a live demo swarm, three pages, docs/*.png.
+"""Screenshots of the web board for the README: a live demo swarm, four pages, docs/*.png.
 
 It starts `handoffd demo --keep` (two scripted agents, coder and cleaner, do their round
 trips and stay up with the daemon), adds two roles nobody drives (`lead`, `QA`) with
 `handoffd init`, and plays a short morning between them with the real helpers: handoffs
 with dependencies, work taken and reported on in Markdown, a blocked card.  Then it
 serves the board on a free loopback port and has headless Chromium (Debian's) shoot the
-open cards, one card and the archive at a laptop's 1366x768.  Run from the checkout:
+open cards, one card and the archive at a laptop's 1366x768, then opens the URL with the
+board's key and shoots the blocked card's page with an answer typed into its form.  Run
+from the checkout:
 
     .venv/bin/python scripts/web_screenshots.py [OUT_DIR]
 """
@@ -87,8 +89,9 @@ class Swarm:
         raise SystemExit("the daemon did not deliver in time")
 
 
-def morning(swarm: Swarm) -> str:
-    """Play the morning between lead and QA; the card whose page is shot."""
+def morning(swarm: Swarm) -> tuple[str, str]:
+    """Play the morning between lead and QA; the card whose page is shot, and the blocked
+    one an operator answers."""
     smoke = swarm.send("lead", to="QA", task="smoke-test the 0.3 build")
     swarm.delivered()
     swarm.helper("QA", "ready_for_next")
@@ -114,10 +117,10 @@ def morning(swarm: Swarm) -> str:
     ))  # fmt: skip
     swarm.helper("QA", "handoffd", "block", schema,
                  "--reason", "needs the staging DB password from an operator")  # fmt: skip
-    return f"{lex}@QA"
+    return f"{lex}@QA", f"{schema}@QA"
 
 
-def shoot(url: str, card: str, out: str) -> None:
+def shoot(url: str, keyed: str, card: str, blocked: str, out: str) -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -128,6 +131,12 @@ def shoot(url: str, card: str, out: str) -> None:
                            ("/archive", "web-archive")):  # fmt: skip
             page.goto(url + path)
             page.screenshot(path=os.path.join(out, name + ".png"))
+        page.goto(keyed)  # the key becomes a cookie: the pages gain their forms
+        page.goto(url + "/card/" + blocked)
+        page.locator("form.act-answer textarea").fill(
+            "The password is in the team vault under staging/db; it rotates at noon."
+        )
+        page.screenshot(path=os.path.join(out, "web-answer.png"))
         browser.close()
 
 
@@ -137,12 +146,14 @@ def main() -> None:
     swarm = Swarm()
     web = None
     try:
-        card = morning(swarm)
-        web = subprocess.Popen([os.path.join(BIN, "handoffd"), "web", swarm.root, "--port", "0"],
-                               stdout=subprocess.PIPE, text=True)  # fmt: skip
-        assert web.stdout is not None
+        card, blocked = morning(swarm)
+        command = [os.path.join(BIN, "handoffd"), "web", swarm.root, "--port", "0"]
+        web = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
+        assert web.stdout is not None and web.stderr is not None
+        keyed = web.stderr.readline().split("open ", 1)[1].split()[0]
         url = web.stdout.readline().split(" on ", 1)[1].split()[0].rstrip("/")
-        shoot(url, card, out)
+        shoot(url, keyed, card, blocked, out)
         print(f"screenshots in {out}")
     finally:
         if web is not None:

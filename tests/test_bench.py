@@ -59,7 +59,8 @@ BOARD = ("floor_ms", "status_empty_history_ms", "status_ms",
          "status_with_history_dependency_ms", "status_vs_floor", "history_growth",
          "history_dependency_vs_floor")  # fmt: skip
 WEB = ("status_json_ms", "page_ms", "fragment_ms", "page_vs_status", "page_bytes",
-       "status_json_bytes")  # fmt: skip
+       "status_json_bytes", "open_served_ms", "archive_0_ms", "archive_n_ms", "archive_vs_page",
+       "archive_growth")  # fmt: skip
 
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -227,8 +228,10 @@ def test_the_web_scenario_prints_its_table_with_the_target_and_its_figures(tmp_p
     assert result.returncode == 0, result.stderr
     figures = json.loads((tmp_path / "figures.json").read_text())["web"]
     assert all(figures[key] > 0 for key in WEB)
-    assert figures["open_cards"] == 60
+    assert (figures["open_cards"], figures["history"]) == (60, 500)
     assert "page vs status --json" in result.stdout and "target < 3.0x" in result.stdout
+    assert "archive vs open page" in result.stdout and "target <= 2.0x" in result.stdout
+    assert "archive 0 -> 500" in result.stdout and "target <= 1.5x" in result.stdout
     assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]
 
 
@@ -259,8 +262,10 @@ def test_a_target_is_met_on_its_bound_unless_strict_and_states_itself_as_the_tab
 def test_the_board_web_and_digest_targets_are_the_ones_their_tables_state():
     board = {t.name: t for t in Board().targets({"status_vs_floor": 2.0, "history_growth": 1.21})}
     assert board["status_vs_floor"].met and not board["history_growth"].met
-    (web,) = Web().targets({"page_vs_status": 2.99})
+    web, archive, growth = Web().targets({"page_vs_status": 2.99, "archive_vs_page": 2.01,
+                                          "archive_growth": 1.5})  # fmt: skip
     assert web.met and web.text == "< 3.0x"
+    assert not archive.met and archive.text == "<= 2.0x" and growth.met
     digest = Digest().targets([{"warm_s": [0.5, 0.5, 0.5]}, {"warm_s": [0.54, 1.1, 0.55]}])
     assert [(t.name, t.met, t.text) for t in digest] == [
         ("growth", True, "<= 1.20x"), ("warm", True, "<= 1 s")]  # fmt: skip

@@ -261,15 +261,19 @@ def test_block_by_id_reaches_a_copy_waiting_in_new(project: Project) -> None:
 
 
 def test_taking_and_releasing_keep_the_reason_and_completing_removes_it(project: Project) -> None:
-    put(project, ID1, blocked_reason="from the start")
+    put(project, ID1)
     run(project, "ready_for_next")
+    run(project, "block", "--reason", "from the start")
     taken = project.box("coder", "inbox/in_process") / name(ID1)
+    run(project, "ready_for_next")  # resuming keeps it
     assert headers(taken)["blocked_reason"] == "from the start"
     run(project, "release")
     assert (
         headers(project.box("coder", "inbox/new") / name(ID1))["blocked_reason"] == "from the start"
     )
+    run(project, "unblock", ID1)  # a blocked copy in new/ is not taken until unblocked
     run(project, "ready_for_next")
+    run(project, "block", "--reason", "again")
     run(project, "done_with_current")
     assert "blocked_reason" not in headers(project.box("coder", "inbox/completed") / name(ID1))
 
@@ -377,7 +381,7 @@ def test_report_blocked_without_any_reason_is_refused_and_stores_nothing(project
 
 def test_report_done_finishes_and_prints_what_done_with_current_prints(project: Project) -> None:
     put(project, ID1)
-    put(project, ID2, blocked_reason="was blocked")
+    put(project, ID2)
     run(project, "ready_for_next")
     result = run(project, "report", "--status", "DONE", "--file", "-", stdin=b"Shipped.\n")
     [report] = stored(project, ID1)

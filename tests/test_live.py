@@ -269,8 +269,8 @@ def test_taking_finishing_and_sending_each_rewrite_the_live_file(project: Projec
 
 def test_a_blocked_card_becomes_the_open_question(project: Project) -> None:
     project.put("coder", "50_20260615T140531Z_000001_from_QA_to_coder.handoff", task="t",
-                blocked_reason="which schema version?")  # fmt: skip
-    assert project.run("ready_for_next", role="coder").code == 0
+                box="inbox/in_process", blocked_reason="which schema version?")  # fmt: skip
+    assert project.run("ready_for_next", role="coder").code == 0  # resumed, still blocked
     parsed = live_file(project, "coder")
     assert parsed.phase == "blocked"
     assert parsed.sections["Open Questions"] == ["- t: which schema version?"]

@@ -38,8 +38,10 @@ SCHEMAS = {  # tool -> its arguments: the command's long options in snake_case, 
     "resume": {"role", "json"},
     "digest": {"id", "task", "max_lines", "json"},
     "carry_forward": {"n", "since", "role", "json"},
+    "answer": {"card", "text", "by"},
 }  # fmt: skip
-REQUIRED = {"send_handoff": ["type", "to", "priority"], "block": ["reason"], "report": ["status"]}
+REQUIRED = {"send_handoff": ["type", "to", "priority"], "block": ["reason"], "report": ["status"],
+            "answer": ["card", "text"]}  # fmt: skip
 STRUCTURED = {"status", "resume", "digest", "carry_forward"}
 
 

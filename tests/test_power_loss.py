@@ -104,6 +104,22 @@ class Scenario:
         )
         return hf.name_id(third.name) or ""
 
+    def operator(self, argv: list[str], what: str) -> Step:
+        """An operator's command (docs/protocol.md §13): from the root, for no role."""
+        return Step(f"operator: {what}", [*argv, "--root", str(self.root)], str(self.root),
+                    env())  # fmt: skip
+
+    def answer_and_reopen(self, first: str) -> list[Step]:
+        """coder blocks its first note with a question, an operator answers it, coder
+        finishes both notes it holds, an operator reopens the first."""
+        card = f"{first}@coder"
+        return [self.helper("coder", "ready_for_next"),
+                self.helper("coder", "handoffd", "block", "--reason", "which schema?"),
+                self.operator(command("handoffd", "answer", card, "v4"), "handoffd answer"),
+                self.helper("coder", "done_with_current"),
+                self.helper("coder", "done_with_current"),
+                self.operator(command("handoffd", "reopen", card), "handoffd reopen")]  # fmt: skip
+
     def claims(self, third: str) -> list[Step]:
         return [self.helper("coder", "ready_for_next"),
                 self.helper("coder", "handoffd", "block", "--reason", "waiting on QA"),
@@ -137,6 +153,7 @@ class Claim:
             "RELEASED": (0, {"released_at": True}),
             "BLOCKED": (None, {"blocked_reason": True}),
             "UNBLOCKED": (None, {"blocked_reason": False}),
+            "REOPENED": (0, {"reopened_at": True, "completed_at": False}),
         }.get(token)
         if found is None:
             return False
@@ -151,6 +168,8 @@ class Claim:
             return "the copy is nowhere in the inbox"
         if STAGES[where] < self.stage:
             return f"the copy is back in {where}/"
+        if self.headers.get("reopened_at") and where != "new":  # nothing took it since
+            return f"the reopened copy is in {where}/"
         head = b"\n" + content.partition(b"\n\n")[0]
         for name, present in self.headers.items():
             if name == "blocked_reason" and present and where == "completed":
@@ -170,10 +189,13 @@ def promises(base: str) -> crashstates.Check:
 
     def check(tree: Tree, heard: list[Op]) -> list[str]:
         queued: dict[str, str] = {}
+        answered: dict[str, str] = {}
         claims: dict[tuple[str, str], Claim] = {}
         for op in heard:
             if op.kind == "began":
                 worktree = f"proj/wt/{op.what.partition(':')[0]}"
+                if op.what.startswith("operator:"):  # it acts for whichever role: the
+                    claims = {}  # tokens before it say nothing of what it changes
                 claims = {key: claim for key, claim in claims.items() if key[0] != worktree}
                 continue
             for line in op.data.decode(errors="replace").splitlines():
@@ -184,6 +206,8 @@ def promises(base: str) -> crashstates.Check:
                 worktree = rel.partition("/.swarmforge/handoffs/")[0]
                 if token == "HANDOFF QUEUED":
                     queued[rel] = line
+                elif token == "ANSWERED":
+                    answered[rel] = line
                 elif rel.endswith(hf.SUFFIX):
                     key = (worktree, os.path.basename(rel))
                     claims.setdefault(key, Claim()).hear(token, line)
@@ -193,6 +217,8 @@ def promises(base: str) -> crashstates.Check:
             for rel, line in queued.items()
             if rel not in tree and rel.replace("/outbox/", "/sent/") not in tree
         ]
+        problems += [f"{line!r} was printed, but after the cut the answer is gone"
+                     for rel, line in answered.items() if rel not in tree]  # fmt: skip
         for (worktree, name), claim in claims.items():
             where, content = find_copy(tree, worktree, name)
             why = claim.broken(where, content)
@@ -238,6 +264,18 @@ class RecipientsFirst(DaemonFirst):
 
     def applies(self, step: str) -> bool:
         return step.startswith("handoffd run")
+
+
+class AfterAnOperator(DaemonFirst):
+    """As `DaemonFirst`; a report's temp file a cut left in `reports/<id>/` is not counted:
+    every reader skips hidden files, and the next report stored on that handoff sweeps it
+    (`reports.store`; tests/test_reports.py pins that)."""
+
+    name = "daemon first, report temps aside"
+
+    def __call__(self, base: str, moved: crashstates.Moved) -> list[str]:
+        found = super().__call__(base, moved)
+        return [p for p in found if not ("hidden temp file left" in p and "/reports/" in p)]
 
 
 def carry_identities(path: str, moved: crashstates.Moved) -> None:
@@ -484,6 +522,16 @@ def delivery(tmp_path_factory: pytest.TempPathFactory) -> Recording:
 
 
 @pytest.fixture(scope="module")
+def operating(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    def steps(scenario: Scenario) -> list[Step]:
+        scenario.deliver_all()
+        (first,) = (scenario.root / "wt/coder/.swarmforge/handoffs/inbox/new").glob("*_000001_*")
+        return scenario.answer_and_reopen(hf.name_id(first.name) or "")
+
+    return recording(tmp_path_factory, steps)
+
+
+@pytest.fixture(scope="module")
 def claims(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     return recording(tmp_path_factory, lambda s: s.claims(s.deliver_all()))
 
@@ -533,3 +581,18 @@ def test_a_power_cut_anywhere_in_block_unblock_and_release_keeps_every_token(
     claims: Recording,
 ) -> None:
     explored(claims, [DaemonFirst()])
+
+
+def test_the_operator_run_does_what_its_audit_relies_on(operating: Recording) -> None:
+    out = [o.decode() for o in operating.outputs]
+    assert out[0].startswith("TASK: ") and out[1].startswith("BLOCKED: ")
+    assert out[2].startswith("ANSWERED: ") and "UNBLOCKED: " in out[2]
+    assert out[3].startswith("COMPLETED: ") and out[4].startswith("COMPLETED: ")
+    assert out[5].startswith("REOPENED: ") and "/inbox/new/" in out[5]
+
+
+def test_a_power_cut_anywhere_in_answer_and_reopen_keeps_every_token(
+    operating: Recording,
+) -> None:
+    """An answer printed is on disk; a copy reopened is back in new/ without its stamps."""
+    explored(operating, [AfterAnOperator()])

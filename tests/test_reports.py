@@ -146,3 +146,19 @@ def test_a_report_stored_in_a_handoff_directory_it_made_survives_a_power_cut(
 
     result = crashstates.explore(recorded, kept, [])
     assert not result.findings, result.report()
+
+
+def test_storing_a_report_sweeps_the_temp_a_killed_writer_left_in_its_folder(
+    tmp_path: Path,
+) -> None:
+    """A writer killed between its temp file and the rename leaves a hidden file no reader
+    sees; the next report on that handoff removes it (its pid is gone), never a live one's."""
+    handoffs = str(tmp_path / "h")
+    first = reports.store(handoffs, "id1", "RUNNING", "coder", "a", "", "one", 1.0)
+    folder = Path(first).parent
+    gone = folder / ".20260101T000000.000000Z_ANSWER.md.999999999.0.tmp"  # no such pid
+    live = folder / f".20260101T000000.000000Z_ANSWER.md.{os.getpid()}.7.tmp"
+    gone.write_text("half")
+    live.write_text("being written")
+    reports.store(handoffs, "id1", "RUNNING", "coder", "a", "", "two", 2.0)
+    assert not gone.exists() and live.exists()

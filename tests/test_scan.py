@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from pathlib import Path
 
 from handoffd import config, scan
 from handoffd.scan import State
@@ -18,8 +20,9 @@ def roles(project: Project) -> dict[str, config.Role]:
 
 
 def test_states_are_iterable_and_are_the_names_status_prints() -> None:
-    assert list(State) == ["outbox", "failed", "new", "in_process", "completed", "sent"]
-    assert set(State.OPEN) | set(State.HISTORY) == set(State)
+    assert list(State) == ["outbox", "failed", "dismissed", "new", "in_process", "completed",
+                           "sent"]  # fmt: skip
+    assert set(State.OPEN) | set(State.CLOSED) == set(State)
 
 
 def test_scan_finds_every_state_batches_included_and_ignores_other_names(
@@ -187,3 +190,38 @@ def test_a_queue_folder_behind_a_link_is_not_listed_so_no_view_reads_outside_fil
     assert [e.path for e in found.entries()] == []
     assert found.completed("20260615T140531Z_000042_from_architect") == []
     assert [e.path for e in found.history] == []
+
+
+# --- the archive's listing (docs/protocol.md §9, §13) ------------------------------------------
+
+
+def _age_folders(root: Path) -> None:
+    past = time.time() - 60
+    for folder, _, _ in os.walk(root):
+        os.utime(folder, (past, past))
+
+
+def test_the_archive_lists_green_names_newest_first_and_lists_again_only_what_changed(
+    project: Project,
+) -> None:
+    from handoffd.scan import GreenListing
+
+    for n in (3, 1, 2):
+        project.put("QA", f"50_20260101T000000Z_00000{n}_from_coder_to_QA.handoff",
+                    box="inbox/completed")  # fmt: skip
+    project.put("coder", "10_20260102T000000Z_000009_from_coder_to_QA.handoff",
+                box="failed/dismissed")  # fmt: skip
+    _age_folders(project.root)
+    kept = GreenListing()
+    roles = config.load_roles(str(project.root))
+    rows = kept.rows(roles)
+    assert [(row[1], row[2], Path(row[3]).name[3:26]) for row in rows] == [
+        ("coder", "dismissed", "20260102T000000Z_000009"),
+        ("QA", "completed", "20260101T000000Z_000003"),
+        ("QA", "completed", "20260101T000000Z_000002"),
+        ("QA", "completed", "20260101T000000Z_000001"),
+    ]  # fmt: skip
+    assert kept.rows(roles) is rows  # nothing changed: nothing listed or sorted again
+    project.put("QA", "50_20260103T000000Z_000004_from_coder_to_QA.handoff", box="inbox/completed")
+    again = kept.rows(roles)
+    assert again is not rows and Path(again[0][3]).name.startswith("50_20260103T")

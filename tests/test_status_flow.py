@@ -45,8 +45,12 @@ def test_block_take_age_release_and_unblock_each_recolour_the_card(project: Proj
     assert (card["color"], card["detail"]) == ("red", "needs the staging password")
     assert card["blocked_reason"] == "needs the staging password"
 
-    ok(project, "ready_for_next")  # taking it claims it; the declared block still wins
-    card = board(project)[f"{A}@QA"]
+    ok(project, "ready_for_next")  # a blocked copy waits: not taken (§13)
+    assert board(project)[f"{A}@QA"]["state"] == "new"
+    ok(project, "handoffd", "unblock", A)
+    ok(project, "ready_for_next")
+    ok(project, "handoffd", "block", "--reason", "needs the staging password")
+    card = board(project)[f"{A}@QA"]  # claimed, and the declared block still wins
     assert (card["state"], card["color"], card["claim"]["live"]) == ("in_process", "red", True)
 
     ok(project, "handoffd", "unblock")

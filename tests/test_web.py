@@ -75,12 +75,19 @@ def test_every_answer_carries_a_csp_that_allows_only_our_own_script(
     assert answer.headers["x-frame-options"] == "DENY"
 
 
-@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH", "OPTIONS"])
 @pytest.mark.parametrize("path", ["/", "/api/cards", "/card/x@QA", "/static/board.css", "/nope"])
-def test_any_method_but_get_and_head_is_405(project: Project, method: str, path: str) -> None:
+def test_any_method_but_get_head_and_post_is_405(project: Project, method: str, path: str) -> None:
     answer = client(project).request(method, path)
     assert answer.status_code == 405
-    assert answer.headers["allow"] == "GET, HEAD"
+    assert answer.headers["allow"] == "GET, HEAD, POST"
+    assert answer.headers["content-security-policy"] == CSP
+
+
+@pytest.mark.parametrize("path", ["/", "/api/cards", "/card/x@QA/answer", "/nope"])
+def test_a_post_without_the_boards_key_is_403(project: Project, path: str) -> None:
+    answer = client(project).post(path, data={"text": "hi"})
+    assert answer.status_code == 403
     assert answer.headers["content-security-policy"] == CSP
 
 
@@ -296,10 +303,10 @@ def test_page_number(text: str | None, page: int | None) -> None:
 
 def test_counts_title_leads_with_the_reds() -> None:
     assert views.counts_title({"red": 2, "yellow": 1, "orange": 3, "green": 9}) == (
-        "2 red · 6 open — handoffd"
+        "(2) handoffd — 6 open"
     )
     assert views.counts_title({"red": 0, "yellow": 0, "orange": 1, "green": 0}) == (
-        "1 open — handoffd"
+        "handoffd — 1 open"
     )
 
 

@@ -15,7 +15,7 @@ from handoffd.board.web import views
 from tests.conftest import Project
 from tests.daemon_support import handoffd
 from tests.test_web import completed, hostile
-from tests.web_support import colourful, ident, put, serving
+from tests.web_support import KEY, colourful, ident, put, serving
 
 CHROMIUM = "/usr/bin/chromium"
 LIVE_S = 2.0  # the contract: a change on disk shows within 2 s, without a reload
@@ -141,7 +141,7 @@ def test_payloads_in_files_show_as_text_and_never_run(project: Project, page: An
         assert page.locator("main img").count() == 0
 
 
-def test_unknown_and_malformed_names_are_404_and_writes_are_405(
+def test_unknown_and_malformed_names_are_404_and_writes_without_the_key_refused(
     project: Project, page: Any
 ) -> None:
     colourful(project)
@@ -150,9 +150,9 @@ def test_unknown_and_malformed_names_are_404_and_writes_are_405(
             answer = page.goto(f"{url}/card/{name}")
             assert answer is not None and answer.status == 404, name[:20]
             assert page.locator("h1").inner_text() == "404"
-        for method in ("post", "put", "delete", "patch"):
+        for method, code in (("post", 403), ("put", 405), ("delete", 405), ("patch", 405)):
             answer = getattr(page.request, method)(url + "/api/cards")
-            assert answer.status == 405, method
+            assert answer.status == code, method
 
 
 def test_the_archive_pages_newest_first(project: Project, page: Any) -> None:
@@ -171,3 +171,130 @@ def test_the_archive_pages_newest_first(project: Project, page: Any) -> None:
         assert seen == newest_first
         assert page.url.endswith("/archive?page=3")
         assert page.locator("a[rel=next]").count() == 0
+
+
+# --- the operator acts (docs/protocol.md §13) -------------------------------------------------
+
+QUESTION = "Should f(a,) and f(a, ) parse the same?"
+
+
+def web_command(project: Project) -> tuple[Any, str]:
+    """`handoffd web --port 0` as a process, and the keyed URL it printed on stderr."""
+    import subprocess
+    import sys
+
+    from tests.swarm_support import command_env
+
+    command = [sys.executable, "-m", "handoffd", "web", str(project.root), "--port", "0"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=command_env())  # fmt: skip
+    assert process.stderr is not None and process.stdout is not None
+    said = process.stderr.readline()
+    assert "?key=" in said, said
+    process.stdout.readline()  # it serves
+    return process, said.split("open ", 1)[1].split()[0]
+
+
+def blocked_agent(project: Project) -> str:
+    """coder holds work it blocked with a question; its card."""
+    put(project, 1, "coder", task="trailing-commas")
+    assert project.run("ready_for_next", role="coder").code == 0
+    assert project.run("handoffd", "block", "--reason", QUESTION, role="coder").code == 0
+    return f"{ident(1)}@coder"
+
+
+@pytest.fixture
+def tmux() -> Iterator[Any]:
+    from tests.daemon_support import tmux_server
+
+    yield from tmux_server()
+
+
+def test_an_operator_answers_a_red_card_from_the_board_and_the_agent_reads_the_answer(
+    project: Project, page: Any, tmux: Any
+) -> None:
+    """The loop of docs/protocol.md §13 end to end: an agent blocked with a question, the
+    operator answers on the web board, the agent's session is woken, `ready_for_next`
+    shows the answer and the card is yellow again."""
+    import signal
+
+    from tests.daemon_support import use_socket
+
+    card = blocked_agent(project)
+    use_socket(project, tmux.socket)
+    tmux.session("coder")
+    process, keyed_url = web_command(project)
+    try:
+        page.goto(keyed_url)
+        assert "?key=" not in page.url  # the key became a cookie and left the address bar
+        shown = page.locator(f'[data-card="{card}"]')
+        assert shown.get_attribute("data-color") == "red"
+        page.evaluate("window.__same_document = true")
+        shown.locator("form.act-answer textarea").fill("Yes: both parse as f(a).")
+        shown.locator("form.act-answer button").click()
+        page.wait_for_selector(f'[data-card="{card}"][data-color="yellow"]', timeout=LIVE_S * 1000)
+        assert page.evaluate("window.__same_document") is True  # no reload happened
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=15)
+    woken = "An operator answered you on trailing-commas. Run ready_for_next.sh to see it."
+    assert tmux.typed("coder", woken) == 1
+    taken = project.run("ready_for_next", role="coder")
+    assert "ANSWER: Yes: both parse as f(a). (" in taken.out, taken.out
+    assert "BLOCKED_REASON" not in taken.out
+
+
+def test_the_title_counts_the_reds_and_a_new_red_card_raises_a_notification(
+    project: Project, page: Any
+) -> None:
+    put(project, 1, "QA")
+    page.add_init_script(
+        "window.__shown = [];"
+        "window.Notification = function (title, options) {"
+        "  window.__shown.push(options.body); };"
+        "window.Notification.permission = 'granted';"
+    )  # the operator allowed notifications on the page
+    with serving(project.root) as url:
+        page.goto(url + "/")
+        assert not page.title().startswith("(")
+        done = project.run("handoffd", "block", ident(1), "--reason", "which API?", role="QA")
+        assert done.code == 0, done.err
+        page.wait_for_selector(f'[data-card="{ident(1)}@QA"][data-color="red"]',
+                               timeout=LIVE_S * 1000)  # fmt: skip
+        assert page.evaluate("window.__shown") == [f"{ident(1)}@QA"]
+        assert page.title().startswith("(1) handoffd")
+
+
+def test_a_refused_action_shows_the_commands_words_on_the_board_and_on_the_card_page(
+    project: Project, page: Any
+) -> None:
+    card = blocked_agent(project)
+    with serving(project.root, key=KEY) as url:
+        page.goto(f"{url}/?key={KEY}")
+        form = page.locator(f'[data-card="{card}"] form.act-answer')
+        form.locator("textarea").fill("too late")  # typing holds the live part still
+        assert project.run("done_with_current", role="coder").code == 0  # green meanwhile
+        form.locator("button").click()
+        refusal = page.locator(f'[data-actions="{card}"] .refusal')
+        refusal.wait_for(state="visible", timeout=LIVE_S * 1000)
+        assert refusal.inner_text() == f"UNKNOWN_CARD: {card}"
+        page.goto(url + views.card_url(card))  # green now: its page offers Reopen
+        assert project.run("handoffd", "reopen", card, "--root", str(project.root),
+                           role=None, cwd=project.root).code == 0  # fmt: skip
+        page.locator("form.act-reopen button").click()  # a plain form: the answer is a page
+        assert page.locator("p.refusal").inner_text() == f"NOT_COMPLETED: {card}"
+
+
+def test_an_answer_carrying_markup_never_runs_on_any_page(project: Project, page: Any) -> None:
+    card = blocked_agent(project)
+    payload = '<img src=x onerror="alert(1)"><script>alert(2)</script>'
+    with serving(project.root, key=KEY) as url:
+        page.goto(f"{url}/?key={KEY}")
+        form = page.locator(f'[data-card="{card}"] form.act-answer')
+        form.locator("textarea").fill(payload)
+        form.locator("button").click()
+        page.wait_for_selector(f'[data-card="{card}"][data-color="yellow"]', timeout=LIVE_S * 1000)
+        page.goto(url + views.card_url(card))
+        assert payload in page.locator("#latest-report").inner_text()
+        page.wait_for_timeout(300)
+    assert page.dialogs == []

@@ -65,12 +65,25 @@ def colourful(project: Project) -> dict[str, str]:
     }
 
 
+KEY = "k" * 32  # the board's key in tests that act (a real one is random)
+
+
 @contextmanager
-def serving(root: Path | str, clock: Callable[[], float] = time.time) -> Iterator[str]:
-    """Serve the board of `root` on 127.0.0.1:<free port> until the block ends."""
+def serving(
+    root: Path | str,
+    clock: Callable[[], float] = time.time,
+    key: str | None = None,
+    writable: bool = True,
+) -> Iterator[str]:
+    """Serve the board of `root` on 127.0.0.1:<free port> until the block ends; with a
+    `key`, an operator holding it acts through the forms (unless not `writable`)."""
+    from handoffd.adapters.web import Actions
+
     sock = socket.create_server(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = create_app(str(root), clock=clock, port=port)
+    actions = Actions(str(root), by="ann") if key else None
+    app = create_app(str(root), clock=clock, port=port, actions=actions, key=key,
+                     writable=writable)  # fmt: skip
     config = uvicorn.Config(app, lifespan="off", log_level="warning",
                             timeout_graceful_shutdown=1)  # fmt: skip
     server = uvicorn.Server(config)

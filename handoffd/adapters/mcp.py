@@ -35,7 +35,8 @@ INSTRUCTIONS = """\
 handoffd's queue for your role (the same files and rules as the *.sh helpers).
 Start a session with `resume`. Take work with `ready_for_next`, send results with
 `send_handoff`, then `done_with_current`. On long work `report` RUNNING; when stuck
-`report` BLOCKED (or `block`). `note` keeps decisions for the next session."""
+`report` BLOCKED (or `block`) with the question itself; when woken, `ready_for_next` shows
+the operator's ANSWER. `note` keeps decisions for the next session."""
 ROLE_KEYS = ("role", "agent", "conversation")
 
 

@@ -191,7 +191,7 @@ def project(
     if include_green and not snapshot.history_loaded:
         raise ValueError("green cards need the snapshot's history: load_history() first")
     # history first: a copy completed while we read is then kept green, not also open
-    greens = list(snapshot.entries((State.COMPLETED,))) if include_green else []
+    greens = list(snapshot.entries(State.GREEN)) if include_green else []
     cards = _open_cards(snapshot, now, stall_s) + [_green(entry, now) for entry in greens]
     names: set[str] = set()
     naming.assign(cards, names)
@@ -204,8 +204,23 @@ def project(
     for card in (card for same in by_id.values() for card in same):  # history's too
         card.closure = closure(card, by_id)
         card.colour, card.detail = colour.paint(card, card.closure)
+        if card.state == State.DISMISSED:  # who put it aside, when and why (§13)
+            card.detail = snapshot.dismissal(card.path) or card.detail
     cycles = find_cycles({ident: same[0].depends_on for ident, same in by_id.items()})
     return Board(snapshot, cards, cycles)
+
+
+def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Card]:
+    """The green cards of `entries` (a page of the archive, `Snapshot.load_page` read),
+    in their order: named, their latest report and, for a dismissed one, its note."""
+    shown = [_green(entry, now) for entry in entries]
+    naming.assign(shown, set())
+    for card in shown:
+        card.latest_report = latest_report(snapshot, card.role, card.id)
+        card.colour, card.detail = colour.paint(card, ())
+        if card.state == State.DISMISSED:
+            card.detail = snapshot.dismissal(card.path) or card.detail
+    return shown
 
 
 # --- building cards -------------------------------------------------------------------
@@ -361,8 +376,8 @@ def _age(entry: Entry, now: float) -> float | None:
     completed; an original since its file was written."""
     headers = entry.headers
     if entry.state == State.NEW:
-        since = max(filter(None, (epoch(headers.get(k)) for k in ("enqueued_at", "released_at"))),
-                    default=None)  # fmt: skip
+        keys = ("enqueued_at", "released_at", "reopened_at")
+        since = max(filter(None, (epoch(headers.get(k)) for k in keys)), default=None)
     elif entry.state == State.IN_PROCESS:
         since = epoch(headers.get("dequeued_at"))
     elif entry.state == State.COMPLETED:

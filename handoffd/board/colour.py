@@ -72,7 +72,7 @@ def own_red(
     daemon_running: bool,
 ) -> str | None:
     """Why a card is red by rule 2 (its own doing), or None."""
-    if state == "completed":
+    if state in ("completed", "dismissed"):
         return None
     if blocked_reason:
         return blocked_reason
@@ -88,6 +88,8 @@ def paint(card: Painted, closure: Sequence[Painted]) -> tuple[str, str]:
     """(colour, detail) of `card`, whose dependency closure is `closure` (nearest first)."""
     if card.state == "completed":
         return GREEN, f"completed {ago(card.age_s)} ago"
+    if card.state == "dismissed":  # a refused original an operator put aside
+        return GREEN, f"dismissed {ago(card.age_s)} ago"
     if card.red_reason:
         return RED, card.red_reason
     if card.claim and card.claim.live:

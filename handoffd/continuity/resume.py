@@ -8,7 +8,7 @@ reading, and the git rung writes the live file so the next agent never digs agai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from handoffd import budget, git, live, reports, scan, work
 from handoffd import handoff as hf
@@ -32,6 +32,7 @@ class Answer:
     state: str | None = None
     next_step: str | None = None
     open_question: str | None = None
+    answer: str | None = None  # `<first line> (<by>, <when>)`: an operator's answer (§13)
 
     def lines(self) -> list[str]:
         """At most five lines: the open question always second when there is one.  Each
@@ -39,7 +40,9 @@ class Answer:
         if self.source == "cold_start":
             return [COLD_START]
         lines = [f"RESUMING: {self.role} on {escape(self.branch)} (from {SOURCES[self.source]})"]
-        if self.open_question:
+        if self.answer:
+            lines.append(f"ANSWER: {live.one_line(self.answer)}")
+        elif self.open_question:
             lines.append(f"OPEN_QUESTION: {live.one_line(self.open_question)}")
         lines.append(f"STATE: {live.one_line(self.state or '')}")
         lines.append(f"NEXT_STEP: {live.one_line(self.next_step or '')}")
@@ -53,6 +56,7 @@ class Answer:
             "open_question": self.open_question,
             "state": self.state,
             "next_step": self.next_step,
+            "answer": self.answer,
             "lines": self.lines(),
         }
 
@@ -155,7 +159,25 @@ def fresh(parsed: live.Parsed, branch: str, newest_event: float) -> bool:
 
 
 def climb(role: Role, root: str, now: float | None = None) -> Answer:
-    """Climb the ladder for `role`; stop at the first rung that yields state."""
+    """Climb the ladder for `role`; stop at the first rung that yields state.  An
+    operator's answer on the work in process is the second line, whatever the rung."""
+    found = _climb(role, root, now)
+    said = answered(role)
+    return found if said is None else replace(found, answer=said)
+
+
+def answered(role: Role) -> str | None:
+    """`<first line> (<by>, <when>)` of the answer on the role's work in process that the
+    role has not reported after, or None."""
+    for entry in scan.scan_role(role, (scan.State.IN_PROCESS,)):
+        if work.has_answer(role.handoffs, entry.id):
+            found = reports.latest_answer(role.handoffs, entry.id)
+            if found is not None:
+                return f"{found.first_line} ({found.agent}, {found.reported_at})"
+    return None
+
+
+def _climb(role: Role, root: str, now: float | None) -> Answer:
     branch = live.branch(role.worktree)
     parsed = live.read(role.worktree)
     if parsed is not None and fresh(parsed, branch, work.newest_event(role)):

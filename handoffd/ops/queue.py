@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 
 from handoffd import blocks
-from handoffd.inbox import Inbox
+from handoffd.inbox import BLOCKED, Inbox, Item, dependencies, not_ready_line
 from handoffd.ops.context import Context
 from handoffd.ops.steps import after_step, and_then, locked
 from handoffd.outcome import Exit, Refusal, Result
+from handoffd.work import has_answer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
     from handoffd.config import Role
     from handoffd.draft import Draft
+    from handoffd.ops.readiness import Dependencies
     from handoffd.ops.steps import Step
 
     Enqueue = Callable[[Role, Draft, float], str]  # queue a checked draft: its path
@@ -49,13 +51,61 @@ Optional for any type: depends_on: <id>[,<id>...] and blocked_reason: <one line>
 
 
 def _take_task(context: Context, inbox: Inbox) -> Result:
-    item = inbox.take_task()
-    return Result(Exit.OK, "NO_TASK\n" if item is None else blocks.task(item))
+    ready = Ready(context)
+    item = inbox.take_task(ready.done)
+    if item is None:
+        return ready.nothing(inbox)
+    return Result(Exit.OK, blocks.task(item, ready.notes(item)))
 
 
 def _take_batch(context: Context, inbox: Inbox) -> Result:
-    taken = inbox.take_batch()
-    return Result(Exit.OK, "NO_TASK\n" if taken is None else blocks.batch(*taken))
+    ready = Ready(context)
+    taken = inbox.take_batch(ready.done)
+    if taken is None:
+        return ready.nothing(inbox)
+    return Result(Exit.OK, blocks.batch(*taken, notes=ready.notes))
+
+
+class Ready:
+    """What a take asks beyond §4 (docs/protocol.md §13): whether a file's dependencies are
+    done, and the lines its TASK block gains.  The board is built (and its modules
+    imported) only for a file that carries `depends_on`, a report folder read only when
+    it holds an answer: a take in a project that uses neither pays for nothing."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self._dependencies: Dependencies | None = None
+
+    def dependencies(self) -> Dependencies:
+        if self._dependencies is None:
+            from handoffd.ops.readiness import Dependencies
+
+            self._dependencies = Dependencies(self.context)
+        return self._dependencies
+
+    def done(self, path: str, wanted: list[str]) -> bool:
+        return self.dependencies().done(wanted, path)
+
+    def nothing(self, inbox: Inbox) -> Result:
+        """`NO_TASK`, and the `NOT_READY` line when work waits that is not ready."""
+        reasons = inbox.ready(self.done)[1]
+        return Result(Exit.OK, "NO_TASK\n", not_ready_line(reasons) + "\n" if reasons else "")
+
+    def notes(self, item: Item) -> list[str]:
+        """`BLOCKED_REASON`, `DEPENDS_ON` and `ANSWER` lines, where they apply."""
+        handoff, lines = item.handoff, []
+        reason = handoff.get(BLOCKED)
+        if reason:
+            lines.append("BLOCKED_REASON: " + _printable(reason))
+        wanted = dependencies(handoff)
+        if wanted:
+            lines += self.dependencies().lines(item.path, wanted)
+        ident = handoff.get("id") or ""
+        if has_answer(self.context.me.handoffs, ident):
+            from handoffd.ops.readiness import answer_lines
+
+            lines += answer_lines(self.context.me.handoffs, ident)
+        return lines
 
 
 def _finish_task(context: Context, inbox: Inbox) -> Result:
@@ -109,6 +159,16 @@ def finish_task(context: Context) -> Result:
 
 def finish_batch(context: Context) -> Result:
     return locked(context, _finish_batch, alive=True)
+
+
+def _printable(text: str) -> str:
+    """A header's value as one printed line: a control character from a hand-edited file
+    is shown escaped (the escaping module only imported then)."""
+    if text.isprintable():
+        return text
+    from handoffd.terminal import escape
+
+    return escape(text)
 
 
 # --- queueing work (docs/protocol.md §3) ----------------------------------------------------

@@ -86,7 +86,7 @@ class Op:
     """
 
     __slots__ = (
-        "about", "form", "help", "name", "needs", "output", "params", "root_positional",
+        "about", "form", "help", "name", "needs", "offer", "output", "params", "root_positional",
         "target", "tool", "tool_params", "unknown_role", "watch",
     )  # fmt: skip
 
@@ -106,6 +106,7 @@ class Op:
         unknown_role: str = "Unknown role: {}",
         watch: bool = False,
         form: str = "",
+        offer: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.target = target
@@ -120,6 +121,10 @@ class Op:
         self.unknown_role = unknown_role  # how a role missing from roles.tsv is named
         self.watch = watch  # the command may redraw it (`--watch`)
         self.form = form  # the web board's action name, for an operator's action
+        # the cards whose pages offer that form, by what they are (any one matches):
+        # `red` (a red copy), `blocked`, `open` (a copy in new/ or in process),
+        # `in_process`, `failed` (a refused original), `completed` (a completed copy)
+        self.offer = offer
 
     @property
     def tool_name(self) -> str:

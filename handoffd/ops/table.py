@@ -70,6 +70,7 @@ RESUME_OUT = {
         "open_question": {"type": ["string", "null"]},
         "state": {"type": ["string", "null"]},
         "next_step": {"type": ["string", "null"]},
+        "answer": {"type": ["string", "null"]},
         "lines": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["source", "role", "branch", "open_question", "state", "next_step", "lines"],
@@ -84,9 +85,18 @@ DIGEST_OUT = {
     "required": ["markdown", "receipt", "gaps"],
 }
 
+# --- an operator's actions (docs/protocol.md §13) -------------------------------------------
+
+CARD = Param("card", STR, "The card, <id>@<role>, as the board names it.", positional=True,
+             required=True, metavar="CARD")  # fmt: skip
+BY = Param("by", STR, "Who acts (default: $USER, else operator).")
+ANSWER_LIMIT = 16 * 1024
+ANSWER_TOO_LARGE = "INVALID_ANSWER: more than {limit} bytes; at most {limit}"
+
 QUEUE = "handoffd.ops.queue:"
 CLAIMS = "handoffd.ops.claims:"
 VIEWS = "handoffd.ops.views:"
+OPERATOR = "handoffd.ops.operator:"
 
 OPS = (
     Op("send-handoff", QUEUE + "send", "Check a draft and queue it (as swarm_handoff does).",
@@ -102,7 +112,9 @@ OPS = (
        (*WHO, ROOT), tool_params=(),
        about="Take your next work (as ready_for_next.sh): prints a TASK block (task mode) or a "
        "BATCH block (batch mode) with the payload to act on, the same block again if you "
-       "already hold work, or NO_TASK when your inbox is empty."),
+       "already hold work, or NO_TASK when your inbox is empty (with NOT_READY when what "
+       "waits is blocked or waits on other handoffs). An operator's answer to your blocked "
+       "question shows as its ANSWER and ANSWER_FILE lines: read that file."),
     Op("ready-for-next-task", QUEUE + "take_task", "Take the next task (task mode).",
        (*WHO, ROOT), tool=False),
     Op("ready-for-next-batch", QUEUE + "take_batch", "Take the next batch (batch mode).",
@@ -124,17 +136,20 @@ OPS = (
        "Put the work in process (a whole batch, whichever file ID names) back into new/.",
        (ID, *WHO, ROOT),
        about="Give back the work you hold (or the work holding id): it returns to your inbox's "
-       "new/ for a later take, unclaimed. Prints RELEASED: <path> per file."),
+       "new/ for a later take, unclaimed. Prints RELEASED: <path> per file.",
+       form="release", offer=("in_process",)),
     Op("block", CLAIMS + "block",
        "Set blocked_reason on the role's copy of ID (default: the work in process).",
        (ID, Param("reason", STR, "Why it is blocked: one line, 1 to 200 characters.",
                   required=True), *WHO, ROOT),
        about="Mark your work in process (or the handoff id in your inbox) blocked, with the "
-       "reason the operator sees in red on the board. Undo with unblock."),
+       "reason the operator sees in red on the board. Undo with unblock.",
+       form="block", offer=("open",)),
     Op("unblock", CLAIMS + "unblock",
        "Remove blocked_reason from the role's copy of ID (default: the work in process).",
        (ID, *WHO, ROOT),
-       about="Remove the blocked reason from your work in process (or from the handoff id)."),
+       about="Remove the blocked reason from your work in process (or from the handoff id).",
+       form="unblock", offer=("blocked",)),
     Op("report", CLAIMS + "report",
        "Store a report on the work in process (or on ID) and act on its status.",
        (ID,
@@ -197,6 +212,35 @@ OPS = (
        needs="project", root_positional=True, output=ITEMS,
        about="What happened here recently: the latest threads, newest activity first, each as "
        "a compact digest with its receipt. structuredContent.items holds the digests."),
+    # A tool: an agent acting as lead may answer another agent.
+    Op("answer", OPERATOR + "answer",
+       "Answer an agent on an open card: stored with its reports, its block lifted, it is woken.",
+       (CARD,
+        Param("said", STR, "The answer, inline (or give --file).", positional=True,
+              metavar="[TEXT]", tool=False),
+        Param("text", TEXT, "The answer, Markdown (1 byte to 16 KiB).", limit=ANSWER_LIMIT,
+              over=ANSWER_TOO_LARGE, default=""),
+        BY, ROOT),
+       needs="project", form="answer", offer=("red",),
+       tool_params=(CARD, Param("text", STR, "The answer, Markdown (1 byte to 16 KiB).",
+                                required=True), BY),
+       about="Answer another agent's open card (as `handoffd answer`): the text is stored as "
+       "an ANSWER report on it, its blocked reason is removed, and its role is woken to read "
+       "the answer in its TASK block. Prints ANSWERED: <report path>."),
+    # retry, dismiss and reopen: a person's decisions about what the queue holds, not an
+    # agent's about its own work, so no tool offers them (an agent that could dismiss a
+    # refusal could hide its own failed handoff from the board).
+    Op("retry", OPERATOR + "retry",
+       "Move a refused original (failed/) back into its sender's outbox to be checked again.",
+       (CARD, ROOT), needs="project", tool=False, form="retry", offer=("failed",)),
+    Op("dismiss", OPERATOR + "dismiss",
+       "Put a refused original aside in failed/dismissed/: a green card, off the open board.",
+       (CARD, Param("reason", STR, "Why (default: dismissed)."), BY, ROOT),
+       needs="project", tool=False, form="dismiss", offer=("failed",)),
+    Op("reopen", OPERATOR + "reopen",
+       "Move a completed copy back into its role's new/ (orange until taken); wake the role.",
+       (CARD, Param("reason", STR, "Why it is reopened (kept as reopened_reason)."), ROOT),
+       needs="project", tool=False, form="reopen", offer=("completed",)),
 )  # fmt: skip
 
 BY_NAME = {op.name: op for op in OPS}

@@ -4,8 +4,15 @@ Every request scans the queue once and projects it once (`cards.project`), then 
 a Jinja2 template with autoescape on: nothing read from a file reaches the page
 unescaped, and a report's Markdown is rendered with raw HTML disabled.  One middleware
 checks every request before routing: a `Host` that is not the server's own address is
-421 (DNS rebinding), and the app is read-only (405 to any method but GET and HEAD); it
-also sets the security headers (a Content-Security-Policy allowing our own script only).
+421 (DNS rebinding); any method but GET, HEAD and POST is 405; a POST needs the board's
+key (its cookie) and an `Origin` of the board's own, and with `--read-only` is 405; on a
+non-loopback address every request needs the key.  It also sets the security headers (a
+Content-Security-Policy allowing our own script, and forms that post to the board only).
+
+The key (docs/protocol.md §13) is a random token: opening the board's URL with `?key=`
+sets it as an HttpOnly, SameSite=Strict cookie and redirects to the URL without it.  Each
+form carries a CSRF token derived from the key; the actions themselves are the table's
+(`handoffd.adapters.web`), handed in as `actions`: this module only guards and renders.
 
 Live updates are a fragment poll, not a push: the open page's script asks for
 `/fragment` every second with the ETag of what it shows, and the server answers 304
@@ -18,18 +25,21 @@ that, recovers by itself after a restart, and costs one scan and render a second
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -43,15 +53,20 @@ STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
 BODY_LIMIT = 1024 * 1024  # bytes of a handoff file shown on its page
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+# `same-origin`, not `no-referrer`: with no referrer at all Chromium sends `Origin: null`
+# on a form's POST, and the Origin check would refuse the board's own forms.
 HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 ]
 READ_ONLY = ("GET", "HEAD")
+METHODS = ("GET", "HEAD", "POST")
+COOKIE = "handoffd_key"
+FORM_LIMIT = 128 * 1024  # bytes of a form's body: a 16 KiB answer, percent-encoded, and more
 OTHERS_EVERY = 2.0  # seconds between reads of the other hosts' cards
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
@@ -109,10 +124,82 @@ def allowed_hosts(host: str, port: int) -> frozenset[str]:
 
 
 def read_only(scope: Scope) -> Response | None:
-    """405 for any method but GET and HEAD: the board changes nothing."""
+    """405 for any method but GET and HEAD: the board changes nothing (`--read-only`)."""
     if scope["method"] in READ_ONLY:
         return None
     return Response("Method Not Allowed\n", 405, {"Allow": ", ".join(READ_ONLY)})
+
+
+def methods(scope: Scope) -> Response | None:
+    """405 for any method but GET, HEAD and POST."""
+    if scope["method"] in METHODS:
+        return None
+    return Response("Method Not Allowed\n", 405, {"Allow": ", ".join(METHODS)})
+
+
+class Keys:
+    """The board's key and the CSRF token its forms carry (derived from it, so a page
+    rendered before a restart with a kept `--key-file` still posts)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.csrf = hmac.new(key.encode(), b"handoffd csrf", "sha256").hexdigest()
+
+    def held(self, scope: Scope) -> bool:
+        """Whether the request carries the key's cookie."""
+        for name, value in cookies(scope):
+            if name == COOKIE and hmac.compare_digest(value.encode(), self.key.encode()):
+                return True
+        return False
+
+    def csrf_ok(self, token: str) -> bool:
+        return hmac.compare_digest(token.encode(), self.csrf.encode())
+
+
+def cookies(scope: Scope) -> list[tuple[str, str]]:
+    """The request's cookies, as (name, value)."""
+    found = []
+    for key, value in scope["headers"]:
+        if key == b"cookie":
+            for part in value.decode("latin-1").split(";"):
+                name, _, text = part.strip().partition("=")
+                found.append((name, text))
+    return found
+
+
+def key_check(keys: Keys | None, host: str, port: int, loopback: bool) -> Check:
+    """The key's rules (docs/protocol.md §13): `?key=` trades the key for its cookie; a POST
+    needs the cookie and, when it names one, the board's own Origin; off loopback every
+    request needs the cookie.  Without a key the board is read-only: a POST is 403."""
+    origins = {f"http://{name}" for name in allowed_hosts(host, port)}
+
+    def check(scope: Scope) -> Response | None:
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if "key" in query and scope["method"] in READ_ONLY:
+            return _trade(keys, scope, query)
+        held = keys is not None and keys.held(scope)
+        if scope["method"] == "POST":
+            if not held:
+                return Response("Forbidden: this needs the board's key\n", 403)
+            origin = [v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"]
+            if origin and origin[0].lower() not in origins:
+                return Response("Forbidden: a form of another site\n", 403)
+        elif not loopback and not held:
+            return Response("Forbidden: open the URL with the board's key\n", 403)
+        return None
+
+    return check
+
+
+def _trade(keys: Keys | None, scope: Scope, query: dict[str, str]) -> Response:
+    """The key given in the URL, as a cookie, then the same URL without it."""
+    given = query.pop("key")
+    if keys is None or not hmac.compare_digest(given.encode(), keys.key.encode()):
+        return Response("Forbidden: not the board's key\n", 403)
+    target = scope["path"] + (f"?{urlencode(query)}" if query else "")
+    response = Response(status_code=303, headers={"Location": target})
+    response.set_cookie(COOKIE, keys.key, httponly=True, samesite="strict", path="/")
+    return response
 
 
 def markdown() -> Callable[[str], Markup]:
@@ -143,9 +230,18 @@ class Board:
     archive page never holds up the event loop (nor another tab's live refresh)."""
 
     def __init__(
-        self, root: str, window_s: float, clock: Callable[[], float], all_hosts: bool = False
+        self,
+        root: str,
+        window_s: float,
+        clock: Callable[[], float],
+        all_hosts: bool = False,
+        actions: Any = None,
+        keys: Keys | None = None,
     ) -> None:
         self.root = root
+        self.actions = actions  # `handoffd.adapters.web.Actions`, or None: no forms at all
+        self.green = scan.GreenListing()  # the archive's names, kept between requests
+        self.keys = keys
         self.window_s = window_s
         self.clock = clock
         self.env = environment()
@@ -193,9 +289,18 @@ class Board:
         snapshot, now = self.scan(history=include_green)
         return cards.project(snapshot, now, self.window_s, include_green=include_green), now
 
-    def render(self, template: str, status_code: int = 200, **values: Any) -> HTMLResponse:
-        html = self.env.get_template(template).render(root=self.root, **values)
+    def render(
+        self, template: str, status_code: int = 200, request: Request | None = None, **values: Any
+    ) -> HTMLResponse:
+        act = self.acting(request) if request is not None else None
+        html = self.env.get_template(template).render(root=self.root, act=act, **values)
         return HTMLResponse(html, status_code, headers={"Cache-Control": "no-store"})
+
+    def acting(self, request: Request) -> Acting | None:
+        """The forms this request's page shows: none without actions or the key's cookie."""
+        if self.actions is None or self.keys is None or not self.keys.held(request.scope):
+            return None
+        return Acting(self.actions, self.keys.csrf)
 
     def chrome(self, board: cards.Board, now: float) -> dict[str, Any]:
         """What the header of every page shows: the daemon's state and the counts."""
@@ -209,28 +314,29 @@ class Board:
 
     # --- the open cards ----------------------------------------------------------------
 
-    def live(self, board: cards.Board, now: float) -> str:
+    def live(self, board: cards.Board, now: float, act: Acting | None = None) -> str:
         """The part of `/` that updates itself: the header's facts and the three columns."""
         template = self.env.get_template("live.html")
         others, notes = self.others()
         return template.render(board=board, columns=views.columns(board), others=others,
-                               host_notes=notes, **self.chrome(board, now))  # fmt: skip
+                               host_notes=notes, act=act, **self.chrome(board, now))  # fmt: skip
 
-    def open_html(self) -> str:
+    def open_html(self, act: Acting | None = None) -> str:
         """The whole open page: one scan, one projection, one render."""
         board, now = self.project(include_green=False)
-        live = self.live(board, now)
+        live = self.live(board, now, act)
         template = self.env.get_template("open.html")
-        return template.render(root=self.root, live=Markup(live), etag=_etag(live),
+        return template.render(root=self.root, live=Markup(live), etag=_etag(live), act=act,
                                title=views.counts_title(board.counts()))  # fmt: skip
 
     def open_cards(self, request: Request) -> Response:
-        return HTMLResponse(self.open_html(), headers={"Cache-Control": "no-store"})
+        html = self.open_html(self.acting(request))
+        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
     def fragment(self, request: Request) -> Response:
         """The live part alone, or 304 when it has not changed since the page's copy."""
         board, now = self.project(include_green=False)
-        live = self.live(board, now)
+        live = self.live(board, now, self.acting(request))
         tag = _etag(live)
         headers = {"ETag": tag, "Cache-Control": "no-store"}
         if tag in request.headers.get("if-none-match", ""):
@@ -240,14 +346,17 @@ class Board:
     # --- the archive, one card, the API --------------------------------------------------
 
     def archive(self, request: Request) -> Response:
+        """Green cards, newest first by name, 50 a page: every green name is listed, but
+        only the page's own files are read, so a page costs the same at 50 or 50,000."""
         number = views.page_number(request.query_params.get("page"))
-        board, now = self.project(include_green=True)
-        green = views.newest_first(board.cards)
+        board, now = self.project(include_green=False)
+        green = board.snapshot.green(self.green)
         shown, pages = views.page_of(green, number or 1)
         if number is None or number > pages:
             raise HTTPException(404, "No such page of the archive.")
-        return self.render("archive.html", cards=shown, page=number, pages=pages,
-                           total=len(green), title="Archive — handoffd",
+        page = cards.green_cards(board.snapshot, board.snapshot.load_page(shown), now)
+        return self.render("archive.html", request=request, cards=page, page=number,
+                           pages=pages, total=len(green), title="Archive — handoffd",
                            **self.chrome(board, now))  # fmt: skip
 
     def card(self, request: Request) -> Response:
@@ -267,7 +376,7 @@ class Board:
         headers, body = read_file(card.path)
         history = read_reports(reversed(snapshot.reports(card.role, card.id)))
         needed_by = [other for other in board.cards if card.id in other.depends_on]
-        return self.render("card.html", card=card, file_headers=headers, body=body,
+        return self.render("card.html", request=request, card=card, file_headers=headers, body=body,
                            history=history, needed_by=needed_by, title=f"{name} — handoffd",
                            **self.chrome(board, now))  # fmt: skip
 
@@ -283,10 +392,59 @@ class Board:
             shown = [{**card, "host": here} for card in shown] + self.others()[0]
         return JSONResponse(shown, headers={"Cache-Control": "no-store"})
 
+    # --- an operator's actions (docs/protocol.md §13) -------------------------------------
+
+    async def act(self, request: Request) -> Response:
+        """`POST /card/<card>/<action>`: the action's command on the card, then its page
+        (303), or the command's refusal (409)."""
+        name, action = request.path_params["card"], request.path_params["action"]
+        if request.method != "POST":  # no page lives there (nor under a name with a `/`)
+            raise HTTPException(404, "No such card.")
+        if self.actions is None or self.keys is None:
+            raise HTTPException(403, "This board takes no actions.")
+        if not views.valid_name(name) or action not in self.actions.names:
+            raise HTTPException(404, "No such action.")
+        fields = await form_fields(request)
+        if not self.keys.csrf_ok(fields.get("csrf", "")):
+            raise HTTPException(403, "The form is stale or not this board's: reload the page.")
+        given = {key: fields[key] for key in ("text", "reason") if key in fields}
+        result = await run_in_threadpool(self.actions.run, action, name, given)
+        if result.ok:
+            return Response(status_code=303, headers={"Location": views.card_url(name)})
+        message = (result.err or result.out).strip()
+        if "text/plain" in request.headers.get("accept", ""):
+            return PlainTextResponse(message + "\n", 409)
+        return self.render("error.html", 409, code=409, message=message,
+                           back=views.card_url(name), title="409 — handoffd")  # fmt: skip
+
     async def error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return self.render("error.html", exc.status_code, code=exc.status_code,
+        return self.render("error.html", exc.status_code, code=exc.status_code, back="/",
                            message=exc.detail, title=f"{exc.status_code} — handoffd")  # fmt: skip
+
+
+class Acting:
+    """What a page's forms need: the forms each card offers, and the CSRF token."""
+
+    def __init__(self, actions: Any, csrf: str) -> None:
+        self.actions = actions
+        self.csrf = csrf
+
+    def forms(self, card: cards.Card) -> list[Any]:
+        return list(self.actions.forms(card))
+
+
+async def form_fields(request: Request) -> dict[str, str]:
+    """An url-encoded form's fields (the first of each name), read to `FORM_LIMIT`."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_LIMIT:
+            raise HTTPException(413, "The form is too large.")
+    fields: dict[str, str] = {}
+    for key, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+        fields.setdefault(key, value)
+    return fields
 
 
 def read_reports(paths: Iterable[str]) -> list[reports.Report]:
@@ -326,18 +484,28 @@ def create_app(
     host: str = "127.0.0.1",
     port: int = 8765,
     all_hosts: bool = False,
+    actions: Any = None,
+    key: str | None = None,
+    writable: bool = True,
+    loopback: bool = True,
 ) -> Starlette:
-    """The board of the project at `root`, read-only, behind the `Guard`; `host` and
-    `port` are where it listens, the only names its requests may carry as `Host`."""
-    pages = Board(root, window_s, clock, all_hosts)
+    """The board of the project at `root` behind the `Guard`; `host` and `port` are where
+    it listens, the only names its requests may carry as `Host`.  With `actions` and a
+    `key` a person holding the key acts through forms, unless not `writable`
+    (`--read-only`); off `loopback` every request needs the key."""
+    keys = Keys(key) if key else None
+    pages = Board(root, window_s, clock, all_hosts, actions if writable else None, keys)
     routes = [
         Route("/", pages.open_cards),
         Route("/fragment", pages.fragment),
         Route("/archive", pages.archive),
         Route("/card/{card}", pages.card),
+        Route("/card/{card}/{action}", pages.act, methods=["GET", "POST"]),
         Route("/api/cards", pages.api_cards),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: pages.error})
-    app.add_middleware(Guard, checks=[host_check(host, port), read_only])
+    rule = read_only if not writable else methods
+    checks = [host_check(host, port), rule, key_check(keys, host, port, loopback)]
+    app.add_middleware(Guard, checks=checks)
     return app

@@ -1,12 +1,15 @@
-"""`handoffd web`: serve the board over HTTP (docs/protocol.md §9).
+"""`handoffd web`: serve the board over HTTP (docs/protocol.md §9, §13).
 
 The socket is bound here, before uvicorn starts, so `--port 0` can print the port the
-system chose and a port already in use is a one-line error, not a traceback.
+system chose and a port already in use is a one-line error, not a traceback.  The board's
+key is made (or read from `--key-file`) here too, and its URL printed once on stderr.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
+import secrets
 import socket
 import sys
 
@@ -47,6 +50,43 @@ def url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
+KEY_BYTES = 24  # 192 bits: the contract asks for 128 at least
+
+
+def board_key(key_file: str | None) -> str:
+    """A new random key, or the one kept in `key_file` (made there, mode 0600, if missing)."""
+    if key_file is None:
+        return secrets.token_urlsafe(KEY_BYTES)
+    try:
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return _read_key(key_file)
+    except OSError as error:
+        raise click.ClickException(f"cannot make {key_file}: {error.strerror}") from None
+    key = secrets.token_urlsafe(KEY_BYTES)
+    try:
+        os.write(fd, f"{key}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return key
+
+
+def _read_key(key_file: str) -> str:
+    from handoffd import safeio
+
+    try:
+        key = safeio.read_line(key_file, 256)
+    except (OSError, ValueError) as error:
+        raise click.ClickException(f"cannot read the key in {key_file}: {error}") from None
+    if len(key) < 22 or not all(c.isalnum() or c in "-_" for c in key):
+        raise click.ClickException(
+            f"{key_file} holds no board key (22 or more of A-Z a-z 0-9 - _); remove it to "
+            "have a new one made"
+        )
+    return key
+
+
 @click.command("web")
 @root_argument
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -66,9 +106,22 @@ def url(sock: socket.socket) -> str:
     help="A claim is live while its heartbeat is younger than this.",
 )
 @click.option("--all-hosts", is_flag=True, help="Every host's open cards (docs/protocol.md §15).")
-def web(root: str | None, host: str, port: int, window: float, all_hosts: bool) -> None:
-    """Serve the board in a browser: open cards live, the archive, each card's reports."""
+@click.option("--key-file", type=click.Path(dir_okay=False), metavar="F",
+              help="Keep the board's key in F (made with mode 0600 if missing).")  # fmt: skip
+@click.option("--read-only", is_flag=True, help="Serve no forms; refuse every POST (405).")
+def web(
+    root: str | None,
+    host: str,
+    port: int,
+    window: float,
+    all_hosts: bool,
+    key_file: str | None,
+    read_only: bool,
+) -> None:
+    """Serve the board in a browser: open cards live, the archive, each card's reports,
+    and, for whoever holds its key, the operator's actions."""
     project = project_of(root)
+    key = board_key(key_file)
     try:
         import uvicorn
 
@@ -87,10 +140,18 @@ def web(root: str | None, host: str, port: int, window: float, all_hosts: bool) 
         sock = bind(host, port)
     except OSError as error:
         raise click.ClickException(f"cannot listen on {host}:{port}: {error.strerror}") from None
+    from handoffd.adapters.web import Actions
+
+    loopback = is_loopback(host)
     app = create_app(project, window_s=window * 60, host=host, port=sock.getsockname()[1],
-                     all_hosts=all_hosts)  # fmt: skip
+                     all_hosts=all_hosts, actions=Actions(project), key=key,
+                     writable=not read_only, loopback=loopback)  # fmt: skip
     config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                             server_header=False, timeout_graceful_shutdown=2)  # fmt: skip
+    if not (read_only and loopback):  # before the line that says it serves
+        what = "to read it" if read_only else "to act on it"
+        click.echo(f"handoffd web: open {url(sock)}?key={key} {what} (the key is printed "
+                   "only here)", err=True)  # fmt: skip
     click.echo(f"handoffd web: {project} on {url(sock)} (Ctrl-C to stop)")
     sys.stdout.flush()
     try:

@@ -146,8 +146,8 @@ def page_number(text: str | None) -> int | None:
 def counts_title(counts: dict[str, int]) -> str:
     """The browser tab's title: the reds first, so a glance at the tab bar is enough."""
     open_cards = counts[colour.RED] + counts[colour.YELLOW] + counts[colour.ORANGE]
-    lead = f"{counts[colour.RED]} red · " if counts[colour.RED] else ""
-    return f"{lead}{open_cards} open — handoffd"
+    lead = f"({counts[colour.RED]}) " if counts[colour.RED] else ""
+    return f"{lead}handoffd — {open_cards} open"
 
 
 def first_line(text: str, limit: int = 160) -> str:

@@ -1,0 +1,145 @@
+"""The web board's actions (docs/protocol.md §13): the forms a card's page offers and the
+POST that runs one, made from the table of operations.
+
+An operation with a `form` is an action: its name is the last part of the POST's path
+(`/card/<card>/<action>`), its `offer` says which cards show the form, and its text or
+reason parameter is the form's one field.  The POST runs the operation's own function,
+as the command does, for the card's role (an operation on a role) or for the project
+with the card named; every action, done or refused, is one line of `daemon/web.log`.
+A new operator action is one more table entry with a `form`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from handoffd import config
+from handoffd.board import colour
+from handoffd.log import LogFile
+from handoffd.ops import spec
+from handoffd.ops.context import config_refusal, resolve_context
+from handoffd.ops.spec import Op, Param
+from handoffd.ops.table import OPS
+from handoffd.outcome import Exit, Result, refused
+from handoffd.scan import State
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from handoffd.board.cards import Card
+
+ACTIONS = {op.form: op for op in OPS if op.form}
+FIELDS = ("text", "reason")  # the form fields an operation may take (docs/protocol.md §13)
+COPIES = (State.NEW, State.IN_PROCESS)
+OFFERS: dict[str, Callable[[Card], bool]] = {  # what each word of an `offer` matches
+    "red": lambda card: card.colour == colour.RED and card.state in COPIES,
+    "blocked": lambda card: bool(card.blocked_reason) and card.state in COPIES,
+    "open": lambda card: card.state in COPIES,
+    "in_process": lambda card: card.state == State.IN_PROCESS,
+    "failed": lambda card: card.state == State.FAILED,
+    "completed": lambda card: card.state == State.COMPLETED,
+}
+WEB_LOG = os.path.join(config.SWARMFORGE, "daemon", "web.log")
+
+
+class Field:
+    """A form's input: its name, a label, a text box or a line, and how long it may be."""
+
+    __slots__ = ("box", "label", "limit", "name", "required")
+
+    def __init__(self, param: Param) -> None:
+        self.name = param.name
+        self.label = param.help.split(" (")[0].split(":")[0].rstrip(".")
+        self.box = param.kind == spec.TEXT  # a text box for a text, a line for a reason
+        self.limit = param.limit or 200
+        self.required = param.required or self.box
+
+
+class Form:
+    """One action as a form: where it posts, what its button says, its fields."""
+
+    __slots__ = ("action", "fields", "help", "label")
+
+    def __init__(self, op: Op) -> None:
+        self.action = op.form
+        self.label = op.form.capitalize()
+        self.help = op.help
+        self.fields = [Field(p) for p in op.arguments("cli") if p.name in FIELDS]
+
+
+FORMS = {action: Form(op) for action, op in ACTIONS.items()}
+
+
+def forms(card: Card) -> list[Form]:
+    """The forms `card`'s page and the open board show for it: one with a text box (an
+    answer) first, then the table's order."""
+    offered = [FORMS[action] for action, op in ACTIONS.items()
+               if any(OFFERS[word](card) for word in op.offer)]  # fmt: skip
+    return sorted(offered, key=lambda form: not any(field.box for field in form.fields))
+
+
+class Actions:
+    """Runs the actions on the project at `root` and logs each to `daemon/web.log`."""
+
+    def __init__(self, root: str, by: str | None = None) -> None:
+        self.root = root
+        self.names = frozenset(ACTIONS)
+        self.by = by or os.environ.get("USER") or "operator"
+        self._log: LogFile | None = None
+
+    def forms(self, card: Card) -> list[Form]:
+        return forms(card)
+
+    def run(self, action: str, card: str, fields: dict[str, str]) -> Result:
+        """Run `action` on `card` with the form's `fields`; its result, logged."""
+        op = ACTIONS.get(action)
+        if op is None:
+            return refused(f"UNKNOWN_ACTION: {action}")
+        result = self._run(op, card, fields)
+        said = "ok" if result.ok else (result.err.strip().splitlines() or ["refused"])[0]
+        self.log(action=action, card=card, by=self.by, result=said)
+        return result
+
+    def _run(self, op: Op, card: str, fields: dict[str, str]) -> Result:
+        values: dict[str, object] = {}
+        for param in op.arguments("cli"):
+            given = fields.get(param.name)
+            if given == "" and not (param.required or param.kind == spec.TEXT):
+                given = None  # an optional box left empty: not given, as on the command line
+            if param.name in FIELDS and given is not None:
+                if param.kind == spec.TEXT and len(given.encode()) > param.limit:
+                    return refused(param.over.format(limit=param.limit))
+                values[param.name] = given
+        try:
+            if op.needs == "role":
+                return self._on_role(op, card, values)
+            context = resolve_context(self.root, needs_role=False)
+        except config.ConfigError as error:
+            return config_refusal(error)
+        values["card"] = card
+        if any(p.name == "by" for p in op.params):
+            values["by"] = self.by
+        return op.run(context, **values)
+
+    def _on_role(self, op: Op, card: str, values: dict[str, object]) -> Result:
+        """An operation of §8 for the card's role, on the card's file."""
+        from handoffd.ops.operator import find
+
+        found = find(resolve_context(self.root, needs_role=False), card)
+        if found is None or found.state not in COPIES:
+            return Result(Exit.REFUSED, "", f"UNKNOWN_CARD: {card}\n")
+        context = resolve_context(self.root, role=found.role, agent=self.by)
+        return op.run(context, id=found.entry.name, **values)
+
+    def log(self, **fields: str) -> None:
+        """One line in the daemon's log format: never raises, never follows a link."""
+        from handoffd.handoff import iso_now
+
+        if self._log is None:
+            path = os.path.join(self.root, WEB_LOG)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            self._log = LogFile(path)
+        line = {"event": "web_action", **fields, "level": "info", "timestamp": iso_now()}
+        self._log.write(json.dumps(line, ensure_ascii=False))

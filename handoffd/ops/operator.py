@@ -1,0 +1,221 @@
+"""What an operator does about what the board shows (docs/protocol.md §13): `answer` an
+agent, `retry` or `dismiss` a refused original, `reopen` a completed copy.
+
+Each names a card as the board does (`<id>@<role>`), finds it through one scan, then
+changes it under its role's inbox lock, where the module that owns the folder makes the
+move (`handoffd.inbox` the copies, `handoffd.outbox` the originals); a token is printed
+once that change is on disk.  The role is woken afterwards, lossily: a wake-up that fails
+is a line on stderr, never a failed command.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from handoffd import handoff as hf
+from handoffd import live, reports
+from handoffd.config import Role
+from handoffd.inbox import BLOCKED, Inbox
+from handoffd.ops.claims import report_id
+from handoffd.ops.context import Context
+from handoffd.ops.table import ANSWER_LIMIT, ANSWER_TOO_LARGE
+from handoffd.outcome import Exit, Refusal, Result
+from handoffd.scan import State
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from handoffd.board.cards import Card
+
+ANSWERED = "An operator answered you on {}. Run ready_for_next.sh to see it."
+OPEN = (State.NEW, State.IN_PROCESS)
+
+
+# --- finding the card ---------------------------------------------------------------------
+
+
+def find(context: Context, card: str) -> Card | None:
+    """The open card the board names `card` (None: green, unknown or malformed)."""
+    from handoffd.board import cards
+    from handoffd.scan import scan
+
+    snapshot = scan(context.root, context.roles)
+    return cards.project(snapshot, snapshot.taken_at).by_card.get(card)
+
+
+def unknown(card: str) -> Refusal:
+    return Refusal(Exit.REFUSED, f"UNKNOWN_CARD: {_shown(card)}")
+
+
+def _shown(card: str) -> str:
+    """A card as the person typed it, on one line: a control character shown escaped."""
+    from handoffd.terminal import escape
+
+    return escape(card)
+
+
+def operator_name(by: str | None) -> str:
+    """Who acts: `--by`, else `$USER`, else `operator`; refused unless one plain line."""
+    name = (by if by is not None else os.environ.get("USER") or "operator").strip()
+    from handoffd.terminal import has_control
+
+    if not name or len(name) > 200 or "\n" in name or has_control(name):
+        raise Refusal(Exit.REFUSED, "INVALID_ARGUMENTS: --by is a name: one line of 1 to 200 "
+                      "characters, without control characters")  # fmt: skip
+    return name
+
+
+# --- answer -------------------------------------------------------------------------------
+
+
+def answer(
+    context: Context,
+    card: str,
+    text: str = "",
+    said: str | None = None,
+    by: str | None = None,
+    now: float | None = None,
+) -> Result:
+    """`handoffd answer CARD [TEXT | --file F|-]`: store the answer as an ANSWER report on
+    the card's role, lift its block, then wake the role."""
+    if said is not None and text:
+        raise Refusal(Exit.REFUSED, "INVALID_ANSWER: give the answer as TEXT or with --file, "
+                      "not both")  # fmt: skip
+    text = said if said is not None else text
+    _check_answer(text)
+    who = operator_name(by)
+    found = find(context, card)
+    if found is None or found.state not in OPEN:
+        raise unknown(card)
+    role = context.roles[found.role]
+    out = _answer(role, card, found.entry.name, text, who, time.time() if now is None else now)
+    live.after_step(role, force=True)  # its Open Questions show the question answered
+    label = found.headers.get("task") or found.id
+    return Result(Exit.OK, out, wake_role(context.root, role, ANSWERED.format(label)))
+
+
+def _check_answer(text: str) -> None:
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if not text.strip():
+        raise Refusal(Exit.REFUSED, "INVALID_ANSWER: the answer is empty; give its text")
+    if size > ANSWER_LIMIT:
+        raise Refusal(Exit.REFUSED, ANSWER_TOO_LARGE.format(limit=ANSWER_LIMIT))
+
+
+def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -> str:
+    """Under the role's lock: the report first (an answer stored and the block still on is
+    a state a second `answer` or an `unblock` finishes), then the block lifted."""
+    with Inbox(role.handoffs) as inbox:
+        paths = inbox.copies_named(name)
+        if not paths:
+            raise unknown(card)  # taken and finished since the scan
+        question = hf.read(paths[0]).get(BLOCKED) or ""
+        ident, extra = report_id(paths[0]), {"question": question}
+        stored = reports.store(role.handoffs, ident, reports.ANSWER, role.name, who, "", text,
+                               now, extra)  # fmt: skip
+        out = f"ANSWERED: {stored}\n"
+        if question:
+            out += "".join(f"UNBLOCKED: {p}\n" for p in inbox.set_header(name, BLOCKED, None))
+    return out
+
+
+# --- waking the role ----------------------------------------------------------------------
+
+
+def wake_role(root: str, role: Role, text: str) -> str:
+    """Type `text` into the role's session the §5 way; '' when it went, else the one
+    stderr line that says why not (lossy: the command's work is done either way)."""
+    from handoffd import wake
+
+    try:
+        if not role.session:
+            raise RuntimeError("no tmux session for this role in roles.tsv")
+        wake.send_keys(wake.read_socket(root), role.session, text)
+    except Exception as error:  # a missing server, session or socket file; a hung tmux
+        why = " ".join(str(error).split()) or type(error).__name__
+        return f"WAKE_FAILED: {role.name}: {why} (the change is made; tell the agent yourself)\n"
+    return ""
+
+
+# --- failed originals: retry, dismiss ------------------------------------------------------
+
+
+def _failed(context: Context, card: str) -> tuple[Role, str]:
+    """The sender and the name in `failed/` of the refused original `card` names."""
+    found = find(context, card)
+    if found is None or found.state != State.FAILED:
+        raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}")
+    return context.roles[found.role], found.entry.name
+
+
+def _guarded(role: Role) -> Inbox:
+    """The role's lock, refusing folders behind a link: a rename into one would carry the
+    original out of the project."""
+    from handoffd.config import Box
+    from handoffd.inbox import refuse_linked
+
+    boxes = (Box.OUTBOX, Box.FAILED, Box.DISMISSED)
+    refuse_linked(role.handoffs, boxes, "nothing was moved")
+    return Inbox(role.handoffs)
+
+
+def retry(context: Context, card: str) -> Result:
+    """`handoffd retry CARD`: a refused original back into its sender's outbox."""
+    from handoffd import failed
+
+    role, name = _failed(context, card)
+    with _guarded(role):
+        try:
+            path = failed.retry(role, name)
+        except FileNotFoundError:
+            raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}") from None
+        except FileExistsError:
+            raise Refusal(Exit.REFUSED, f"RETRY_CONFLICT: {_shown(card)}: a file of that "
+                          "name is in the outbox already") from None  # fmt: skip
+    return Result(Exit.OK, f"RETRIED: {path}\n")
+
+
+def dismiss(
+    context: Context, card: str, reason: str | None = None, by: str | None = None
+) -> Result:
+    """`handoffd dismiss CARD`: put a refused original aside, a green card."""
+    from handoffd import failed
+    from handoffd.ops.claims import reason_problem
+
+    why = (reason or "dismissed").strip()
+    problem = reason_problem(why)
+    if problem:
+        raise Refusal(Exit.REFUSED, problem.replace("a blocked reason", "a reason"))
+    who = operator_name(by)
+    role, name = _failed(context, card)
+    with _guarded(role):
+        try:
+            path = failed.dismiss(role, name, failed.note(who, why))
+        except FileNotFoundError:
+            raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}") from None
+    return Result(Exit.OK, f"DISMISSED: {path}\n")
+
+
+# --- completed copies: reopen -----------------------------------------------------------------
+
+
+def reopen(context: Context, card: str, reason: str | None = None) -> Result:
+    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken."""
+    from handoffd import wake
+    from handoffd.ops.claims import reason_problem
+
+    if reason is not None and (problem := reason_problem(reason)):
+        raise Refusal(Exit.REFUSED, problem.replace("a blocked reason", "a reason"))
+    ident, _, name = card.rpartition("@")
+    role = context.roles.get(name)
+    if not ident or role is None:
+        raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
+    with Inbox(role.handoffs) as inbox:
+        path = inbox.completed_named(ident)
+        if path is None:
+            raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
+        if inbox.held(os.path.basename(path)):
+            raise Refusal(Exit.REFUSED, f"REOPEN_CONFLICT: {_shown(card)}")
+        target = inbox.reopen(path, reason.strip() if reason else None)
+    live.after_step(role)
+    return Result(Exit.OK, f"REOPENED: {target}\n", wake_role(context.root, role, wake.TEXT))

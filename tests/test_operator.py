@@ -1,0 +1,301 @@
+"""An operator's actions end to end (docs/protocol.md §13): `answer`, `retry`, `dismiss`,
+`reopen` as installed commands in a real project with real worktrees, run from the
+project root as an operator does (no SWARMFORGE_ROLE), each refusal by its token, and the
+wake-up typed into the role's real tmux session."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from handoffd import reports
+from tests.conftest import Project, Result
+from tests.daemon_support import Tmux, tmux_server, use_socket
+from tests.mcp_support import agent, texts
+from tests.test_board_commands import ID1, ID2, headers, name, put, run, stored
+
+CARD = f"{ID1}@coder"
+QUESTION = "Should f(a,) and f(a, ) parse the same?"
+REPLY = "Yes: both parse as f(a).\n\nTrailing blanks are not significant."
+WOKEN = "An operator answered you on parse. Run ready_for_next.sh to see it."
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    yield from tmux_server()
+
+
+def operator(project: Project, *args: str, stdin: bytes = b"") -> Result:
+    """`handoffd ARGS` as an operator: from the project root, no calling role."""
+    return run(project, *args, role=None, cwd=project.root, stdin=stdin,
+               env={"USER": "ann"})  # fmt: skip
+
+
+def blocked_in_process(project: Project) -> Path:
+    put(project, ID1, task="parse")
+    assert run(project, "ready_for_next").code == 0
+    assert run(project, "block", "--reason", QUESTION).code == 0
+    return project.box("coder", "inbox/in_process") / name(ID1)
+
+
+# --- answer --------------------------------------------------------------------------------
+
+
+def test_answer_stores_the_reply_lifts_the_block_and_wakes_the_role(
+    project: Project, tmux: Tmux
+) -> None:
+    path = blocked_in_process(project)
+    use_socket(project, tmux.socket)
+    tmux.session("coder")
+    done = operator(project, "answer", CARD, REPLY)
+    [report] = stored(project, ID1)
+    assert (done.code, done.err) == (0, "")
+    assert done.out == f"ANSWERED: {report.path}\nUNBLOCKED: {path}\n"
+    assert (report.status, report.role, report.agent, report.conversation) == (
+        "ANSWER", "coder", "ann", "",
+    )  # fmt: skip
+    assert report.question == QUESTION and report.text == REPLY
+    assert "blocked_reason" not in headers(path)
+    assert tmux.typed("coder", WOKEN) == 1
+
+
+def test_the_agent_sees_the_answer_in_its_task_block_resume_and_live_file(
+    project: Project,
+) -> None:
+    path = blocked_in_process(project)
+    operator(project, "answer", CARD, REPLY, "--by", "lead")
+    [report] = stored(project, ID1)
+    when = report.reported_at
+    taken = run(project, "ready_for_next")
+    assert taken.out == (
+        f"TASK: {path}\nFROM: coder\nTYPE: note\nPRIORITY: 50\nTASK_NAME: parse\n"
+        f"ANSWER: Yes: both parse as f(a). (lead, {when})\nANSWER_FILE: {report.path}\n"
+        "PAYLOAD:\nDo the thing.\n"
+    )
+    lines = run(project, "resume").out.splitlines()
+    assert lines[1] == f"ANSWER: Yes: both parse as f(a). (lead, {when})"
+    live = (project.worktrees["coder"] / ".swarmforge" / "HANDOFF.md").read_text()
+    assert f"- {QUESTION} → answered: Yes: both parse as f(a).\n" in live
+
+
+def test_the_answer_lines_go_once_the_role_reports_again(project: Project) -> None:
+    blocked_in_process(project)
+    operator(project, "answer", CARD, REPLY)
+    run(project, "report", "--status", "RUNNING", "--file", "-", stdin=b"On it.\n")
+    assert "ANSWER" not in run(project, "ready_for_next").out
+    assert "ANSWER" not in run(project, "resume").out
+
+
+def test_an_answered_copy_waiting_blocked_in_new_becomes_ready(project: Project) -> None:
+    put(project, ID1, task="parse", blocked_reason=QUESTION)
+    assert run(project, "ready_for_next").out == "NO_TASK\n"
+    done = operator(project, "answer", CARD, "--file", "-", stdin=b"Ship it.\n")
+    assert done.code == 0, done.err
+    taken = run(project, "ready_for_next")
+    assert taken.out.startswith(f"TASK: {project.box('coder', 'inbox/in_process') / name(ID1)}")
+    assert "ANSWER: Ship it. (ann, " in taken.out
+
+
+def test_an_answer_on_a_card_not_blocked_keeps_it_as_it_is(project: Project) -> None:
+    put(project, ID1)
+    before = (project.box("coder", "inbox/new") / name(ID1)).read_bytes()
+    done = operator(project, "answer", CARD, "FYI: the API moved.")
+    assert done.code == 0 and "UNBLOCKED" not in done.out
+    assert (project.box("coder", "inbox/new") / name(ID1)).read_bytes() == before
+    assert stored(project, ID1)[0].question == ""
+
+
+def test_a_failed_wake_up_is_one_line_on_stderr_and_the_answer_stands(project: Project) -> None:
+    blocked_in_process(project)  # the project has no tmux socket file at all
+    done = operator(project, "answer", CARD, REPLY)
+    assert done.code == 0 and done.out.startswith("ANSWERED: ")
+    assert done.err.startswith("WAKE_FAILED: coder: ") and done.err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("card", "setup"),
+    [("20990101T000000Z_000009_from_QA@coder", "none"), ("garbage", "none"),
+     (f"{ID1}@nobody", "none"), (CARD, "completed"), ("../../etc@coder", "none")],
+)  # fmt: skip
+def test_answer_refuses_a_card_that_is_not_open_as_unknown(
+    project: Project, card: str, setup: str
+) -> None:
+    if setup == "completed":
+        put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
+    done = operator(project, "answer", card, REPLY)
+    assert (done.code, done.out, done.err) == (2, "", f"UNKNOWN_CARD: {card}\n")
+    assert not (project.handoffs("coder") / "reports").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "said"),
+    [(("",), b"", "INVALID_ANSWER: the answer is empty; give its text"),
+     (("--file", "-"), b" \n\n", "INVALID_ANSWER: the answer is empty; give its text"),
+     (("--file", "-"), b"x" * (16 * 1024 + 1),
+      "INVALID_ANSWER: more than 16384 bytes; at most 16384"),
+     (("inline", "--file", "-"), b"and a file",
+      "INVALID_ANSWER: give the answer as TEXT or with --file, not both")],
+)  # fmt: skip
+def test_answer_refuses_an_empty_or_oversized_text_and_stores_nothing(
+    project: Project, args: tuple[str, ...], stdin: bytes, said: str
+) -> None:
+    path = blocked_in_process(project)
+    done = operator(project, "answer", CARD, *args, stdin=stdin)
+    assert (done.code, done.err) == (2, said + "\n")
+    assert headers(path)["blocked_reason"] == QUESTION and stored(project, ID1) == []
+
+
+def test_an_answer_of_exactly_16_kib_is_taken(project: Project) -> None:
+    blocked_in_process(project)
+    done = operator(project, "answer", CARD, "--file", "-", stdin=b"y" * (16 * 1024))
+    assert done.code == 0, done.err
+
+
+def test_a_lead_agent_answers_another_through_the_tool(project: Project, tmp_path: Path) -> None:
+    blocked_in_process(project)
+    with agent(project, "QA", tmp_path / "server.log") as lead:
+        result = lead.call("answer", card=CARD, text=REPLY, by="QA-lead")
+        refused = lead.call("answer", card="nope@coder", text=REPLY)
+    [report] = stored(project, ID1)
+    assert not result.is_error and texts(result)[0].startswith(f"ANSWERED: {report.path}\n")
+    assert report.agent == "QA-lead"
+    assert refused.is_error and texts(refused) == ["UNKNOWN_CARD: nope@coder\n"]
+
+
+def test_retention_keeps_every_answer_of_an_open_card_whatever_the_count(
+    project: Project,
+) -> None:
+    handoffs = str(project.handoffs("coder"))
+    first = reports.store(handoffs, ID2, "ANSWER", "coder", "ann", "", "Use v2.", 1.0,
+                          {"question": "which?"})  # fmt: skip
+    for n in range(reports.KEEP + 5):
+        reports.store(handoffs, ID2, "RUNNING", "coder", "claude", "", f"step {n}", 2.0 + n)
+    paths = reports.report_paths(handoffs, ID2)
+    assert first in paths
+    assert sum(1 for p in paths if p.endswith("_RUNNING.md")) == reports.KEEP
+
+
+# --- retry, dismiss -----------------------------------------------------------------------
+
+
+def refused_original(project: Project, to: str = "designer") -> tuple[str, Path]:
+    """A handoff from QA the daemon refused (an unknown recipient): its card and path."""
+    from tests.daemon_support import queue
+
+    queued = queue(project, "QA", [to])
+    assert run(project, "run", "--once", str(project.root), role=None, cwd=project.root).code == 0
+    path = project.box("QA", "failed") / queued.name
+    assert path.exists() and Path(f"{path}.error").exists()
+    ident = queued.name.split("_", 1)[1].split("_to_")[0]
+    return f"{ident}@QA", path
+
+
+def board(project: Project, *args: str) -> dict[str, dict[str, object]]:
+    import json
+
+    done = operator(project, "status", "--json", *args)
+    return {card["card"]: card for card in json.loads(done.out)}
+
+
+def test_retry_sends_a_refused_original_back_and_the_daemon_delivers_it_once_fixed(
+    project: Project, tmp_path: Path
+) -> None:
+    from tests.daemon_support import add_role
+
+    card, path = refused_original(project)
+    (tmp_path / "designer").mkdir()
+    add_role(project, "designer", tmp_path / "designer")  # what the refusal said was missing
+    done = operator(project, "retry", card)
+    outbox = project.box("QA", "outbox") / path.name
+    assert (done.code, done.out, done.err) == (0, f"RETRIED: {outbox}\n", "")
+    assert not path.exists() and not Path(f"{path}.error").exists() and outbox.exists()
+    assert run(project, "run", "--once", str(project.root), role=None, cwd=project.root).code == 0
+    assert (tmp_path / "designer/.swarmforge/handoffs/inbox/new" / path.name).exists()
+    assert (project.box("QA", "sent") / path.name).exists()
+
+
+def test_dismiss_puts_a_refused_original_aside_as_a_green_card(project: Project) -> None:
+    card, path = refused_original(project)
+    assert board(project)[card]["color"] == "red"
+    done = operator(project, "dismiss", card, "--reason", "sent to a role we dropped")
+    aside = project.box("QA", "failed/dismissed") / path.name
+    assert (done.code, done.out) == (0, f"DISMISSED: {aside}\n")
+    assert aside.exists() and Path(f"{aside}.error").exists() and not path.exists()
+    note = Path(f"{aside}.dismissed").read_text()
+    assert note.startswith("dismissed by ann at ") and note.endswith(
+        ": sent to a role we dropped\n"
+    )
+    assert card not in board(project) and card not in operator(project, "status").out
+    shown = board(project, "--all")[card]
+    assert (shown["state"], shown["color"]) == ("dismissed", "green")
+    assert shown["detail"] == note.strip()
+
+
+def test_dismiss_without_a_reason_says_dismissed_by_the_name_given(project: Project) -> None:
+    card, path = refused_original(project)
+    assert operator(project, "dismiss", card, "--by", "bo").code == 0
+    note = (project.box("QA", "failed/dismissed") / f"{path.name}.dismissed").read_text()
+    assert note.startswith("dismissed by bo at ") and note.endswith(": dismissed\n")
+
+
+@pytest.mark.parametrize("command", ["retry", "dismiss"])
+def test_retry_and_dismiss_refuse_a_card_that_is_not_a_failed_original(
+    project: Project, command: str
+) -> None:
+    put(project, ID1)
+    for card in (CARD, "nope@QA", "garbage"):
+        done = operator(project, command, card)
+        assert (done.code, done.out, done.err) == (2, "", f"NOT_FAILED: {card}\n")
+
+
+def test_a_second_retry_of_the_same_card_is_refused_and_moves_nothing(project: Project) -> None:
+    card, _ = refused_original(project)
+    assert operator(project, "retry", card).code == 0
+    assert operator(project, "retry", card).err == f"NOT_FAILED: {card}\n"
+
+
+# --- reopen --------------------------------------------------------------------------------
+
+
+def test_reopen_puts_a_completed_copy_back_orange_and_wakes_the_role(
+    project: Project, tmux: Tmux
+) -> None:
+    put(project, ID1, blocked_reason="x", task="parse")
+    operator(project, "unblock", ID1, "--role", "coder")
+    run(project, "ready_for_next")
+    run(project, "done_with_current")
+    use_socket(project, tmux.socket)
+    tmux.session("coder")
+    done = operator(project, "reopen", CARD, "--reason", "the fix regressed")
+    target = project.box("coder", "inbox/new") / name(ID1)
+    assert (done.code, done.out, done.err) == (0, f"REOPENED: {target}\n", "")
+    fields = headers(target)
+    assert {"completed_at", "dequeued_at", "blocked_reason"} & set(fields) == set()
+    assert fields["reopened_reason"] == "the fix regressed" and "reopened_at" in fields
+    assert board(project)[CARD]["color"] == "orange"
+    assert tmux.typed("coder", "You have new handoff mail. If idle, run ready_for_next.sh.") == 1
+    assert run(project, "ready_for_next").out.startswith(f"TASK: {target.parent.parent}")
+
+
+def test_reopen_takes_a_copy_out_of_a_completed_batch(project: Project) -> None:
+    put(project, ID1, to="cleaner")
+    put(project, ID2, to="cleaner")
+    run(project, "ready_for_next", role="cleaner")
+    run(project, "done_with_current", role="cleaner")
+    done = operator(project, "reopen", f"{ID2}@cleaner")
+    assert done.code == 0, done.err
+    assert (project.box("cleaner", "inbox/new") / name(ID2, "cleaner")).exists()
+    [batch] = list(project.box("cleaner", "inbox/completed").iterdir())
+    assert [p.name for p in batch.iterdir()] == [name(ID1, "cleaner")]
+
+
+def test_reopen_refuses_a_card_not_green_and_a_name_already_waiting(project: Project) -> None:
+    put(project, ID1)
+    assert operator(project, "reopen", CARD).err == f"NOT_COMPLETED: {CARD}\n"
+    assert operator(project, "reopen", "nope@nobody").err == "NOT_COMPLETED: nope@nobody\n"
+    put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
+    done = operator(project, "reopen", CARD)
+    assert (done.code, done.err) == (2, f"REOPEN_CONFLICT: {CARD}\n")
+    assert (project.box("coder", "inbox/completed") / name(ID1)).exists()

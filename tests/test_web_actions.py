@@ -1,0 +1,242 @@
+"""The web board acts (docs/protocol.md §13): the forms the table's operations make
+(handoffd/adapters/web.py), each POST running the command's own function, and every rule
+that guards a write — the key and its cookie, the CSRF token, the Origin, the Host,
+`--read-only` — each shown to change nothing when it refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from handoffd.adapters.web import Actions, forms
+from handoffd.board.web.app import COOKIE, Keys, create_app
+from tests.conftest import Project, snapshot
+from tests.test_web import serve, status_for, stop
+from tests.web_support import KEY, colourful, ident, serving
+
+BASE = "http://127.0.0.1:8765"
+CSRF = Keys(KEY).csrf
+
+
+def board(project: Project, writable: bool = True, loopback: bool = True) -> TestClient:
+    app = create_app(str(project.root), actions=Actions(str(project.root), by="ann"), key=KEY,
+                     writable=writable, loopback=loopback)  # fmt: skip
+    return TestClient(app, base_url=BASE, follow_redirects=False)
+
+
+def keyed(project: Project, **options: bool) -> TestClient:
+    client = board(project, **options)
+    client.cookies.set(COOKIE, KEY)
+    return client
+
+
+def actions_on(html: str, card: str) -> list[str]:
+    """The actions the page offers on `card`, by the forms' targets."""
+    return re.findall(rf'action="/card/{re.escape(card)}/(\w+)"', html)
+
+
+def web_log(project: Project) -> list[dict[str, str]]:
+    path = project.root / ".swarmforge" / "daemon" / "web.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+# --- the key -------------------------------------------------------------------------------
+
+
+def test_the_key_in_the_url_becomes_an_httponly_strict_cookie_and_leaves_the_url(
+    project: Project,
+) -> None:
+    answer = board(project).get(f"/?key={KEY}")
+    assert (answer.status_code, answer.headers["location"]) == (303, "/")
+    cookie = answer.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE}={KEY};")
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    kept = board(project).get(f"/archive?page=2&key={KEY}")
+    assert kept.headers["location"] == "/archive?page=2"
+    assert board(project).get("/?key=wrong").status_code == 403
+
+
+def test_forms_appear_only_for_whoever_holds_the_key(project: Project) -> None:
+    names = colourful(project)
+    page = f"/card/{names['red']}"
+    assert "<form" not in board(project).get(page).text
+    html = keyed(project).get(page).text
+    assert actions_on(html, names["red"]) == ["answer", "block", "unblock"]
+    assert f'name="csrf" value="{CSRF}"' in html
+    assert actions_on(keyed(project).get("/").text, names["red"]) == ["answer", "block", "unblock"]
+
+
+def test_each_card_offers_the_actions_its_state_allows(project: Project) -> None:
+    names = colourful(project)
+    client = keyed(project)
+    offered = {what: actions_on(client.get(f"/card/{card}").text, card)
+               for what, card in names.items()}  # fmt: skip
+    assert offered == {
+        "red": ["answer", "block", "unblock"],
+        "yellow": ["release", "block"],
+        "orange": ["block"],
+        "orange-note": ["block"],
+        "green": ["reopen"],
+        "inherited": ["answer", "block"],
+    }
+
+
+def test_read_only_serves_no_form_and_answers_every_post_405(project: Project) -> None:
+    names = colourful(project)
+    client = keyed(project, writable=False)
+    assert "<form" not in client.get(f"/card/{names['red']}").text + client.get("/").text
+    before = snapshot(project.root / ".swarmforge")
+    done = client.post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
+    assert done.status_code == 405
+    assert snapshot(project.root / ".swarmforge") == before
+
+
+def test_off_loopback_every_request_needs_the_key(project: Project) -> None:
+    colourful(project)
+    assert board(project, loopback=False).get("/").status_code == 403
+    assert board(project, loopback=False).get("/api/cards").status_code == 403
+    assert keyed(project, loopback=False).get("/").status_code == 200
+
+
+# --- acting --------------------------------------------------------------------------------
+
+
+def test_answer_from_the_board_stores_it_unblocks_and_logs_the_action(project: Project) -> None:
+    names = colourful(project)
+    card = names["red"]
+    done = keyed(project).post(
+        f"/card/{card}/answer", data={"csrf": CSRF, "text": "Use staging-2."}
+    )
+    assert (done.status_code, done.headers["location"]) == (303, f"/card/{card}")
+    copy = project.box("QA", "inbox/new") / f"50_{ident(1)}_to_QA.handoff"
+    assert "blocked_reason" not in copy.read_text()
+    [report] = (project.handoffs("QA") / "reports" / ident(1)).iterdir()
+    assert report.name.endswith("_ANSWER.md") and "agent: ann" in report.read_text()
+    [line] = web_log(project)
+    assert {k: line[k] for k in ("event", "action", "card", "by", "result")} == {
+        "event": "web_action", "action": "answer", "card": card, "by": "ann", "result": "ok",
+    }  # fmt: skip
+    assert "timestamp" in line
+
+
+@pytest.mark.parametrize(
+    ("what", "action", "fields", "said"),
+    [("red", "answer", {"text": ""}, "INVALID_ANSWER: the answer is empty; give its text"),
+     ("orange", "retry", {}, "NOT_FAILED: {card}"),
+     ("orange", "dismiss", {}, "NOT_FAILED: {card}"),
+     ("orange", "reopen", {}, "NOT_COMPLETED: {card}"),
+     ("orange", "release", {}, "NO_CURRENT_TASK"),
+     ("orange", "block", {"reason": ""}, "INVALID_REASON: a blocked reason is one line of 1 "
+      "to 200 characters."),
+     ("green", "answer", {"text": "late"}, "UNKNOWN_CARD: {card}"),
+     ("green", "block", {"reason": "no"}, "UNKNOWN_CARD: {card}")],
+)  # fmt: skip
+def test_a_refused_action_is_409_with_the_commands_message_and_changes_nothing(
+    project: Project, what: str, action: str, fields: dict[str, str], said: str
+) -> None:
+    names = colourful(project)
+    card = names[what]
+    name = f"50_{ident(3)}_to_QA.handoff"
+    before = snapshot(project.root / ".swarmforge" / "handoffs")
+    client = keyed(project)
+    done = client.post(f"/card/{card}/{action}", data={"csrf": CSRF, **fields})
+    message = said.format(card=card, name=name)
+    assert done.status_code == 409 and message in done.text
+    plain = client.post(f"/card/{card}/{action}", data={"csrf": CSRF, **fields},
+                        headers={"Accept": "text/plain"})  # fmt: skip
+    assert (plain.status_code, plain.text) == (409, message + "\n")
+    assert snapshot(project.root / ".swarmforge" / "handoffs") == before
+    assert web_log(project)[-1]["result"] == message
+
+
+@pytest.mark.parametrize(
+    ("cookie", "csrf", "origin"),
+    [(None, CSRF, None), ("wrong", CSRF, None), (KEY, None, None), (KEY, "0" * 64, None),
+     (KEY, CSRF, "http://attacker.example"), (KEY, CSRF, "null"),
+     (KEY, CSRF, "http://127.0.0.1:9999")],
+)  # fmt: skip
+def test_a_post_without_the_cookie_the_csrf_or_from_another_origin_is_403_and_changes_nothing(
+    project: Project, cookie: str | None, csrf: str | None, origin: str | None
+) -> None:
+    names = colourful(project)
+    client = board(project)
+    if cookie:
+        client.cookies.set(COOKIE, cookie)
+    before = snapshot(project.root / ".swarmforge")
+    data = {"text": "hi", **({"csrf": csrf} if csrf else {})}
+    headers = {"Origin": origin} if origin else {}
+    done = client.post(f"/card/{names['red']}/answer", data=data, headers=headers)
+    assert done.status_code == 403
+    assert snapshot(project.root / ".swarmforge") == before
+
+
+def test_the_boards_own_origin_is_taken(project: Project) -> None:
+    names = colourful(project)
+    done = keyed(project).post(f"/card/{names['red']}/unblock", data={"csrf": CSRF},
+                               headers={"Origin": BASE})  # fmt: skip
+    assert done.status_code == 303
+
+
+def test_a_post_with_a_foreign_host_is_421_and_changes_nothing(project: Project) -> None:
+    names = colourful(project)
+    before = snapshot(project.root / ".swarmforge")
+    with serving(project.root, key=KEY) as url:
+        port = url.rsplit(":", 1)[1]
+        path = f"/card/{names['red']}/unblock"
+        assert status_for(url, path, f"attacker.example:{port}", "POST") == 421
+    assert snapshot(project.root / ".swarmforge") == before
+
+
+def test_an_answers_markup_is_shown_as_text_never_run(project: Project) -> None:
+    names = colourful(project)
+    payload = "<script>alert(1)</script><img src=x onerror=alert(2)>"
+    client = keyed(project)
+    assert (
+        client.post(
+            f"/card/{names['red']}/answer", data={"csrf": CSRF, "text": payload}
+        ).status_code
+        == 303
+    )
+    html = client.get(f"/card/{names['red']}").text
+    assert "<script>alert(1)" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_the_forms_are_made_from_the_table() -> None:
+    """One form per operation with a `form`, its field the operation's own parameter."""
+    from handoffd.adapters.web import FORMS
+
+    assert sorted(FORMS) == ["answer", "block", "dismiss", "release", "reopen", "retry", "unblock"]
+    assert [f.name for f in FORMS["answer"].fields] == ["text"]
+    assert [f.name for f in FORMS["block"].fields] == ["reason"]
+    assert FORMS["retry"].fields == [] and callable(forms)
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def test_the_command_prints_the_keyed_url_once_and_keeps_the_key_in_a_0600_file(
+    project: Project, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "board.key"
+    process, _ = serve(project, "--key-file", str(key_file))
+    err = stop(process)
+    key = key_file.read_text().strip()
+    assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600 and len(key) >= 22
+    assert err.count(f"?key={key}") == 1
+    again, _ = serve(project, "--key-file", str(key_file))
+    assert stop(again).count(f"?key={key}") == 1  # the same key, kept
+
+
+def test_an_optional_box_left_empty_is_not_given(project: Project) -> None:
+    """Reopen's reason is optional: an empty box reopens, as the command without --reason."""
+    names = colourful(project)
+    done = keyed(project).post(f"/card/{names['green']}/reopen", data={"csrf": CSRF, "reason": ""})
+    assert done.status_code == 303
+    assert (project.box("QA", "inbox/new") / f"50_{ident(5)}_to_QA.handoff").exists()
