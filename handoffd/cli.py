@@ -19,6 +19,8 @@ from handoffd.ops.table import BY_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from handoffd.remote.settings import Network
 
 # commands defined elsewhere, imported on first use: name -> ("module:attribute", help)
@@ -70,27 +72,62 @@ renotify_option = click.option(
 )
 
 
+def wake_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--idle-after, --idle-wait and --stall-wakes (docs/protocol.md §14)."""
+    options = [
+        click.option("--idle-after", type=click.FloatRange(min=0.0), default=2.0,
+                     show_default=True, help="Seconds a pane must stay unchanged before a "
+                     "wake-up is typed into it (0: at once)."),
+        click.option("--idle-wait", type=click.FloatRange(min=0.0), default=300.0,
+                     show_default=True, help="Seconds after which a wake-up is typed into a "
+                     "pane that never goes quiet (logged wake_forced)."),
+        click.option("--stall-wakes", type=click.IntRange(min=1), default=3, show_default=True,
+                     help="Unanswered wake-ups after which a waiting card turns red."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def daemon_args(renotify_after: float, idle_after: float, idle_wait: float,
+                stall_wakes: int) -> list[str]:  # fmt: skip
+    """The daemon's options as `handoffd run` takes them."""
+    return ["--renotify-after", str(renotify_after), "--idle-after", str(idle_after),
+            "--idle-wait", str(idle_wait), "--stall-wakes", str(stall_wakes)]  # fmt: skip
+
+
 @main.command()
 @click.option("--once", is_flag=True, help="Deliver what is in the outboxes now, then exit.")
 @renotify_option
+@wake_options
 @root_argument
-def run(once: bool, renotify_after: float, root: str | None) -> None:
+def run(
+    once: bool, renotify_after: float, idle_after: float, idle_wait: float, stall_wakes: int,
+    root: str | None,
+) -> None:  # fmt: skip
     """Run the daemon in the foreground."""
     from handoffd.daemon import serve
 
-    raise SystemExit(serve(project_of(root), once=once, renotify_after=renotify_after))
+    raise SystemExit(serve(project_of(root), once, renotify_after, idle_after, idle_wait,
+                           stall_wakes))  # fmt: skip
 
 
 @main.command()
 @renotify_option
+@wake_options
 @root_argument
-def start(renotify_after: float, root: str | None) -> None:
+def start(
+    renotify_after: float, idle_after: float, idle_wait: float, stall_wakes: int,
+    root: str | None,
+) -> None:  # fmt: skip
     """Start the daemon in the background; returns once it runs."""
     from handoffd import lifecycle
 
     project = project_of(root)
     try:
-        pid = lifecycle.start(project, ["--renotify-after", str(renotify_after)])
+        pid = lifecycle.start(
+            project, daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
+        )
     except lifecycle.AlreadyRunning as running:
         click.echo(f"handoffd is already running for {project} ({running})")
         return
@@ -217,12 +254,16 @@ def _prepare_nats(network: Network) -> list[str]:
     help="Register `handoffd mcp` in each worktree's .mcp.json, for the role that works there.",
 )
 @renotify_option
+@wake_options
 @root_argument
 def up(
     agents: tuple[str, ...],
     check_after: float,
     register_mcp: bool,
     renotify_after: float,
+    idle_after: float,
+    idle_wait: float,
+    stall_wakes: int,
     root: str | None,
 ) -> None:
     """Start the swarm: a tmux session per role, and the daemon."""
@@ -235,9 +276,8 @@ def up(
         if register_mcp:  # before the agents start: a harness reads it when it starts
             for role in config.load_roles(project_root).values():
                 click.echo(f"mcp: {swarm.write_mcp_config(project_root, role)}")
-        socket, started = swarm.up(
-            project_root, commands, ("--renotify-after", str(renotify_after))
-        )
+        options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
+        socket, started = swarm.up(project_root, commands, tuple(options))
         dead = swarm.died(socket, started, check_after)
         roles = config.load_roles(project_root)
     except (config.ConfigError, RuntimeError, OSError) as error:

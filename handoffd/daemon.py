@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable, lifecycle, safeio, wake
+from handoffd import config, durable, heartbeat, lifecycle, panes, safeio, wake
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.lifecycle import daemon_path, notify
@@ -107,13 +107,18 @@ class Daemon:
         log: FilteringBoundLogger,
         renotify_after: float = 120.0,
         lock: lifecycle.Lock | None = None,
+        idle_after: float = wake.IDLE_AFTER,
+        idle_wait: float = wake.IDLE_WAIT,
     ) -> None:
         self.root = root
         self.log = log
         self.lock = lock  # the project lock `handoffd run` holds, watched every pass
         self.roles = Roles(root, log)
         self.courier = Courier(root, log, self.roles.reread)
-        self.waker = Waker(root, log, on_failed=self._wake_failed)
+        self.panes = panes.Panes(idle_after or wake.IDLE_AFTER)
+        self.waker = Waker(root, log, on_failed=self._wake_failed, idle_after=idle_after,
+                           idle_wait=idle_wait, idle_mark=self._idle_mark,
+                           pane_states=self.panes)  # fmt: skip
         self.renotifier = Renotifier(renotify_after)
         self.unanswered = Unanswered()
         self.rescan_every = min(RESCAN, renotify_after / 4)
@@ -271,9 +276,11 @@ class Daemon:
         if rescan:
             self._next_rescan = now + self.rescan_every
             self._renotify(local, now)
+            self.waker.look((name, role.session) for name, role in local.items())
             if self.bridge is not None:
                 self.bridge.follow(local)
                 self.bridge.board.tick(local, now)
+        self.panes.save(self.root)  # what `status` shows of the panes, when it changed
 
     def _restore_daemon_files(self) -> None:
         """Put back the pid file and the log if someone removed `daemon/` (the journal is
@@ -354,6 +361,11 @@ class Daemon:
             self.unanswered.woken(name, stamps[name])
         self.waker.wake((name, roles[name].session) for name in names)
 
+    def _idle_mark(self, name: str) -> float | None:
+        """From a wake-up thread: when `name` last ran `handoffd idle` (its `H/idle`)."""
+        role = self.roles.current.get(name)
+        return None if role is None else heartbeat.idle_at(role.handoffs)
+
     def _wake_failed(self, role: str, text: str) -> None:
         """From a wake-up thread: a wake-up that never arrived leaves nothing unanswered."""
         if text == wake.TEXT:
@@ -422,8 +434,17 @@ def _watchdog_interval() -> float | None:
     return int(usec) / 2_000_000
 
 
-def serve(root: str, once: bool = False, renotify_after: float = 120.0) -> int:
-    """`handoffd run`: hold the project's lock and deliver until stopped (or drained)."""
+def serve(
+    root: str,
+    once: bool = False,
+    renotify_after: float = 120.0,
+    idle_after: float = wake.IDLE_AFTER,
+    idle_wait: float = wake.IDLE_WAIT,
+    stall_wakes: int = panes.STALL_WAKES,
+) -> int:
+    """`handoffd run`: hold the project's lock and deliver until stopped (or drained).  The
+    `started` line carries the options a reader of the log needs (`status` reads
+    `stall_wakes` there)."""
     from handoffd import log as logging
     from handoffd.lifecycle import AlreadyRunning, Lock
 
@@ -437,14 +458,15 @@ def serve(root: str, once: bool = False, renotify_after: float = 120.0) -> int:
         log = logging.configure(daemon_path(root, "handoffd.log"))
     except OSError:  # daemon/ cannot be made (disk full?): retried at each rescan
         log = logging.configure(None)
-    daemon = Daemon(root, log, renotify_after, lock)
+    daemon = Daemon(root, log, renotify_after, lock, idle_after, idle_wait)
     daemon._replaced(lock.replaced)
     if lock.pid_error is not None:
         log.warning("pid_file_not_written", error=str(lock.pid_error))
     daemon.install_signal_handlers()
     try:
         daemon.open(watch=not once)
-        log.info("started", pid=os.getpid(), root=root, once=once)
+        log.info("started", pid=os.getpid(), root=root, once=once, renotify_after=renotify_after,
+                 idle_after=idle_after, idle_wait=idle_wait, stall_wakes=stall_wakes)  # fmt: skip
         notify("READY=1")
         daemon.drain() if once else daemon.run()
         notify("STOPPING=1")

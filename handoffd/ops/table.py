@@ -120,6 +120,12 @@ OPS = (
        (*WHO, ROOT),
        about="Show you are alive on long work: your claims stay live (yellow on the board). "
        "Every other tool that acts for you renews it too."),
+    Op("idle", CLAIMS + "idle",
+       "Mark the role idle: its next wake-up is typed at once (an end-of-turn hook).",
+       (*WHO, ROOT),
+       about="Say your turn is over and you are waiting: the daemon may type your next "
+       "wake-up at once instead of waiting for your pane to go quiet. Call it last in a "
+       "turn (an agent harness's end-of-turn hook runs `handoffd idle`)."),
     Op("release", CLAIMS + "release",
        "Put the work in process (a whole batch, whichever file ID names) back into new/.",
        (ID, *WHO, ROOT),
