@@ -37,6 +37,7 @@ FIELDS = [
     "latest_report",
     "age_s",
     "path",
+    "wakes",
 ]
 
 

@@ -5,10 +5,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from tests.conftest import Project
+import pytest
+
+from tests.conftest import Project, wait_for
+from tests.daemon_support import (
+    Tmux,
+    queue,
+    spawn,
+    terminate,
+    tmux_server,
+    use_socket,
+    wait_event,
+)  # fmt: skip
 
 A = "20260101T000000Z_000001_from_coder"
 B = "20260101T000000Z_000002_from_coder"
@@ -99,3 +113,65 @@ def test_reports_show_as_the_latest_report_and_blocked_turns_red(project: Projec
     assert (card["color"], card["detail"], card["latest_report"]["status"]) == (
         "red", "quota exhausted", "BLOCKED",
     )  # fmt: skip
+
+
+# --- a role that does not answer, a session that is gone (docs/protocol.md §14) -----------------
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    yield from tmux_server()
+
+
+@pytest.fixture
+def daemon(project: Project, tmux: Tmux) -> Iterator[subprocess.Popen[str]]:
+    """A real daemon over real tmux sessions running `cat` (an agent that reads its wake-ups
+    and never acts on them), re-notifying every half second."""
+    for name in ("coder", "QA"):
+        tmux.session(name)
+    use_socket(project, tmux.socket)
+    process = spawn(project, "--renotify-after", "0.5", "--idle-after", "0.2")
+    try:
+        wait_event(project, "started", where=lambda e: e["pid"] == process.pid)
+        yield process
+    finally:
+        terminate(process)
+
+
+def ident_of(name: str) -> str:
+    return name.split("_", 1)[1].split("_to_")[0]
+
+
+def red_card(project: Project, role: str = "QA") -> dict[str, Any] | None:
+    return next((c for c in board(project).values() if c["role"] == role and c["color"] == "red"),
+                None)  # fmt: skip
+
+
+def test_a_role_that_ignores_three_wake_ups_turns_red_and_back_once_it_takes_work(
+    project: Project, daemon: subprocess.Popen[str]
+) -> None:
+    first, second = queue(project, "coder", ["QA"]), queue(project, "coder", ["QA"])
+    card = wait_for(lambda: red_card(project), what="the card to turn red")
+    assert re.fullmatch(r"not taken after [3-9] wake-ups over \d+s", card["detail"]), card
+    assert card["wakes"]["sent"] >= 3 and card["wakes"]["submitted"] is True
+    assert card["wakes"]["last_at"].endswith("Z")
+
+    ok(project, "ready_for_next")  # takes the first; the second waits, answered
+    shown = board(project)
+    assert shown[f"{ident_of(first.name)}@QA"]["color"] == "yellow"
+    waiting = shown[f"{ident_of(second.name)}@QA"]
+    assert waiting["color"] == "orange", waiting
+
+
+def test_a_killed_session_makes_its_waiting_card_red_at_once_and_back_when_it_returns(
+    project: Project, tmux: Tmux, daemon: subprocess.Popen[str]
+) -> None:
+    tmux.run("kill-session", "-t", "=QA")
+    queue(project, "coder", ["QA"])
+    started = time.monotonic()
+    card = wait_for(lambda: red_card(project), what="the card to turn red")
+    assert card["detail"] == "QA's session QA is gone"
+    assert time.monotonic() - started < 5.0  # the next look at the panes, not a stall
+
+    tmux.session("QA")
+    wait_for(lambda: red_card(project) is None, what="the card to leave red")
