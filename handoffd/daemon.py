@@ -128,6 +128,7 @@ class Daemon:
         self.watcher: Watcher | None = None
         self.bridge: Bridge | None = None  # the NATS side of a swarm over several hosts
         self._next_rescan = 0.0
+        self._took: dict[str, object] = {}  # role -> its in_process/ stamp at the last rescan
         self._stop_file = daemon_path(root, "stop")
 
     # --- life ---------------------------------------------------------------------------
@@ -277,6 +278,7 @@ class Daemon:
             self._next_rescan = now + self.rescan_every
             self._renotify(local, now)
             self.waker.look((name, role.session) for name, role in local.items())
+            self._watch_takes(local)
             if self.bridge is not None:
                 self.bridge.follow(local)
                 self.bridge.board.tick(local, now)
@@ -360,6 +362,15 @@ class Daemon:
         for name in names:
             self.unanswered.woken(name, stamps[name])
         self.waker.wake((name, roles[name].session) for name in names)
+
+    def _watch_takes(self, roles: dict[str, Role]) -> None:
+        """Note when each role's in_process/ changed since the last rescan, for `status`'s
+        "last take" (the first look only learns the stamp)."""
+        for name, role in roles.items():
+            seen = _taken_stamp(role)
+            if name in self._took and self._took[name] != seen:
+                self.panes.took(name, role.session, time.time())
+            self._took[name] = seen
 
     def _idle_mark(self, name: str) -> float | None:
         """From a wake-up thread: when `name` last ran `handoffd idle` (its `H/idle`)."""

@@ -23,14 +23,15 @@ LIMIT = 64 * 1024  # bytes of the state file ever read
 IDLE, BUSY, GONE, UNKNOWN = "idle", "busy", "gone", "unknown"
 STATES = (IDLE, BUSY, GONE, UNKNOWN)
 STALL_WAKES = 3  # unanswered wake-ups after which a waiting card is red, unless the log says
-FIELDS = ("session", "pane", "since", "last_wake_at", "last_idle_at")
+FIELDS = ("session", "pane", "since", "last_wake_at", "last_idle_at", "last_take_at")
+TIMES = FIELDS[2:]
 
 
 class Seen:
     """One role's pane as last read: a digest of its content and what that says."""
 
-    __slots__ = ("changed_at", "digest", "first_at", "last_idle_at", "last_wake_at", "looks",
-                 "pane", "session", "since")  # fmt: skip
+    __slots__ = ("changed_at", "digest", "first_at", "last_idle_at", "last_take_at",
+                 "last_wake_at", "looks", "pane", "session", "since")  # fmt: skip
 
     def __init__(self, session: str) -> None:
         self.session = session
@@ -42,6 +43,7 @@ class Seen:
         self.since: float | None = None
         self.last_wake_at: float | None = None
         self.last_idle_at: float | None = None
+        self.last_take_at: float | None = None  # when the daemon saw its in_process/ change
 
     def still_since(self) -> float:
         """Since when the content is known to be unchanged (its first read, if no change seen)."""
@@ -67,9 +69,9 @@ class Panes:
         """Record one read of `role`'s pane (`content` None: it could not be read, and
         `answers` says whether the tmux server did); returns the role's view."""
         with self._lock:
-            seen = self._seen.get(role)
-            if seen is None or seen.session != session:
-                seen = self._seen[role] = Seen(session)
+            seen = self._seen.setdefault(role, Seen(session))
+            if seen.session != session:  # roles.tsv names another session: start afresh
+                seen.session, seen.digest, seen.changed_at = session, None, None
             if content is None:
                 seen.digest, seen.looks = None, 0
                 self._set(seen, GONE if answers else UNKNOWN, None)
@@ -111,6 +113,12 @@ class Panes:
             if seen is not None:
                 seen.last_wake_at = now
                 self._dirty = True
+
+    def took(self, role: str, session: str, now: float) -> None:
+        """The daemon saw `role`'s `in_process/` change: it took (or finished) work."""
+        with self._lock:
+            self._seen.setdefault(role, Seen(session)).last_take_at = now
+            self._dirty = True
 
     def save(self, root: str) -> None:
         """Write the state file if a state changed since the last save; never raises (a
@@ -159,7 +167,7 @@ def _checked(raw: object) -> dict[str, object] | None:
     row: dict[str, object] = {"pane": raw["pane"]}
     session = raw.get("session")
     row["session"] = session if isinstance(session, str) else ""
-    for field in ("since", "last_wake_at", "last_idle_at"):
+    for field in TIMES:
         value = raw.get(field)
         ok = isinstance(value, int | float) and not isinstance(value, bool) and value == value
         row[field] = float(value) if ok else None  # type: ignore[arg-type]

@@ -203,6 +203,7 @@ class Snapshot:
         self.daemon_options: dict[str, object] = {}  # the last `started` line of the log
         self.panes: dict[str, dict[str, object]] = {}  # role -> its pane as the daemon saw it
         self.took_at: dict[str, float | None] = {}  # role -> when its in_process/ last changed
+        self.idle_at: dict[str, float | None] = {}  # role -> its last `handoffd idle`
         self._once = once
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
@@ -384,6 +385,7 @@ def _read_wakes(snapshot: Snapshot, root: str) -> None:
     if snapshot.daemon is not None and snapshot.daemon.running:
         snapshot.panes = panes.load(root)
     for name, role in snapshot.roles.items():
+        snapshot.idle_at[name] = heartbeat.idle_at(role.handoffs)
         try:
             info = os.lstat(role.path(Box.IN_PROCESS))
             snapshot.took_at[name] = info.st_mtime if stat.S_ISDIR(info.st_mode) else None

@@ -175,3 +175,35 @@ def test_a_killed_session_makes_its_waiting_card_red_at_once_and_back_when_it_re
 
     tmux.session("QA")
     wait_for(lambda: red_card(project) is None, what="the card to leave red")
+
+
+def roles(project: Project) -> dict[str, dict[str, Any]]:
+    out = ok(project, "handoffd", "status", "--roles", "--json", "--root", str(project.root))
+    return {row["role"]: row for row in json.loads(out)}
+
+
+def test_status_shows_each_roles_pane_last_wake_and_last_take_at_a_glance(
+    project: Project, tmux: Tmux, daemon: subprocess.Popen[str]
+) -> None:
+    queue(project, "coder", ["QA"])
+    row = wait_for(lambda: (lambda r: r if r["last_wake_at"] else None)(roles(project)["QA"]),
+                   what="QA's wake-up")  # fmt: skip
+    assert set(row) == {"role", "session", "pane", "pane_since", "last_wake_at", "last_take_at",
+                        "last_idle_at"}  # fmt: skip
+    assert (row["session"], row["last_take_at"], row["last_idle_at"]) == ("QA", None, None)
+    assert roles(project)["cleaner"]["pane"] == "gone"  # the server answers without its session
+    ok(project, "ready_for_next")
+    ok(project, "handoffd", "idle")
+    row = wait_for(lambda: (lambda r: r if r["pane"] == "idle" and r["last_take_at"] else None)(
+        roles(project)["QA"]), what="QA idle, with its take")  # fmt: skip
+    assert row["last_idle_at"].endswith("Z")
+
+    lines = ok(project, "handoffd", "status", "--root", str(project.root)).splitlines()
+    assert lines[0].startswith("daemon: running (pid ")
+    assert re.fullmatch(r"QA       idle \d+s  last wake \d+s ago  last take \d+s ago", lines[3])
+    assert lines[2] == "cleaner  gone  last wake never  last take never"
+
+    tmux.run("kill-session", "-t", "=QA")
+    wait_for(lambda: roles(project)["QA"]["pane"] == "gone", what="QA's pane gone")
+    assert ok(project, "handoffd", "status", "--roles", "--root", str(project.root)).splitlines()[
+        2].startswith("QA       gone  last wake ")  # fmt: skip

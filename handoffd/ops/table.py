@@ -170,6 +170,8 @@ OPS = (
         WINDOW,
         Param("all_hosts", FLAG, "Every host's open cards, each with its host (a swarm over "
               "several machines).", default=False),
+        Param("roles", FLAG, "The roles instead of the cards: each one's pane (idle, busy, "
+              "gone, unknown), last wake-up and last take.", default=False),
         ROOT),
        needs="project", root_positional=True, watch=True, output=ITEMS,
        about="The board: every open card (red blocked or failed, yellow claimed, orange "
