@@ -325,6 +325,34 @@ def down(root: str | None) -> None:
     help="Share of wake-ups the scripted agents ignore; re-notify must carry the work.",
 )
 @click.option("--renotify-after", type=click.FloatRange(min=0.1), default=1.0, show_default=True)
+@click.option(
+    "--busy-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Share of tasks after which an agent prints on and on for 2 s: no wake-up may be "
+    "typed into its pane meanwhile.",
+)
+@click.option(
+    "--kill-agent",
+    type=click.Choice(["coder", "cleaner"]),
+    default=None,
+    help="End this role's session half-way through: its waiting card must show red.",
+)
+@click.option(
+    "--idle-after",
+    type=click.FloatRange(min=0.0),
+    default=0.5,
+    show_default=True,
+    help="The daemon's --idle-after (brisk for the demo's short turns).",
+)
+@click.option(
+    "--idle-wait",
+    type=click.FloatRange(min=0.0),
+    default=300.0,
+    show_default=True,
+    help="The daemon's --idle-wait.",
+)
 @click.option("--keep", is_flag=True, help="Leave the swarm running to attach and watch.")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
@@ -336,14 +364,25 @@ def down(root: str | None) -> None:
     "NATS server the demo starts and stops.",
 )
 def demo(
-    rounds: int, miss_rate: float, renotify_after: float, keep: bool, seed: int, hosts: int
+    rounds: int,
+    miss_rate: float,
+    renotify_after: float,
+    busy_rate: float,
+    kill_agent: str | None,
+    idle_after: float,
+    idle_wait: float,
+    keep: bool,
+    seed: int,
+    hosts: int,
 ) -> None:
     """A live two-agent swarm in a throwaway directory, ending with a checked summary."""
     from handoffd import demo as demo_module
 
     if hosts > 1 and keep:
         raise click.UsageError("--keep is for one host; --hosts 2 always takes its swarm down")
-    summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed, hosts=hosts)
+    wakes = demo_module.Wakes(busy_rate, idle_after, idle_wait, kill_agent)
+    summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed, hosts=hosts,
+                              wakes=wakes)  # fmt: skip
     click.echo(demo_module.render(summary))
     raise SystemExit(0 if summary.ok else 1)
 

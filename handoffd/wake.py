@@ -226,28 +226,29 @@ class Waker:
         if session is None:
             self._read(role, looked or "")
             return True
-        forced = self._await_idle(role, session)
+        waited, forced = self._await_idle(role, session)
         with self._cond:
             queued = self._pending.pop(role, {})
         for text, where in queued.items():
-            self._send(role, where, text, forced)
+            self._send(role, where, text, waited, forced)
         return True  # look again: what close() cleared is then gone
 
-    def _await_idle(self, role: str, session: str) -> float | None:
-        """Wait until `role`'s pane is idle; the seconds waited if it never was (forced)."""
+    def _await_idle(self, role: str, session: str) -> tuple[float, bool]:
+        """Wait until `role`'s pane is idle: the seconds waited, and whether it never was
+        (the wake-up is forced)."""
         if self.idle_after <= 0 or not session:
-            return None
+            return 0.0, False
         started = time.monotonic()
         while not self._closing.is_set():
             seen = self._read(role, session)
-            if seen is None or seen.pane in (panes.GONE, panes.UNKNOWN) or self._idle(role, seen):
-                return None  # idle, or no pane to wait for: the send says what is wrong
             waited = time.monotonic() - started
+            if seen is None or seen.pane in (panes.GONE, panes.UNKNOWN) or self._idle(role, seen):
+                return waited, False  # idle, or no pane to wait for: the send says what is wrong
             if waited >= self.idle_wait:
                 self.log.info("wake_forced", role=role, session=session, waited=round(waited, 1))
-                return waited
+                return waited, True
             self._closing.wait(min(POLL, max(0.0, self.idle_wait - waited)))
-        return None
+        return time.monotonic() - started, False
 
     def _idle(self, role: str, seen: panes.Seen) -> bool:
         if panes.marked_idle(seen, self.idle_mark(role)):
@@ -268,7 +269,9 @@ class Waker:
         return self.panes.observe(role, session, content, answers, time.time(),
                                   self.idle_mark(role))  # fmt: skip
 
-    def _send(self, role: str, session: str, text: str, forced: float | None = None) -> None:
+    def _send(
+        self, role: str, session: str, text: str, waited: float = 0.0, forced: bool = False
+    ) -> None:
         """One wake-up; whatever goes wrong is a `wake_failed` line, never an exception."""
         try:
             if not session:
@@ -283,7 +286,7 @@ class Waker:
             self.panes.woken(role, time.time())
             submitted = self._submitted(role, socket, session, text)
             self.log.info("wake", role=role, session=session, refused=text != TEXT,
-                          submitted=submitted, forced=forced is not None)  # fmt: skip
+                          submitted=submitted, forced=forced, waited=round(waited, 2))  # fmt: skip
 
     def _submitted(self, role: str, socket: str, session: str, text: str) -> bool:
         """Read the pane after the keys: a line still typed there gets one more C-m, and
