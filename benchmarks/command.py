@@ -11,15 +11,16 @@ import click
 
 from benchmarks.board import Board
 from benchmarks.digest import Digest
+from benchmarks.panes import Panes
 from benchmarks.queue import Pickup, Queue
 from benchmarks.scenario import BenchError, Scenario, run
 from benchmarks.startup import StartupScenario
 from benchmarks.web import Web
 
-ONE_OF = ("board", "digest", "web", "pickup", "startup")
+ONE_OF = ("board", "digest", "web", "pickup", "startup", "panes")
 SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     "queue": Queue, "board": Board, "digest": Digest, "web": Web, "pickup": Pickup,
-    "startup": StartupScenario,
+    "startup": StartupScenario, "panes": Panes,
 }  # fmt: skip
 
 
@@ -55,6 +56,11 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
 @click.option("--web", is_flag=True, help="Only the web board: its page against status --json.")
 @click.option("--pickup", is_flag=True, help="Only section 3: pickup latency of both writers.")
 @click.option("--startup", is_flag=True, help="Only section 4: helper start-up against python.")
+@click.option(
+    "--panes",
+    is_flag=True,
+    help="Only pickup latency with 10 busy panes against quiet ones (wake-ups wait for idle).",
+)
 def main(
     quick: bool,
     directory: str | None,

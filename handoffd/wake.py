@@ -35,7 +35,7 @@ TMUX_TIMEOUT = 2.0  # seconds for one tmux call
 BEFORE_RETURN, BEFORE_LINE_FEED = 0.150, 0.050  # seconds
 RENOTIFY_CAP = 16 * 60.0
 IDLE_AFTER, IDLE_WAIT = 2.0, 300.0  # seconds: still this long is idle; typed anyway after
-POLL = 0.25  # seconds between two reads of a pane waited on
+POLL, POLL_MAX = 0.25, 1.0  # seconds between two reads of a pane waited on
 RETRY_AFTER = 0.5  # seconds before the one more C-m for a line left unsubmitted, and after
 SHOWN_AFTER = 0.2  # seconds a program gets to take the line and redraw before the pane is read
 WRAPPED_TAIL = 8  # characters of the text's end that, alone on the last row, are the text
@@ -247,8 +247,14 @@ class Waker:
             if waited >= self.idle_wait:
                 self.log.info("wake_forced", role=role, session=session, waited=round(waited, 1))
                 return waited, True
-            self._closing.wait(min(POLL, max(0.0, self.idle_wait - waited)))
+            self._closing.wait(min(self._poll(waited), max(0.0, self.idle_wait - waited)))
         return time.monotonic() - started, False
+
+    def _poll(self, waited: float) -> float:
+        """Seconds until the next read of a pane waited on: a quarter of --idle-after (at
+        least POLL), slower as the wait grows (a pane busy for minutes is read once a
+        second), so many busy panes cost the daemon little."""
+        return min(POLL_MAX, max(POLL, self.idle_after / 4, waited / 20))
 
     def _idle(self, role: str, seen: panes.Seen) -> bool:
         if panes.marked_idle(seen, self.idle_mark(role)):
