@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
 IN_FLIGHT = 1.0  # seconds a stopping daemon lets a wake-up being typed finish
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
+LOOK_EVERY = 10.0  # seconds between two reads of a pane no mail waits for (for `status`)
 SETTLE = 0.3  # seconds a changed roles.tsv must stand still before it is read
 HANDOFF_DIRS = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 SETTLE_LIMIT = 15.0  # seconds `run --once` waits for files still being written in place
@@ -129,6 +130,7 @@ class Daemon:
         self.bridge: Bridge | None = None  # the NATS side of a swarm over several hosts
         self._next_rescan = 0.0
         self._took: dict[str, object] = {}  # role -> its in_process/ stamp at the last rescan
+        self._looked: dict[str, float] = {}  # role -> when its pane was last read (monotonic)
         self._stop_file = daemon_path(root, "stop")
 
     # --- life ---------------------------------------------------------------------------
@@ -276,8 +278,9 @@ class Daemon:
         self._wake_refused(self.courier.refused_senders, roles)
         if rescan:
             self._next_rescan = now + self.rescan_every
-            self._renotify(local, now)
-            self.waker.look((name, role.session) for name, role in local.items())
+            waiting = {name: _mail_states(role) for name, role in local.items()}
+            self._renotify(local, waiting, now)
+            self._look(local, {name for name, states in waiting.items() if State.NEW in states})
             self._watch_takes(local)
             if self.bridge is not None:
                 self.bridge.follow(local)
@@ -350,9 +353,9 @@ class Daemon:
             self.renotifier.woken(name, now)
         self._send(due, roles, stamps)
 
-    def _renotify(self, roles: dict[str, Role], now: float) -> None:
-        due = [name for name, role in roles.items() if self.renotifier.observe(
-            name, _idle_with_mail(role), now
+    def _renotify(self, roles: dict[str, Role], states: dict[str, set[str]], now: float) -> None:
+        due = [name for name in roles if self.renotifier.observe(
+            name, states[name] == {State.NEW}, now
         )]  # fmt: skip
         for name in due:
             self.log.info("renotify", role=name)
@@ -362,6 +365,18 @@ class Daemon:
         for name in names:
             self.unanswered.woken(name, stamps[name])
         self.waker.wake((name, roles[name].session) for name in names)
+
+    def _look(self, roles: dict[str, Role], waiting: set[str]) -> None:
+        """Read the panes `status` shows: at each rescan those of roles with mail waiting
+        (a gone session turns their cards red at once), every LOOK_EVERY seconds the others
+        (a tmux call each: an idle swarm should cost next to nothing)."""
+        now = time.monotonic()
+        due = [
+            n for n in roles if n in waiting or now >= self._looked.get(n, -LOOK_EVERY) + LOOK_EVERY
+        ]
+        for name in due:
+            self._looked[name] = now
+        self.waker.look((name, roles[name].session) for name in due)
 
     def _watch_takes(self, roles: dict[str, Role]) -> None:
         """Note when each role's in_process/ changed since the last rescan, for `status`'s
@@ -427,13 +442,13 @@ def _taken_stamp(role: Role) -> object:
     return wake.stamp(role.path(Box.IN_PROCESS))
 
 
-def _idle_with_mail(role: Role) -> bool:
-    """Mail waits in new/ and nothing is in process: an agent that may have missed its
-    wake-up.  Never for an inbox that is no folder of its own: what a link there shows is
-    not mail the role can take (docs/protocol.md Part II)."""
+def _mail_states(role: Role) -> set[str]:
+    """Which of new/ and in_process/ hold something: {new} alone is an agent that may have
+    missed its wake-up.  Nothing for an inbox that is no folder of its own: what a link
+    there shows is not mail the role can take (docs/protocol.md Part II)."""
     if safeio.linked_folders(role.handoffs, (Box.NEW, Box.IN_PROCESS)):
-        return False
-    return {e.state for e in listing(role, (State.NEW, State.IN_PROCESS))} == {State.NEW}
+        return set()
+    return {e.state for e in listing(role, (State.NEW, State.IN_PROCESS))}
 
 
 def _watchdog_interval() -> float | None:

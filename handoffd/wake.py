@@ -218,17 +218,21 @@ class Waker:
     def _next(self, role: str) -> bool:
         """One round of a role's thread; False when nothing is left for it."""
         with self._cond:
-            session = next(iter(self._pending.get(role, {}).values()), None)
+            asked = dict(self._pending.get(role, {}))
             looked = self._looks.pop(role, None)
-            if session is None and looked is None:
+            if not asked and looked is None:
                 self._pending.pop(role, None)
                 return False
-        if session is None:
+        if not asked:
             self._read(role, looked or "")
             return True
-        waited, forced = self._await_idle(role, session)
+        waited, forced = self._await_idle(role, next(iter(asked.values())))
         with self._cond:
             queued = self._pending.pop(role, {})
+        if self._closing.is_set() and not queued:  # dropped by close(): say so, once each
+            for text in asked:
+                self.log.warning("wake_failed", role=role, refused=text != TEXT,
+                                 error="stopped before the pane went quiet")  # fmt: skip
         for text, where in queued.items():
             self._send(role, where, text, waited, forced)
         return True  # look again: what close() cleared is then gone

@@ -204,6 +204,7 @@ def test_status_shows_each_roles_pane_last_wake_and_last_take_at_a_glance(
     assert lines[2] == "cleaner  gone  last wake never  last take never"
 
     tmux.run("kill-session", "-t", "=QA")
+    queue(project, "coder", ["QA"])  # mail waiting: its pane is read at every rescan
     wait_for(lambda: roles(project)["QA"]["pane"] == "gone", what="QA's pane gone")
     assert ok(project, "handoffd", "status", "--roles", "--root", str(project.root)).splitlines()[
         2].startswith("QA       gone  last wake ")  # fmt: skip

@@ -603,6 +603,8 @@ def test_closing_the_waker_never_waits_out_an_idle_wait(project: Project, tmux: 
     daemon.close()
     assert time.monotonic() - started < 1.5
     assert events(project, "wake") == [] and not wake_threads()
+    [dropped] = events(project, "wake_failed")  # never lost without a word
+    assert dropped["role"] == "QA" and dropped["error"] == "stopped before the pane went quiet"
 
 
 def test_a_tui_that_ignores_the_first_return_gets_one_more_and_the_wake_up_is_submitted(
