@@ -377,10 +377,11 @@ def demo(
 ) -> None:
     """A live two-agent swarm in a throwaway directory, ending with a checked summary."""
     from handoffd import demo as demo_module
+    from handoffd.board import status
 
     if hosts > 1 and keep:
         raise click.UsageError("--keep is for one host; --hosts 2 always takes its swarm down")
-    wakes = demo_module.Wakes(busy_rate, idle_after, idle_wait, kill_agent)
+    wakes = demo_module.Wakes(busy_rate, idle_after, idle_wait, kill_agent, status.unanswered)
     summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed, hosts=hosts,
                               wakes=wakes)  # fmt: skip
     click.echo(demo_module.render(summary))

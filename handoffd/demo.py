@@ -21,8 +21,13 @@ from dataclasses import dataclass, field
 from handoffd import audit, config, project, scan, swarm
 from handoffd import handoff as hf
 from handoffd.config import Box
+from handoffd.demo_watch import Lookout, busy_wakes
 from handoffd.lifecycle import daemon_path
 from handoffd.scan import State
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from handoffd.demo_watch import RedCards
 
 
 @dataclass
@@ -61,6 +66,7 @@ class Wakes:
     idle_after: float = 0.5  # the daemon's --idle-after: brisk, for a demo's short turns
     idle_wait: float = 300.0
     kill_agent: str | None = None  # end this role's session half-way through
+    red_cards: RedCards | None = None  # the board's look-up (a layer above: given by the CLI)
 
     def daemon_args(self, renotify_after: float) -> tuple[str, ...]:
         return ("--renotify-after", str(renotify_after), "--idle-after", str(self.idle_after),
@@ -121,12 +127,12 @@ def run(
             root, daemon_args=wakes.daemon_args(renotify_after), tmux_config=os.devnull
         )
         say(f"swarm up in {root}: sessions {', '.join(sessions)} on tmux socket {socket}")
-        lookout = Lookout(root, started, wakes.kill_agent)
+        lookout = Lookout(root, started, wakes.kill_agent, wakes.red_cards)
         returned = _watch(root, rounds, started + limit, say, lookout)
         if lookout.killed is None:
             _settle(root, started + limit)
         summary = _summarise(root, rounds, returned, time.monotonic() - started)
-        lookout.into(summary, base)
+        _add_lookout(summary, lookout, base)
     finally:
         if keep:
             socket = project.socket_path(root)
@@ -229,73 +235,13 @@ def _watch(
     return shown
 
 
-class Lookout:
-    """Watches the board as a person would, a few times a second: counts the cards that
-    turned red because their role did not answer, and with `kill`, ends that role's tmux
-    session half-way through and times how long its card takes to show red, and why."""
-
-    EVERY = 0.25  # seconds between two looks at the board
-
-    def __init__(self, root: str, started: float, kill: str | None) -> None:
-        self.root = root
-        self.started = started
-        self.kill = kill
-        self.killed: float | None = None  # when (monotonic) the session was ended
-        self.red: dict[str, str] = {}  # card -> its detail, each stalled card once
-        self.red_after: float | None = None
-        self.red_detail = ""
-        self._next = 0.0
-
-    def look(self, shown: int, rounds: int, say: Callable[[str], None]) -> bool:
-        """One look, when due; True once the killed agent's card is red."""
-        now = time.monotonic()
-        if self.kill and self.killed is None and shown >= max(1, rounds // 2):
-            self._end_session(say)
-        if now < self._next:
-            return False
-        self._next = now + self.EVERY
-        from handoffd.board import status as board_status
-
-        for card in board_status.board(self.root, None, False, 3600.0).cards:
-            if card.colour == "red" and _unanswered(card.detail):
-                self.red.setdefault(card.card, card.detail)
-                if self.killed is not None and card.role == self.kill and self.red_after is None:
-                    self.red_after, self.red_detail = time.monotonic() - self.killed, card.detail
-                    say(f"the board shows {card.card} red {self.red_after:.1f} s after the "
-                        f"kill: {card.detail}")  # fmt: skip
-        return self.red_after is not None
-
-    def _end_session(self, say: Callable[[str], None]) -> None:
-        import subprocess
-
-        session = config.load_roles(self.root)[self.kill or ""].session
-        socket = project.socket_path(self.root)
-        subprocess.run(["tmux", "-S", socket, "kill-session", "-t", f"={session}"],
-                       capture_output=True, timeout=5, check=False)  # fmt: skip
-        self.killed = time.monotonic()
-        say(f"killed {self.kill}'s agent (its session {session}) "
-            f"{self.killed - self.started:.1f} s in")  # fmt: skip
-
-    def into(self, summary: Summary, events: str) -> None:
-        """Add what was seen, and the agents' busy_wake lines in `events`, to `summary`."""
-        summary.stalls = sum(1 for detail in self.red.values() if detail.startswith("not taken"))
-        summary.killed = self.kill
-        summary.killed_at = None if self.killed is None else self.killed - self.started
-        summary.red_after, summary.red_detail = self.red_after, self.red_detail
-        summary.busy_wakes = _busy_wakes(events)
-
-
-def _unanswered(detail: str) -> bool:
-    return detail.startswith("not taken after ") or detail.endswith(" is gone")
-
-
-def _busy_wakes(folder: str) -> int:
-    count = 0
-    for name in os.listdir(folder):
-        if name.endswith(".events"):
-            with open(os.path.join(folder, name), encoding="utf-8") as file:
-                count += sum(1 for line in file if '"busy_wake"' in line)
-    return count
+def _add_lookout(summary: Summary, lookout: Lookout, events: str) -> None:
+    """Add what the lookout saw, and the agents' busy_wake lines in `events`, to `summary`."""
+    summary.stalls = sum(1 for detail in lookout.red.values() if detail.startswith("not taken"))
+    summary.killed = lookout.kill
+    summary.killed_at = None if lookout.killed is None else lookout.killed - lookout.started
+    summary.red_after, summary.red_detail = lookout.red_after, lookout.red_detail
+    summary.busy_wakes = busy_wakes(events)
 
 
 def _settle(root: str, deadline: float) -> None:

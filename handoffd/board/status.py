@@ -55,6 +55,17 @@ def board(
     return result
 
 
+def unanswered(root: str) -> list[tuple[str, str, str]]:
+    """(card, role, detail) of each card red because its role does not answer its wake-ups
+    or its session is gone (docs/protocol.md §14): what the demo's lookout watches for."""
+    return [
+        (card.card, card.role, card.detail)
+        for card in board(root, None, False, cards.WINDOW_S).cards
+        if card.colour == colour.RED
+        and (card.detail.startswith("not taken after ") or card.detail.endswith(" is gone"))
+    ]
+
+
 def folder_warnings(roles: dict[str, config.Role]) -> list[str]:
     """One `WARNING:` line per folder of a role's handoff directory that lies behind a
     symbolic link, and per `batch_*` link in its `in_process/`: what handoffd will not do
