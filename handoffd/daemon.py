@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from handoffd.remote.bridge import Bridge
 
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
-IN_FLIGHT = 1.0  # seconds a stopping daemon lets a wake-up being typed finish
+IN_FLIGHT = 2.0  # seconds a stopping daemon lets a wake-up being typed (and checked) finish
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
 LOOK_EVERY = 10.0  # seconds between two reads of a pane no mail waits for (for `status`)
 SETTLE = 0.3  # seconds a changed roles.tsv must stand still before it is read

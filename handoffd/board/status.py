@@ -116,6 +116,10 @@ def daemon_line(daemon: lifecycle.DaemonState | None, now: float) -> str:
 def roles(snapshot: scan.Snapshot, only: str | None = None) -> list[dict[str, object]]:
     """Each role at a glance (docs/protocol.md §14): its session, its pane as the daemon last
     saw it (`unknown` while no daemon runs), its last wake-up, take and idle mark."""
+    held: dict[str, list[float | None]] = {}  # role -> when it took the work it holds now
+    for entry in snapshot.open:
+        if entry.state == scan.State.IN_PROCESS:
+            held.setdefault(entry.role, []).append(cards.epoch(entry.headers.get("dequeued_at")))
     rows = []
     for name, role in snapshot.roles.items():
         if only is not None and name != only:
@@ -123,10 +127,7 @@ def roles(snapshot: scan.Snapshot, only: str | None = None) -> list[dict[str, ob
         seen = snapshot.panes.get(name, {})
         woken = _numbers(*snapshot.wakes.get(name, ()), seen.get("last_wake_at"))
         idle = _numbers(snapshot.idle_at.get(name), seen.get("last_idle_at"))
-        # taken: as the daemon saw it, or the work the role holds now
-        held = [cards.epoch(e.headers.get("dequeued_at")) for e in snapshot.open
-                if e.role == name and e.state == scan.State.IN_PROCESS]  # fmt: skip
-        took = _numbers(seen.get("last_take_at"), *held)
+        took = _numbers(seen.get("last_take_at"), *held.get(name, ()))  # as the daemon saw it
         rows.append({
             "role": name,
             "session": role.session,
