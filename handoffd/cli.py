@@ -337,7 +337,7 @@ def down(root: str | None) -> None:
     "--kill-agent",
     type=click.Choice(["coder", "cleaner"]),
     default=None,
-    help="End this role's session half-way through: its waiting card must show red.",
+    help="Kill this role's agent half-way through: its waiting card must show red.",
 )
 @click.option(
     "--idle-after",

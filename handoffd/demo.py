@@ -65,7 +65,7 @@ class Wakes:
     busy_rate: float = 0.0  # share of tasks after which an agent prints on and on
     idle_after: float = 0.5  # the daemon's --idle-after: brisk, for a demo's short turns
     idle_wait: float = 300.0
-    kill_agent: str | None = None  # end this role's session half-way through
+    kill_agent: str | None = None  # kill this role's agent half-way through
     red_cards: RedCards | None = None  # the board's look-up (a layer above: given by the CLI)
 
     def daemon_args(self, renotify_after: float) -> tuple[str, ...]:
@@ -219,7 +219,7 @@ def _watch(
     lookout: Lookout | None = None,
 ) -> int:
     """Print each round trip as the coder completes the cleaner's reply; returns how many.
-    A `lookout` watches the board meanwhile (and ends a session half-way, if asked to)."""
+    A `lookout` watches the board meanwhile (and kills an agent half-way, if asked to)."""
     coder = config.load_roles(root)["coder"]
     shown = 0
     while shown < rounds and time.monotonic() < deadline:

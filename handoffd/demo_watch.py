@@ -1,5 +1,5 @@
 """The demo's lookout: it watches the board as a person would, a few times a second, and
-with `--kill-agent` ends that role's session half-way and times how long the board takes
+with `--kill-agent` kills that role's agent half-way and times how long the board takes
 to show it red (docs/protocol.md §14).
 
 The board is a layer above the core this module belongs to, so the red cards come from
@@ -9,6 +9,7 @@ the caller (`handoffd demo` passes the board's own `unanswered` look-up).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 
@@ -24,8 +25,8 @@ if TYPE_CHECKING:
 
 class Lookout:
     """Watches the board as a person would, a few times a second: counts the cards that
-    turned red because their role did not answer, and with `kill`, ends that role's tmux
-    session half-way through and times how long its card takes to show red, and why."""
+    turned red because their role did not answer, and with `kill`, kills that role's agent
+    half-way through and times how long its card takes to show red, and why."""
 
     EVERY = 0.25  # seconds between two looks at the board
 
@@ -46,7 +47,7 @@ class Lookout:
         """One look, when due; True once the killed agent's card is red."""
         now = time.monotonic()
         if self.kill and self.killed is None and shown >= max(1, rounds // 2):
-            self._end_session(say)
+            self._kill_agent(say)
         if now < self._next or self.red_cards is None:
             return False
         self._next = now + self.EVERY
@@ -58,13 +59,20 @@ class Lookout:
                     f"{detail}")  # fmt: skip
         return self.red_after is not None
 
-    def _end_session(self, say: Callable[[str], None]) -> None:
+    def _kill_agent(self, say: Callable[[str], None]) -> None:
+        """SIGKILL the agent's process; its pane stays, dead (the demo's tmux server keeps
+        exited panes), as when an agent crashes with nobody watching its terminal."""
         session = config.load_roles(self.root)[self.kill or ""].session
         socket = project.socket_path(self.root)
-        subprocess.run(["tmux", "-S", socket, "kill-session", "-t", f"={session}"],
-                       capture_output=True, timeout=5, check=False)  # fmt: skip
+        shown = subprocess.run(
+            ["tmux", "-S", socket, "display-message", "-p", "-t", f"={session}:", "#{pane_pid}"],
+            capture_output=True, text=True, timeout=5, check=False,
+        )  # fmt: skip
+        pid = int(shown.stdout.strip() or 0)
+        if pid > 0:
+            os.kill(pid, signal.SIGKILL)
         self.killed = time.monotonic()
-        say(f"killed {self.kill}'s agent (its session {session}) "
+        say(f"killed {self.kill}'s agent (pid {pid}, in session {session}) "
             f"{self.killed - self.started:.1f} s in")  # fmt: skip
 
 

@@ -64,16 +64,24 @@ def _tmux(socket: str, timeout: float, *args: str) -> None:
         raise RuntimeError(result.stderr.strip() or f"tmux exited with {result.returncode}")
 
 
+class PaneDead(RuntimeError):
+    """The pane's program has exited (a pane kept by `remain-on-exit`): no agent reads it."""
+
+
 def capture(socket: str, session: str, timeout: float = TMUX_TIMEOUT) -> tuple[str, int]:
-    """The visible content of `session`'s pane and its cursor's row, in one tmux call."""
+    """The visible content of `session`'s pane and its cursor's row, in one tmux call;
+    `PaneDead` when the program in it has exited."""
     target = f"={session}:"
     command = ["tmux", "-S", socket, "capture-pane", "-p", "-t", target, ";",
-               "display-message", "-p", "-t", target, "#{cursor_y}"]  # fmt: skip
+               "display-message", "-p", "-t", target, "#{cursor_y} #{pane_dead}"]  # fmt: skip
     result = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
     if result.returncode != 0:
         raise RuntimeError(result.stderr.decode(errors="replace").strip() or "capture failed")
     text = result.stdout.decode(errors="replace").rstrip("\n")
-    content, _, cursor = text.rpartition("\n")
+    content, _, last = text.rpartition("\n")
+    cursor, _, dead = last.partition(" ")
+    if dead.strip() == "1":
+        raise PaneDead(f"the program in {session}'s pane has exited")
     return content, int(cursor) if cursor.strip().isdigit() else -1
 
 
@@ -271,11 +279,14 @@ class Waker:
             socket = read_socket(self.root)
         except Exception:  # no socket file, or a bad one: the send logs why
             return None
+        dead = False
         try:
             content: str | None = capture(socket, session, self.timeout)[0]
+        except PaneDead:  # its agent exited: as gone as a session that is not there
+            content, dead = None, True
         except Exception:  # the session is gone, or there is no server: which one?
             content = None
-        answers = content is not None or server_answers(socket, self.timeout)
+        answers = content is not None or dead or server_answers(socket, self.timeout)
         return self.panes.observe(role, session, content, answers, time.time(),
                                   self.idle_mark(role))  # fmt: skip
 
@@ -293,8 +304,12 @@ class Waker:
         except Exception as error:  # this thread must outlive any failure
             self._failed(role, text, str(error) or type(error).__name__)
         else:
+            try:
+                submitted = self._submitted(role, socket, session, text)
+            except PaneDead as dead:  # tmux takes keys for a dead pane and drops them
+                self._failed(role, text, str(dead))
+                return
             self.panes.woken(role, time.time())
-            submitted = self._submitted(role, socket, session, text)
             self.log.info("wake", role=role, session=session, refused=text != TEXT,
                           submitted=submitted, forced=forced, waited=round(waited, 2))  # fmt: skip
 
@@ -310,6 +325,8 @@ class Waker:
             time.sleep(RETRY_AFTER)
             if not unsubmitted(*capture(socket, session, self.timeout), text):
                 return True
+        except PaneDead:
+            raise
         except Exception as error:  # cannot tell: say so, never count it as submitted
             self.log.warning("wake_unchecked", role=role, error=str(error) or repr(error))
             return False

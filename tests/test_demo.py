@@ -106,7 +106,9 @@ def test_busy_agents_get_no_wake_up_while_they_print_and_a_killed_one_shows_red(
     result = demo_command("--rounds", "4", "--busy-rate", "0.5", "--kill-agent", "cleaner")
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"into a busy pane +0 \(0 forced after --idle-wait\)", result.stdout)
-    assert re.search(r"killed cleaner's agent \(its session swarmforge-cleaner\)", result.stdout)
+    assert re.search(
+        r"killed cleaner's agent \(pid \d+, in session swarmforge-cleaner\)", result.stdout
+    )
     killed = re.search(r"killed agent +cleaner at [\d.]+ s: its card turned red ([\d.]+) s "
                        r"later — cleaner's session swarmforge-cleaner is gone",
                        result.stdout)  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -180,6 +181,18 @@ def test_a_killed_session_makes_its_waiting_card_red_at_once_and_back_when_it_re
 def roles(project: Project) -> dict[str, dict[str, Any]]:
     out = ok(project, "handoffd", "status", "--roles", "--json", "--root", str(project.root))
     return {row["role"]: row for row in json.loads(out)}
+
+
+def test_an_agent_that_died_in_its_kept_pane_makes_its_waiting_card_red_at_once(
+    project: Project, tmux: Tmux, daemon: subprocess.Popen[str]
+) -> None:
+    tmux.run("set-option", "-g", "remain-on-exit", "on")
+    pid = int(tmux.run("display-message", "-p", "-t", "=QA:", "#{pane_pid}").stdout)
+    os.kill(pid, signal.SIGKILL)  # the agent is killed; its pane stays, dead
+    queue(project, "coder", ["QA"])
+    card = wait_for(lambda: red_card(project), what="the card to turn red")
+    assert card["detail"] == "QA's session QA is gone"
+    assert roles(project)["QA"]["pane"] == "gone"
 
 
 def test_status_shows_each_roles_pane_last_wake_and_last_take_at_a_glance(

@@ -656,3 +656,24 @@ def test_a_line_a_program_printed_back_after_reading_it_counts_as_submitted(
     [woke] = events(project, "wake")
     assert woke["submitted"] is True and tmux.wakes("QA") == 1
     daemon.close()
+
+
+def test_a_pane_whose_program_exited_gets_no_wake_up_and_says_why(
+    project: Project, tmux: Tmux
+) -> None:
+    """tmux takes keys for a dead pane (kept by remain-on-exit) and drops them: that is a
+    failed wake-up, never a `wake`."""
+    tmux.run("new-session", "-d", "-s", "QA", "sleep 0.3", ";",
+             "set-option", "-g", "remain-on-exit", "on")  # fmt: skip
+    wait_for(lambda: tmux.run("display-message", "-p", "-t", "=QA:", "#{pane_dead}")
+             .stdout.strip() == "1", what="the pane's program to exit")  # fmt: skip
+    use_socket(project, tmux.socket)
+    daemon = open_daemon(project, record=False)
+
+    daemon.waker.wake([("QA", "QA")])
+    assert daemon.waker.drain(10)
+
+    [failed] = events(project, "wake_failed")
+    assert failed["role"] == "QA" and "has exited" in failed["error"]
+    assert events(project, "wake") == []
+    daemon.close()
