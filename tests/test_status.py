@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from handoffd import handoff as hf
+from handoffd.board import status as board_status
 from tests.conftest import Project
 from tests.daemon_support import handoffd, queue, running_pid, stopping
 from tests.swarm_support import HANDOFFD, command_env
@@ -425,3 +427,24 @@ def test_a_folder_behind_a_link_is_a_warning_line_saying_what_stops(
     only = handoffd("status", "--role", "QA", str(project.root))
     assert only.stdout.splitlines()[1] == "QA  unknown  last wake never  last take never"
     assert board_lines(only.stdout)[1:] == [warnings[2], "no open cards"]
+
+
+def test_each_role_line_says_its_pane_since_when_and_its_last_wake_and_take() -> None:
+    now = 1_800_000_000.0
+    at = lambda seconds: hf.iso_now(now - seconds)  # noqa: E731
+    rows: list[dict[str, object]] = [
+        {"role": "coder", "pane": "idle", "pane_since": at(125), "last_wake_at": at(190),
+         "last_take_at": at(61)},
+        {"role": "QA", "pane": "busy", "pane_since": at(840), "last_wake_at": None,
+         "last_take_at": at(5)},
+        {"role": "cleaner", "pane": "gone", "pane_since": None, "last_wake_at": at(3),
+         "last_take_at": None},
+        {"role": "x\x1b", "pane": "unknown", "pane_since": None, "last_wake_at": None,
+         "last_take_at": None},
+    ]  # fmt: skip
+    assert board_status.role_lines(rows, now) == [
+        "coder    idle 2m  last wake 3m ago  last take 1m ago",
+        "QA       busy 14m  last wake never  last take 5s ago",
+        "cleaner  gone  last wake 3s ago  last take never",
+        "x\\x1b    unknown  last wake never  last take never",  # a name from a file, escaped
+    ]
