@@ -11,16 +11,17 @@ import click
 
 from benchmarks.board import Board
 from benchmarks.digest import Digest
+from benchmarks.hosts import Hosts
 from benchmarks.panes import Panes
 from benchmarks.queue import Pickup, Queue
 from benchmarks.scenario import BenchError, Scenario, run
 from benchmarks.startup import StartupScenario
 from benchmarks.web import Web
 
-ONE_OF = ("board", "digest", "web", "pickup", "startup", "panes")
+ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes")
 SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     "queue": Queue, "board": Board, "digest": Digest, "web": Web, "pickup": Pickup,
-    "startup": StartupScenario, "panes": Panes,
+    "startup": StartupScenario, "hosts": Hosts, "panes": Panes,
 }  # fmt: skip
 
 
@@ -56,6 +57,12 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
 @click.option("--web", is_flag=True, help="Only the web board: its page against status --json.")
 @click.option("--pickup", is_flag=True, help="Only section 3: pickup latency of both writers.")
 @click.option("--startup", is_flag=True, help="Only section 4: helper start-up against python.")
+@click.option(
+    "--hosts",
+    is_flag=True,
+    help="Only the swarm across two hosts over a local nats-server (the nats extra): "
+    "cross-host pickup beside local, the drain from one host to the other.",
+)
 @click.option(
     "--panes",
     is_flag=True,

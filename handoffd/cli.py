@@ -192,6 +192,8 @@ def init(config_file: str | None, host: str | None, root: str | None) -> None:
         swarm = project.parse_swarm(text, source)
         here = host if host is not None else config.this_host(base)
         project.check_hosts(swarm, here, source)
+        for warning in project.host_warnings(swarm, source):
+            click.echo(warning, err=True)
         changes = project.init(base, swarm.windows, text, here, swarm.hosts)
     except (project.SwarmConfigError, config.ConfigError) as error:
         raise click.ClickException(str(error)) from None
@@ -273,9 +275,11 @@ def up(
     commands = dict(_agent_pair(value) for value in agents)
     running = lifecycle.holder(project_root)
     try:
+        here = config.this_host(project_root)
         if register_mcp:  # before the agents start: a harness reads it when it starts
             for role in config.load_roles(project_root).values():
-                click.echo(f"mcp: {swarm.write_mcp_config(project_root, role)}")
+                if config.is_local(role, here):  # another host's role has no worktree here
+                    click.echo(f"mcp: {swarm.write_mcp_config(project_root, role)}")
         options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
         socket, started = swarm.up(project_root, commands, tuple(options))
         dead = swarm.died(socket, started, check_after)
@@ -286,7 +290,10 @@ def up(
     pid = lifecycle.holder(project_root)
     click.echo(f"daemon: {'already running' if running else 'started'} (pid {pid})")
     for role in roles.values():
-        click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")
+        if config.is_local(role, here):
+            click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")
+        else:
+            click.echo(f"  {role.name:<12} on host {role.host} (`handoffd up` there)")
     click.echo(f"log: {os.path.join(project_root, config.SWARMFORGE, 'daemon', 'handoffd.log')}")
     for session, how in dead.items():
         click.echo(f"DIED: {session}: its agent exited at once ({how})", err=True)

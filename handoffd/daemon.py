@@ -215,14 +215,15 @@ class Daemon:
 
     def drain(self, settle_limit: float = SETTLE_LIMIT) -> None:
         """`run --once`: pass until nothing deliverable is left, waiting up to `settle_limit`
-        seconds for files still being written in place (taken once whole, never skipped)."""
+        seconds for files still being written in place (taken once whole, never skipped),
+        for the stream's answers and for the copies it holds for this host."""
         deadline = time.monotonic() + settle_limit
         self.guarded_step(time.monotonic())
         while not self.stopping:
             if not self.courier.backlog:
                 due = self.courier.next_settled()
-                if self._publishing() and time.monotonic() < deadline:
-                    due = time.monotonic() + RESCAN  # woken by the stream's answer
+                if (self._publishing() or self._receiving()) and time.monotonic() < deadline:
+                    due = time.monotonic() + RESCAN  # woken by the stream's answer or a pull
                 if due is None or due > deadline:
                     break
                 self.poke.wait(max(0.0, due - time.monotonic()))
@@ -230,6 +231,11 @@ class Daemon:
             self.guarded_step(time.monotonic())
         for path in self.courier.settling:
             self.log.warning("left_unsettled", file=path, waited=settle_limit)
+
+    def _receiving(self) -> bool:
+        """Copies for this host's roles may still wait in the stream: `run --once` takes
+        them too (docs/protocol.md §15), pulling until a pull comes back empty."""
+        return self.bridge is not None and not self.bridge.received_all(time.monotonic())
 
     def _publishing(self) -> bool:
         """Copies for other hosts handed to the stream and not yet answered."""

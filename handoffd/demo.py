@@ -46,10 +46,11 @@ class Summary:
     unsubmitted: int = 0  # wake_unsubmitted
     held: list[float] = field(default_factory=list)  # seconds each held wake-up waited
     stalls: int = 0  # cards the board showed red because their role did not answer
-    killed: str | None = None  # the role whose session was ended mid-demo
+    killed: str | None = None  # the role whose agent was killed mid-demo
     killed_at: float | None = None  # seconds into the demo
     red_after: float | None = None  # seconds from the kill to its card turning red
     red_detail: str = ""
+    across_hosts: bool = False  # latencies run to the copy's arrival on the other host
 
     @property
     def ok(self) -> bool:
@@ -202,13 +203,21 @@ def _summarise_hosts(roots: list[str], rounds: int, returned: int, started: floa
     for root in roots:
         here = config.this_host(root)
         local = {n: r for n, r in config.load_roles(root).items() if config.is_local(r, here)}
-        latencies += _pickup_latencies(local)
+        latencies += _pickup_latencies(local, _received(root))
     return Summary(
         rounds=rounds, returned=returned, delivered=report.count(Box.SENT),
         wakeups=events.count("wake"), renotifies=events.count("renotify"),
         wake_failures=events.count("wake_failed"), latencies_ms=sorted(latencies),
-        problems=problems, seconds=time.monotonic() - started,
+        problems=problems, seconds=time.monotonic() - started, across_hosts=True,
     )  # fmt: skip
+
+
+def _received(root: str) -> dict[str, str]:
+    """File name -> when this host's daemon wrote the copy that came from another host (a
+    copy's `enqueued_at` is stamped on the sender's host, before it crosses)."""
+    with open(daemon_path(root, "handoffd.log"), encoding="utf-8") as log:
+        events = [json.loads(line) for line in log if line.strip()]
+    return {e["file"]: e["timestamp"] for e in events if e.get("event") == "received"}
 
 
 def _watch(
@@ -298,13 +307,17 @@ def _log_events(root: str) -> list[str]:
         return [json.loads(line).get("event", "") for line in log if line.strip()]
 
 
-def _pickup_latencies(roles: dict[str, config.Role]) -> list[float]:
-    """created_at (just before the rename into outbox/) to enqueued_at (the copy's stamp)."""
+def _pickup_latencies(
+    roles: dict[str, config.Role], arrived: dict[str, str] | None = None
+) -> list[float]:
+    """created_at (just before the rename into outbox/) to enqueued_at (the copy's stamp),
+    or to its arrival here when it came from another host (`arrived`, by file name)."""
     latencies = []
     for role in roles.values():
         for copy in scan.scan_role(role, (State.COMPLETED,)):
             headers = copy.headers
-            latencies.append(_ms_between(headers.get("created_at"), headers.get("enqueued_at")))
+            end = (arrived or {}).get(copy.name) or headers.get("enqueued_at")
+            latencies.append(_ms_between(headers.get("created_at"), end))
     return sorted(latencies)
 
 
@@ -328,9 +341,11 @@ def render(summary: Summary) -> str:
         f"{summary.wake_failures} failed)",
     ]
     if cuts:
+        span = "created_at → in new/ on the other host" if summary.across_hosts else (
+            "created_at → enqueued_at")  # fmt: skip
         lines.append(
             f"  pickup latency       p50 {cuts[49]:.1f} ms · p90 {cuts[89]:.1f} ms"
-            f" · p99 {cuts[98]:.1f} ms · max {lat[-1]:.1f} ms  (created_at → enqueued_at)"
+            f" · p99 {cuts[98]:.1f} ms · max {lat[-1]:.1f} ms  ({span})"
         )
     held = summary.held
     longest = f", longest {max(held):.1f} s" if held else ""

@@ -337,6 +337,21 @@ def check_hosts(swarm: Swarm, here: str, source: str) -> None:
         )
 
 
+def host_warnings(swarm: Swarm, source: str) -> list[str]:
+    """What `init` warns about (and lays out anyway): windows before the first `host` line
+    of a configuration that has hosts belong to every host that runs `init`, so each host
+    gives such a role an inbox of its own, and mail to it stays on the sender's host."""
+    shared = [w.role for w in swarm.windows if not w.host]
+    if not swarm.hosts or not shared:
+        return []
+    roles, verb = ", ".join(shared), "comes" if len(shared) == 1 else "come"
+    return [
+        f"WARNING: {source}: {roles} {verb} before the first `host` line, so every host that "
+        f"runs `handoffd init` lays out its own {roles} (each host's mail to it stays on that "
+        "host); move such a window below the `host` line of the one host it runs on"
+    ]
+
+
 def init(
     root: str,
     windows: list[Window],

@@ -91,9 +91,11 @@ def up(
     """Start the missing sessions and the daemon; returns the socket and the sessions started.
     Only this host's roles get a session here (a role on another host runs there)."""
     here = config.this_host(root)
-    roles = {n: r for n, r in config.load_roles(root).items() if config.is_local(r, here)}
+    every = config.load_roles(root)
+    roles = {n: r for n, r in every.items() if config.is_local(r, here)}
     socket = read_socket(root)
-    _check_agent_names(roles, agents or {})
+    # every host's roles: the same `--agent` options serve on each host of the swarm
+    _check_agent_names(every, agents or {})
     commands = {**default_agents(), **(agents or {})}
     for role in roles.values():
         if role.session:

@@ -194,18 +194,36 @@ def _is_temp(name: str) -> bool:
     return name.startswith(".") and name.endswith(".tmp")
 
 
-def copies_by_id(roles: dict[str, Role]) -> Counter[tuple[str, str]]:
+def copies_by_id(roles: dict[str, Role], live: bool = False) -> Counter[tuple[str, str]]:
     """(id, recipient) -> how many copies sit in the recipient's new/, in_process/ and
-    completed/, batch dirs included."""
+    completed/, batch dirs included.
+
+    `live`: the helpers may be moving files while we count (a poll, not the final audit),
+    so a file gone between the listing and the read is skipped: it moves forward
+    (new -> in_process -> completed), the order we walk in, so it is usually counted
+    further on, and otherwise the caller's next poll sees it. At rest, a file that cannot
+    be read is a failure."""
     counts: Counter[tuple[str, str]] = Counter()
     for role in roles.values():
         for box in INBOX:
             for directory, dirs, names in os.walk(role.path(box)):
                 dirs[:] = [d for d in dirs if hf.is_visible(d)]
                 for name in (n for n in names if hf.is_visible(n)):
-                    handoff = hf.read(os.path.join(directory, name))
-                    counts[(handoff.get("id") or name, role.name)] += 1
+                    ident = _copy_id(os.path.join(directory, name), live)
+                    if ident is not None:
+                        counts[(ident or name, role.name)] += 1
     return counts
+
+
+def _copy_id(path: str, live: bool) -> str | None:
+    """The id header of the copy at `path` ("" without one); None when it moved away
+    while we looked and `live` allows that."""
+    try:
+        return hf.read(path).get("id") or ""
+    except hf.HandoffError:
+        if live and not os.path.lexists(path):
+            return None
+        raise
 
 
 def originals(roles: dict[str, Role]) -> dict[str, list[str]]:

@@ -9,6 +9,8 @@ A test module uses it with `nats_server = nats_fixture()` at module level.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import shutil
 import signal
@@ -22,7 +24,7 @@ from typing import Any
 import pytest
 
 from handoffd import config
-from handoffd.remote.server import Server, wait_jetstream
+from handoffd.remote.server import Server, cluster, wait_jetstream
 from tests.conftest import BIN, GIT_ENV, wait_for
 
 HANDOFFD = os.path.join(BIN, "handoffd")
@@ -183,6 +185,62 @@ def consumer_state(url: str, stream: str, consumer: str) -> tuple[int, int]:
             await nc.close()
 
     return asyncio.run(ask())
+
+
+def consumer_info(url: str, stream: str, consumer: str) -> Any:
+    """The consumer's info as its leader tells it (`cluster.leader`, `num_redelivered`…)."""
+    import nats
+
+    async def ask() -> Any:
+        nc = await nats.connect(url)
+        try:
+            return await nc.jetstream().consumer_info(stream, consumer)
+        finally:
+            await nc.close()
+
+    return asyncio.run(ask())
+
+
+def step_down(url: str, stream: str, consumer: str, preferred: str | None = None) -> None:
+    """Ask the consumer's leader to hand over (to the server named `preferred`): the pull
+    requests waiting on it are answered with a status and no message."""
+    import nats
+
+    async def ask() -> None:
+        nc = await nats.connect(url)
+        try:
+            body = json.dumps({"placement": {"preferred": preferred}} if preferred else {})
+            subject = f"$JS.API.CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}"
+            reply = json.loads((await nc.request(subject, body.encode(), timeout=5)).data)
+            assert reply.get("success"), reply
+        finally:
+            await nc.close()
+
+    asyncio.run(ask())
+
+
+@contextlib.contextmanager
+def running_cluster(size: int = 3) -> Iterator[list[Server]]:
+    """`size` real servers routed into one cluster on loopback, each with its own short data
+    folder under /tmp, taking JetStream requests; all stopped and removed afterwards."""
+    store = tempfile.mkdtemp(prefix="hd-c-", dir="/tmp")
+    nodes = cluster(store, size)
+    try:
+        for node in nodes:
+            node.start()
+        wait_jetstream(nodes[0].url, timeout=30)
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def connected_port(host: Host) -> int:
+    """The port of the server `host`'s daemon last said it connected to."""
+    lines = [json.loads(line) for line in host.log().read_text().splitlines()]
+    server = [line["server"] for line in lines if line["event"] == "nats_connected"][-1]
+    return int(server.rsplit(":", 1)[1])
 
 
 def eventually(check: Callable[[], bool], timeout: float, what: str) -> None:

@@ -183,12 +183,26 @@ def test_json_only_prints_just_the_json_line_the_json_file_holds(tmp_path):
     assert json.loads(lines[0])["quick"] is True
 
 
+def test_hosts_measures_cross_host_pickup_beside_local_pickup_and_the_drain(tmp_path):
+    """Costs ~6 s: a real nats-server and two daemons per host, at --quick sizes."""
+    result = bench("--hosts", "--quick", "--json-only", "--dir", str(tmp_path), timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    figures = report["hosts"]
+    assert figures["cross_host_pickup_ms"]["n"] == 5 and figures["local_pickup_ms"]["n"] == 5
+    assert figures["cross_host_pickup_ms"]["p50"] > 0 and figures["local_pickup_ms"]["p50"] > 0
+    assert figures["drain_handoffs"] == 20 and figures["drain_per_s"] > 0
+    assert figures["disk_files_per_s"] > 0 and figures["drain_vs_limit"] > 0
+    assert figures["pickup_vs_local"] > 0 and report["quick"] is True
+    assert report["sizes"] == {"latency_samples": 5, "handoffs": 20, "limit_files": 30}
+    assert list(tmp_path.iterdir()) == []  # the server's store and both hosts are gone
+
+
 def test_one_scenario_at_a_time_and_the_refusal_says_which_flags(tmp_path):
     result = bench("--board", "--web", "--dir", str(tmp_path), timeout=30)
     assert result.returncode == 2 and result.stdout == ""
-    assert "give at most one of --board, --digest, --web, --pickup, --startup, --panes" in (
-        result.stderr
-    )
+    flags = "--board, --digest, --web, --pickup, --startup, --hosts, --panes"
+    assert f"give at most one of {flags}" in result.stderr
     assert list(tmp_path.iterdir()) == []  # refused before anything was built
 
 

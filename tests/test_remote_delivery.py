@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,14 @@ from handoffd.remote.server import Server
 from tests.conftest import make_project, run_command, wait_for
 from tests.daemon_support import inbox, queue
 from tests.fault_support import open_daemon
-from tests.nats_support import Host, consumer_state, make_hosts, nats_fixture, stop_all
+from tests.nats_support import (
+    Host,
+    consumer_state,
+    handoffd,
+    make_hosts,
+    nats_fixture,
+    stop_all,
+)
 
 nats_server = nats_fixture()
 
@@ -145,3 +153,37 @@ def test_a_remote_role_without_nats_is_a_config_error_and_its_mail_waits_in_the_
         in (errors[0]["error"])
     )
     assert [d["reason"] for d in log.named("deferred")] == ["nats: not configured"]
+
+
+def test_run_once_takes_what_waits_in_the_stream_for_this_host_writes_and_acknowledges_it(
+    hosts: list[Host], nats_server: Server
+) -> None:
+    """`run --once` on b, whose daemon was down while a sent: everything now, both ways."""
+    a, b = hosts
+    a.start()
+    sent = [send_note(a, "coder", "cleaner", f"while b was down {n}") for n in range(3)]
+    wait_for(lambda: a.names("coder", "sent") == sorted(sent), what="the stream's acks")
+    back = send_note(b, "cleaner", "coder", "from b, once")
+    done = handoffd("run", "--once", str(b.root), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert b.names("cleaner", "inbox/new") == sorted(sent)
+    assert b.names("cleaner", "sent") == [back]
+    network = settings.load(str(b.root))
+    assert network is not None
+    state = consumer_state(nats_server.url, network.stream, network.consumer)
+    assert state == (0, 0), "every copy acknowledged before run --once left"
+    wait_for(lambda: back in a.names("coder", "inbox/new"), what="b's note on a")
+
+
+def test_run_once_with_no_server_to_reach_delivers_locally_and_exits_within_seconds(
+    tmp_path: Path,
+) -> None:
+    """Nothing can be received without a server: `run --once` gives up on it after a few
+    seconds (it never waits for ever), and local mail goes as always."""
+    (a,) = make_hosts(tmp_path, "nats://127.0.0.1:1", names="a", prepare=False)
+    local = send_note(a, "coder", "coder", "to myself")
+    start = time.monotonic()
+    done = handoffd("run", "--once", str(a.root), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 10
+    assert a.names("coder", "inbox/new") == [local]

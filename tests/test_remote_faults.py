@@ -16,7 +16,9 @@ import pytest
 from handoffd import audit, config, journal
 from handoffd.delivery import JOURNAL
 from handoffd.remote import server as servers
+from handoffd.remote import settings
 from handoffd.remote.server import Server
+from handoffd.remote.settings import ACK_WAIT
 from tests.conftest import wait_for
 from tests.fault_support import (
     copies_by_id,
@@ -26,7 +28,18 @@ from tests.fault_support import (
     start_worker,
     stop_worker,
 )
-from tests.nats_support import Host, make_hosts, nats_fixture, stop_all
+from tests.nats_support import (
+    Host,
+    connected_port,
+    consumer_info,
+    eventually,
+    make_hosts,
+    nats_fixture,
+    running_cluster,
+    settle,
+    step_down,
+    stop_all,
+)
 
 nats_server = nats_fixture()
 
@@ -41,11 +54,12 @@ def local(host: Host) -> dict[str, config.Role]:
 
 def settled(a: Host, b: Host, expected: int, across: int | None = None) -> bool:
     """Every original archived on a, no journal left, every copy on b (`across` of them,
-    when not every handoff went to b)."""
+    when not every handoff went to b). A poll while b's worker still moves copies from
+    box to box, so a copy that moved under the count is skipped and the next poll counts it."""
     done = len(a.names("coder", "sent")) == expected and not a.names("coder", "outbox")
     if not done or journal.load(str(a.root / JOURNAL)) is not None:
         return False
-    return len(copies_by_id(local(b))) == (expected if across is None else across)
+    return len(copies_by_id(local(b), live=True)) == (expected if across is None else across)
 
 
 def check_once(hosts: list[Host], expected: int) -> None:
@@ -192,3 +206,124 @@ def test_a_three_server_cluster_losing_a_server_mid_flow_loses_and_duplicates_no
         for node in cluster:
             node.stop()
         shutil.rmtree(store, ignore_errors=True)
+
+
+def network_of(host: Host) -> settings.Network:
+    network = settings.load(str(host.root))
+    assert network is not None
+    return network
+
+
+def leader_of(node: Server, network: settings.Network) -> str:
+    """The server leading b's consumer ("" while one is being elected)."""
+    try:
+        info = consumer_info(node.url, network.stream, network.consumer)
+    except Exception:  # a request timed out: no leader answers yet
+        return ""
+    return str(info.cluster.leader or "")
+
+
+def send(a: Host, what: str, count: int) -> None:
+    roles = a.roles
+    for n in range(count):
+        queue_note(roles, "coder", ["cleaner"], message=f"{what} {n}")
+
+
+def arrived(b: Host, count: int) -> bool:
+    return len(copies_by_id(local(b), live=True)) == count
+
+
+@pytest.mark.slow
+def test_the_consumers_leader_moving_while_b_waits_never_stops_b_fetching(
+    tmp_path: Path,
+) -> None:
+    """Costs ~10 s (a three-server cluster). Each move answers the pull b has waiting with
+    a status and no message: b must pull again at once, not wait for a batch that never
+    came. Bounded below the ack wait, so mail parked on a dead pull and sent again later
+    does not pass either."""
+    with running_cluster() as nodes:
+        a, b = make_hosts(tmp_path, ",".join(node.url for node in nodes))
+        try:
+            a.start()
+            b.start()
+            send(a, "first", 1)
+            wait_for(lambda: arrived(b, 1), timeout=30, what="the first note")
+            network = network_of(b)
+            for _ in range(3):
+                settle(1.5)  # b's next pull is waiting on the leader
+                step_down(nodes[0].url, network.stream, network.consumer)
+            start = time.monotonic()
+            send(a, "after", 10)
+            wait_for(lambda: arrived(b, 11), timeout=ACK_WAIT - 1, what="the notes after")
+            print(f"delivered {time.monotonic() - start:.1f} s after the leader moved")
+        finally:
+            stop_all([a, b])
+
+
+@pytest.mark.slow
+def test_mail_sent_while_the_server_was_away_reaches_b_on_its_first_pull_after(
+    tmp_path: Path,
+) -> None:
+    """Costs ~10 s: its own server, stopped for 4 s while b waits. Nothing b pulls for may
+    be answered where no fetch listens (a pull buffered through the outage, into an inbox
+    given up): the server would deliver nothing else before the ack wait, and count a
+    redelivery."""
+    store = tempfile.mkdtemp(prefix="hd-js-", dir="/tmp")
+    nats = Server(store)
+    nats.start()
+    servers.wait_jetstream(nats.url)
+    a, b = make_hosts(tmp_path, nats.url)
+    try:
+        a.start()
+        b.start()
+        send(a, "before", 3)
+        wait_for(lambda: arrived(b, 3), timeout=30, what="the notes before")
+        network = network_of(b)
+        eventually(lambda: consumer_info(nats.url, network.stream, network.consumer)
+                   .num_ack_pending == 0, timeout=10, what="b's acks")  # fmt: skip
+        nats.stop()
+        send(a, "during", 5)
+        settle(4)
+        nats.start()
+        back = time.monotonic()
+        wait_for(lambda: arrived(b, 8), timeout=ACK_WAIT - 1, what="the notes during")
+        print(f"delivered {time.monotonic() - back:.1f} s after the server came back")
+        info = consumer_info(nats.url, network.stream, network.consumer)
+        assert info.num_redelivered == 0
+    finally:
+        stop_all([a, b])
+        nats.stop()
+        shutil.rmtree(store, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_killing_the_server_b_reads_through_and_its_consumers_leader_resumes_delivery(
+    tmp_path: Path,
+) -> None:
+    """Costs ~15 s (a three-server cluster): the consumer's leader is moved to the very
+    server b is connected to, which is then killed -9 with mail flowing. b must reconnect to
+    another, pull from the new leader and receive everything within a bound."""
+    with running_cluster() as nodes:
+        a, b = make_hosts(tmp_path, ",".join(node.url for node in nodes))
+        try:
+            a.start()
+            b.start()
+            send(a, "first", 1)
+            wait_for(lambda: arrived(b, 1), timeout=30, what="the first note")
+            network = network_of(b)
+            victim = next(node for node in nodes if node.port == connected_port(b))
+            other = next(node for node in nodes if node is not victim)
+            eventually(lambda: leader_of(other, network), timeout=10, what="a leader")
+            if leader_of(other, network) != victim.name:
+                step_down(other.url, network.stream, network.consumer, preferred=victim.name)
+            eventually(lambda: leader_of(other, network) == victim.name, timeout=10,
+                       what=f"{victim.name} to lead b's consumer")  # fmt: skip
+            send(a, "racing", 20)
+            victim.stop(kill=True)
+            start = time.monotonic()
+            send(a, "after", 20)
+            wait_for(lambda: arrived(b, 41), timeout=30, what="every note after the kill")
+            print(f"delivered {time.monotonic() - start:.1f} s after the kill")
+        finally:
+            stop_all([a, b])
+        check_once([a, b], 41)

@@ -76,3 +76,32 @@ def test_a_second_host_finds_the_stream_made_by_the_first(
     assert b.roles["cleaner"].host == ""
     assert (b.root / ".worktrees" / "cleaner").is_dir()
     assert not (a.root / ".worktrees" / "cleaner").exists()
+
+
+def test_init_warns_of_windows_before_the_first_host_line_and_lays_them_out_here(
+    tmp_path: Path, nats_server: Server
+) -> None:
+    text = "window QA shell qa task\n" + SWARM
+    root = tmp_path / "a"
+    root.mkdir()
+    (root / "swarm.conf").write_text(text.format(project=project_name(), urls=nats_server.url))
+    done = handoffd("init", "--host", "a", "--config", str(root / "swarm.conf"), str(root))
+    assert done.returncode == 0, done.stderr
+    warning = [line for line in done.stderr.splitlines() if "before the first `host`" in line]
+    assert warning == [
+        f"WARNING: {root / 'swarm.conf'}: QA comes before the first `host` line, so every "
+        "host that runs `handoffd init` lays out its own QA (each host's mail to it stays on "
+        "that host); move such a window below the `host` line of the one host it runs on"
+    ]
+    assert settings.load(str(root)) is not None and (root / ".worktrees" / "qa").is_dir()
+
+
+def test_init_of_a_configuration_whose_every_window_has_a_host_warns_of_none(
+    tmp_path: Path, nats_server: Server
+) -> None:
+    root = tmp_path / "a"
+    root.mkdir()
+    (root / "swarm.conf").write_text(SWARM.format(project=project_name(), urls=nats_server.url))
+    done = handoffd("init", "--host", "a", "--config", str(root / "swarm.conf"), str(root))
+    assert done.returncode == 0, done.stderr
+    assert "before the first `host`" not in done.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import lifecycle, swarm
+from handoffd import lifecycle, project, swarm
 from tests.conftest import git, wait_for
 from tests.swarm_support import (
     WAKE_TEXT,
@@ -373,3 +373,27 @@ def test_an_agent_name_that_no_role_has_is_an_error_naming_the_known_agents(
         "in; known agents: demo, probe-cat, probe-sh, shell\n"
     )
     assert not server_answers(socket_of(root))
+
+
+def test_up_on_one_host_of_several_starts_and_lists_only_its_roles(tmp_path: Path) -> None:
+    """The other host's role is named with its host, never given an attach line for a
+    session that does not exist here, nor an MCP file in its placeholder worktree; and the
+    same `--agent` options serve every host (its agent is known, though it runs there)."""
+    text = "project t\nnats nats://127.0.0.1:1\nhost a\n" + CONFIG.splitlines()[0] + "\n"
+    text += "host b\n" + CONFIG.splitlines()[1] + "\n"
+    conf = tmp_path / "swarm.conf"
+    conf.write_text(text)
+    root = tmp_path.resolve() / "a"
+    root.mkdir()
+    project.init(str(root), project.parse_swarm(text, "conf").windows, text, "a", ["a", "b"])
+    try:
+        result = handoffd("up", *AGENTS, "--mcp", str(root))
+        assert result.returncode == 0, result.stderr
+        assert sessions(socket_of(root)) == ["swarmforge-coder"]
+        assert re.search(r"^  coder +tmux -S .* attach -t =swarmforge-coder$", result.stdout,
+                         re.M)  # fmt: skip
+        assert re.search(r"^  cleaner +on host b \(`handoffd up` there\)$", result.stdout, re.M)
+        assert "swarmforge-cleaner" not in result.stdout
+        assert not (root / ".swarmforge" / "remote").exists()
+    finally:
+        take_down(root)

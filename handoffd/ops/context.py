@@ -62,10 +62,25 @@ def resolve_context(
     if not needs_role:
         return Context(root, roles, colours=colours)
     me = config.calling_role(roles, role or os.environ.get("SWARMFORGE_ROLE"))
+    _refuse_elsewhere(root, me)
     agent = agent or os.environ.get("SWARMFORGE_AGENT") or me.agent
     if conversation is None:
         conversation = os.environ.get("SWARMFORGE_CONVERSATION", "")
     return Context(root, roles, me, agent, conversation, colours)
+
+
+def _refuse_elsewhere(root: str, role: config.Role) -> None:
+    """A role that lives on another host has no inbox, live file or claims here (its
+    worktree in roles.tsv is a placeholder): acting for it is refused, naming its host."""
+    if not role.host:
+        return
+    here = config.this_host(root)
+    if role.host != here:
+        where = f"host {here}" if here else "a host without .swarmforge/host"
+        raise config.ConfigError(
+            f"Role '{role.name}' works on host {role.host}, not here ({where}): "
+            f"run this on host {role.host}."
+        )
 
 
 def project_root(given: str | None) -> str:

@@ -3,6 +3,8 @@ that use it (copies out, copies in, the board), started and stopped together."""
 
 from __future__ import annotations
 
+import time
+
 from handoffd.remote import hosts
 from handoffd.remote.incoming import Incoming
 from handoffd.remote.link import Link
@@ -18,6 +20,9 @@ if TYPE_CHECKING:
     from handoffd.config import Role
 
 
+CONNECT_GRACE = 3.0  # seconds `run --once` waits to reach a server before it gives up receiving
+
+
 class Bridge:
     """This host's side of the swarm's NATS: one link, its users, one life."""
 
@@ -29,9 +34,22 @@ class Bridge:
         self.outgoing = Outgoing(self.link, network)
         self.incoming = Incoming(self.link, network, log)
         self.board = hosts.Publisher(self.link, network, root, log)
+        self.started = 0.0
 
     def start(self) -> None:
         self.link.start()
+        self.started = time.monotonic()
+
+    def received_all(self, now: float) -> bool:
+        """`run --once`: whether everything the stream holds for this host's roles is
+        written and acknowledged (a pull came back empty after the last batch); with no
+        server reached within CONNECT_GRACE seconds, nothing can be received now."""
+        self.link.draining = True  # from now on an empty pull wakes the daemon too
+        if self.incoming.written:
+            return False
+        if self.link.connected:
+            return self.link.drained()
+        return now > self.started + CONNECT_GRACE
 
     def follow(self, local: dict[str, Role]) -> None:
         """Read the subjects of this host's roles (roles.tsv may have changed)."""

@@ -17,7 +17,6 @@ import collections
 import concurrent.futures
 import ssl
 import threading
-import time
 
 import nats
 import nats.errors
@@ -41,7 +40,11 @@ RECONNECT_WAIT = 0.5  # seconds between attempts, and the first pause before ano
 REQUEST_TIMEOUT = 5.0  # seconds for one publish's acknowledgement or one API request
 FETCH_BATCH = 64  # messages per pull: one batch of copies costs one new/ flush per role
 FETCH_WAIT = 1.0  # seconds a pull waits on the server for messages
-IDLE_CHECK = 5.0  # seconds of empty fetches before asking the consumer whether mail waits
+# Pulls failed in a row (one every RECONNECT_WAIT or so) before the consumer is made again:
+# a cluster takes up to ~9 s to elect a new leader for it after its leader died, and a
+# request sent to make it meanwhile can wait out its whole timeout. A consumer really gone
+# (deleted, its store lost) is made again after that long.
+REMAKE_AFTER = 20
 MAX_ACK_PENDING = 1000  # messages handed to this host not yet acknowledged, at most
 
 
@@ -68,6 +71,8 @@ class Link:
         self._consuming: asyncio.Task[None] | None = None
         self._room: asyncio.Event | None = None
         self._quiet = False  # an unreachable server was logged: not again until connected
+        self.empty_pulls = 0  # pulls that brought nothing since the last batch handed over
+        self.draining = False  # `run --once`: an empty pull pokes the daemon too
 
     # --- life ----------------------------------------------------------------------
 
@@ -106,6 +111,10 @@ class Link:
         if self._consuming is not None:
             self._consuming.cancel()
         if self._nc is not None:
+            try:  # the last acknowledgements reach the server: no redelivery after a stop
+                await asyncio.wait_for(self._nc.flush(), 1.0)
+            except Exception:
+                pass
             try:
                 await asyncio.wait_for(self._nc.close(), 1.0)
             except Exception:
@@ -176,6 +185,11 @@ class Link:
             self._subjects = wanted
             self.loop.call_soon_threadsafe(self._restart_consuming)
 
+    def drained(self) -> bool:
+        """Whether nothing waits for this host's roles: a pull came back empty since the
+        last batch was handed over and taken (or there is nothing to pull for)."""
+        return not self._subjects or (self.empty_pulls > 0 and not self.received)
+
     def taken(self) -> None:
         """The daemon emptied `received`: the loop may fetch the next batch."""
         self.loop.call_soon_threadsafe(self._make_room)
@@ -203,58 +217,66 @@ class Link:
     async def _consume(self, subjects: tuple[str, ...]) -> None:
         """Keep fetching for `subjects`; each batch waits until the last one was taken.
 
-        The subscription is made afresh after a reconnection, and whenever fetches come back
-        empty while the consumer says messages wait (after a cluster moved the consumer's
-        leader, pulls on the old subscription may never be answered)."""
+        One subscription (one reply inbox) for the task's whole life: the client subscribes
+        it again after every reconnection, and every pull request this loop ever sent names
+        it, so whatever the servers answer (a request buffered through an outage, one left
+        lingering when a fetch gave up) lands where the next fetch takes it. A fresh inbox
+        would leave those answers with nobody, and their messages would wait out the ack
+        wait (`ACK_WAIT`) before the server sent them again."""
         self._room = asyncio.Event()
         self._room.set()
-        subscription: JetStreamContext.PullSubscription | None = None
-        made_at, idle_since = -1, time.monotonic()  # the connection it was made on
-        while not self._closed:
-            try:
-                if subscription is None or made_at != self.generation:
-                    if subscription is not None:
-                        await _quietly(subscription.unsubscribe())
-                    made = self._subscribe(subjects)
-                    subscription = await asyncio.wait_for(made, 2 * REQUEST_TIMEOUT)
-                    made_at, idle_since = self.generation, time.monotonic()
-                await self._room.wait()
-                fetch = subscription.fetch(FETCH_BATCH, timeout=FETCH_WAIT)
-                messages = await asyncio.wait_for(fetch, FETCH_WAIT + REQUEST_TIMEOUT)
-            except (TimeoutError, nats.errors.TimeoutError):
-                if subscription is not None and time.monotonic() - idle_since > IDLE_CHECK:
-                    idle_since = time.monotonic()
-                    if await self._stalled():
-                        self.log.warning(
-                            "nats_consumer_resubscribed", consumer=self.network.consumer
-                        )
-                        subscription = None
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:
-                if self.connected:
-                    self.log.warning("nats_fetch_failed", error=describe(error))
-                subscription = None
-                await asyncio.sleep(RECONNECT_WAIT)
-                continue
-            idle_since = time.monotonic()
-            self._room.clear()
-            self.received.extend(messages)
-            self.on_change()
-
-    async def _stalled(self) -> bool:
-        """Whether the consumer holds messages for us that our pulls are not getting."""
+        pulls = _Pulls()
         try:
-            js = self.jetstream()
-            info = await js.consumer_info(self.network.stream, self.network.consumer)
-        except Exception:
-            return True  # no answer either: a fresh subscription costs little
-        return bool(info.num_pending)
+            while not self._closed:
+                await self._room.wait()
+                messages = await self._fetch(subjects, pulls)
+                if messages:
+                    self._room.clear()
+                    self.empty_pulls = 0
+                    self.received.extend(messages)
+                    self.on_change()
+                elif messages is not None:  # nothing came: a timeout, or a status (408, 409)
+                    self.empty_pulls += 1
+                    if self.draining:
+                        self.on_change()
+        finally:  # the subjects changed, or the link closes: this inbox is done with
+            if pulls.subscription is not None:
+                await _quietly(pulls.subscription.unsubscribe())
 
-    async def _subscribe(self, subjects: tuple[str, ...]) -> JetStreamContext.PullSubscription:
-        """The durable consumer `<project>-<host>`, made or brought up to date, bound."""
-        js = self.jetstream()
+    async def _fetch(self, subjects: tuple[str, ...], pulls: _Pulls) -> list[Msg] | None:
+        """One pull for the next batch: what it brought ([] when nothing came), or None when
+        no pull could be made."""
+        if not self.connected:
+            # a pull now would wait in the client's reconnect buffer, to be answered only
+            # after the reconnection, when no fetch waits for it any more
+            await asyncio.sleep(RECONNECT_WAIT)
+            return None
+        try:
+            if not pulls.made or pulls.failures >= REMAKE_AFTER:
+                pulls.made = False
+                await asyncio.wait_for(self._ensure_consumer(subjects), 2 * REQUEST_TIMEOUT)
+                pulls.made, pulls.failures = True, 0
+            if pulls.subscription is None:
+                pulls.subscription = await self._bind()
+            fetch = pulls.subscription.fetch(FETCH_BATCH, timeout=FETCH_WAIT)
+            messages = await asyncio.wait_for(fetch, FETCH_WAIT + REQUEST_TIMEOUT)
+        except (TimeoutError, nats.errors.TimeoutError):
+            return [] if pulls.made else None  # the pull timed out; or making the consumer did
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # no consumer leader: one being elected, or none at all
+            if self.connected:
+                self.log.warning("nats_fetch_failed", error=describe(error))
+            # pulling again is what finds a new leader first: a request to make the consumer
+            # sent now could wait its whole timeout on the leader that is gone
+            pulls.failures += 1
+            await asyncio.sleep(RECONNECT_WAIT)
+            return None
+        pulls.failures = 0
+        return messages
+
+    async def _ensure_consumer(self, subjects: tuple[str, ...]) -> None:
+        """The durable consumer `<project>-<host>`, made or brought up to date."""
         network = self.network
         consumer = api.ConsumerConfig(
             durable_name=network.consumer,
@@ -264,8 +286,22 @@ class Link:
             max_ack_pending=MAX_ACK_PENDING,
             filter_subjects=list(subjects),
         )
-        await js.add_consumer(network.stream, consumer)
-        return await js.pull_subscribe_bind(network.consumer, network.stream)
+        await self.jetstream().add_consumer(network.stream, consumer)
+
+    async def _bind(self) -> JetStreamContext.PullSubscription:
+        """The subscription pulls for the consumer are answered on (no server request)."""
+        return await self.jetstream().pull_subscribe_bind(
+            self.network.consumer, self.network.stream
+        )
+
+
+class _Pulls:
+    """What a consuming task keeps between fetches."""
+
+    def __init__(self) -> None:
+        self.subscription: JetStreamContext.PullSubscription | None = None
+        self.made = False  # the consumer made (or found up to date) by this task
+        self.failures = 0  # pulls failed in a row
 
 
 async def _quietly(coroutine: Coroutine[Any, Any, None]) -> None:
