@@ -207,13 +207,16 @@ def test_status_shows_each_roles_pane_last_wake_and_last_take_at_a_glance(
     assert roles(project)["cleaner"]["pane"] == "gone"  # the server answers without its session
     ok(project, "ready_for_next")
     ok(project, "handoffd", "idle")
-    row = wait_for(lambda: (lambda r: r if r["pane"] == "idle" and r["last_take_at"] else None)(
-        roles(project)["QA"]), what="QA idle, with its take")  # fmt: skip
+    row = wait_for(lambda: (lambda r: r if r["last_take_at"] and r["last_idle_at"] else None)(
+        roles(project)["QA"]), what="QA's take and idle mark")  # fmt: skip
+    assert row["pane"] in ("idle", "busy")  # seen by the daemon, whatever the pane shows now
     assert row["last_idle_at"].endswith("Z")
 
     lines = ok(project, "handoffd", "status", "--root", str(project.root)).splitlines()
     assert lines[0].startswith("daemon: running (pid ")
-    assert re.fullmatch(r"QA       idle \d+s  last wake \d+s ago  last take \d+s ago", lines[3])
+    # busy if a re-notify asked for before the take is typed just now: cat prints it back
+    assert re.fullmatch(r"QA       (idle|busy) \d+s  last wake \d+s ago  last take \d+s ago",
+                        lines[3]), lines  # fmt: skip
     assert lines[2] == "cleaner  gone  last wake never  last take never"
 
     tmux.run("kill-session", "-t", "=QA")
