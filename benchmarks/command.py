@@ -12,15 +12,16 @@ import click
 from benchmarks.board import Board
 from benchmarks.digest import Digest
 from benchmarks.hosts import Hosts
+from benchmarks.panes import Panes
 from benchmarks.queue import Pickup, Queue
 from benchmarks.scenario import BenchError, Scenario, run
 from benchmarks.startup import StartupScenario
 from benchmarks.web import Web
 
-ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts")
+ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes")
 SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     "queue": Queue, "board": Board, "digest": Digest, "web": Web, "pickup": Pickup,
-    "startup": StartupScenario, "hosts": Hosts,
+    "startup": StartupScenario, "hosts": Hosts, "panes": Panes,
 }  # fmt: skip
 
 
@@ -61,6 +62,11 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     is_flag=True,
     help="Only the swarm across two hosts over a local nats-server (the nats extra): "
     "cross-host pickup beside local, the drain from one host to the other.",
+)
+@click.option(
+    "--panes",
+    is_flag=True,
+    help="Only pickup latency with 10 busy panes against quiet ones (wake-ups wait for idle).",
 )
 def main(
     quick: bool,

@@ -19,6 +19,8 @@ from handoffd.ops.table import BY_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from handoffd.remote.settings import Network
 
 # commands defined elsewhere, imported on first use: name -> ("module:attribute", help)
@@ -70,27 +72,62 @@ renotify_option = click.option(
 )
 
 
+def wake_options(command: Callable[..., None]) -> Callable[..., None]:
+    """--idle-after, --idle-wait and --stall-wakes (docs/protocol.md §14)."""
+    options = [
+        click.option("--idle-after", type=click.FloatRange(min=0.0), default=2.0,
+                     show_default=True, help="Seconds a pane must stay unchanged before a "
+                     "wake-up is typed into it (0: at once)."),
+        click.option("--idle-wait", type=click.FloatRange(min=0.0), default=300.0,
+                     show_default=True, help="Seconds after which a wake-up is typed into a "
+                     "pane that never goes quiet (logged wake_forced)."),
+        click.option("--stall-wakes", type=click.IntRange(min=1), default=3, show_default=True,
+                     help="Unanswered wake-ups after which a waiting card turns red."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def daemon_args(renotify_after: float, idle_after: float, idle_wait: float,
+                stall_wakes: int) -> list[str]:  # fmt: skip
+    """The daemon's options as `handoffd run` takes them."""
+    return ["--renotify-after", str(renotify_after), "--idle-after", str(idle_after),
+            "--idle-wait", str(idle_wait), "--stall-wakes", str(stall_wakes)]  # fmt: skip
+
+
 @main.command()
 @click.option("--once", is_flag=True, help="Deliver what is in the outboxes now, then exit.")
 @renotify_option
+@wake_options
 @root_argument
-def run(once: bool, renotify_after: float, root: str | None) -> None:
+def run(
+    once: bool, renotify_after: float, idle_after: float, idle_wait: float, stall_wakes: int,
+    root: str | None,
+) -> None:  # fmt: skip
     """Run the daemon in the foreground."""
     from handoffd.daemon import serve
 
-    raise SystemExit(serve(project_of(root), once=once, renotify_after=renotify_after))
+    raise SystemExit(serve(project_of(root), once, renotify_after, idle_after, idle_wait,
+                           stall_wakes))  # fmt: skip
 
 
 @main.command()
 @renotify_option
+@wake_options
 @root_argument
-def start(renotify_after: float, root: str | None) -> None:
+def start(
+    renotify_after: float, idle_after: float, idle_wait: float, stall_wakes: int,
+    root: str | None,
+) -> None:  # fmt: skip
     """Start the daemon in the background; returns once it runs."""
     from handoffd import lifecycle
 
     project = project_of(root)
     try:
-        pid = lifecycle.start(project, ["--renotify-after", str(renotify_after)])
+        pid = lifecycle.start(
+            project, daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
+        )
     except lifecycle.AlreadyRunning as running:
         click.echo(f"handoffd is already running for {project} ({running})")
         return
@@ -219,12 +256,16 @@ def _prepare_nats(network: Network) -> list[str]:
     help="Register `handoffd mcp` in each worktree's .mcp.json, for the role that works there.",
 )
 @renotify_option
+@wake_options
 @root_argument
 def up(
     agents: tuple[str, ...],
     check_after: float,
     register_mcp: bool,
     renotify_after: float,
+    idle_after: float,
+    idle_wait: float,
+    stall_wakes: int,
     root: str | None,
 ) -> None:
     """Start the swarm: a tmux session per role, and the daemon."""
@@ -239,9 +280,8 @@ def up(
             for role in config.load_roles(project_root).values():
                 if config.is_local(role, here):  # another host's role has no worktree here
                     click.echo(f"mcp: {swarm.write_mcp_config(project_root, role)}")
-        socket, started = swarm.up(
-            project_root, commands, ("--renotify-after", str(renotify_after))
-        )
+        options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
+        socket, started = swarm.up(project_root, commands, tuple(options))
         dead = swarm.died(socket, started, check_after)
         roles = config.load_roles(project_root)
     except (config.ConfigError, RuntimeError, OSError) as error:
@@ -292,6 +332,34 @@ def down(root: str | None) -> None:
     help="Share of wake-ups the scripted agents ignore; re-notify must carry the work.",
 )
 @click.option("--renotify-after", type=click.FloatRange(min=0.1), default=1.0, show_default=True)
+@click.option(
+    "--busy-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Share of tasks after which an agent prints on and on for 2 s: no wake-up may be "
+    "typed into its pane meanwhile.",
+)
+@click.option(
+    "--kill-agent",
+    type=click.Choice(["coder", "cleaner"]),
+    default=None,
+    help="Kill this role's agent half-way through: its waiting card must show red.",
+)
+@click.option(
+    "--idle-after",
+    type=click.FloatRange(min=0.0),
+    default=0.5,
+    show_default=True,
+    help="The daemon's --idle-after (brisk for the demo's short turns).",
+)
+@click.option(
+    "--idle-wait",
+    type=click.FloatRange(min=0.0),
+    default=300.0,
+    show_default=True,
+    help="The daemon's --idle-wait.",
+)
 @click.option("--keep", is_flag=True, help="Leave the swarm running to attach and watch.")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
@@ -303,14 +371,26 @@ def down(root: str | None) -> None:
     "NATS server the demo starts and stops.",
 )
 def demo(
-    rounds: int, miss_rate: float, renotify_after: float, keep: bool, seed: int, hosts: int
+    rounds: int,
+    miss_rate: float,
+    renotify_after: float,
+    busy_rate: float,
+    kill_agent: str | None,
+    idle_after: float,
+    idle_wait: float,
+    keep: bool,
+    seed: int,
+    hosts: int,
 ) -> None:
     """A live two-agent swarm in a throwaway directory, ending with a checked summary."""
     from handoffd import demo as demo_module
+    from handoffd.board import status
 
     if hosts > 1 and keep:
         raise click.UsageError("--keep is for one host; --hosts 2 always takes its swarm down")
-    summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed, hosts=hosts)
+    wakes = demo_module.Wakes(busy_rate, idle_after, idle_wait, kill_agent, status.unanswered)
+    summary = demo_module.run(rounds, miss_rate, renotify_after, keep, seed, hosts=hosts,
+                              wakes=wakes)  # fmt: skip
     click.echo(demo_module.render(summary))
     raise SystemExit(0 if summary.ok else 1)
 

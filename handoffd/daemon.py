@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable, lifecycle, safeio, wake
+from handoffd import config, durable, heartbeat, lifecycle, panes, safeio, wake
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.lifecycle import daemon_path, notify
@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from handoffd.remote.bridge import Bridge
 
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
-IN_FLIGHT = 1.0  # seconds a stopping daemon lets a wake-up being typed finish
+IN_FLIGHT = 2.0  # seconds a stopping daemon lets a wake-up being typed (and checked) finish
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
+LOOK_EVERY = 10.0  # seconds between two reads of a pane no mail waits for (for `status`)
 SETTLE = 0.3  # seconds a changed roles.tsv must stand still before it is read
 HANDOFF_DIRS = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 SETTLE_LIMIT = 15.0  # seconds `run --once` waits for files still being written in place
@@ -107,13 +108,18 @@ class Daemon:
         log: FilteringBoundLogger,
         renotify_after: float = 120.0,
         lock: lifecycle.Lock | None = None,
+        idle_after: float = wake.IDLE_AFTER,
+        idle_wait: float = wake.IDLE_WAIT,
     ) -> None:
         self.root = root
         self.log = log
         self.lock = lock  # the project lock `handoffd run` holds, watched every pass
         self.roles = Roles(root, log)
         self.courier = Courier(root, log, self.roles.reread)
-        self.waker = Waker(root, log, on_failed=self._wake_failed)
+        self.panes = panes.Panes(idle_after or wake.IDLE_AFTER)
+        self.waker = Waker(root, log, on_failed=self._wake_failed, idle_after=idle_after,
+                           idle_wait=idle_wait, idle_mark=self._idle_mark,
+                           pane_states=self.panes)  # fmt: skip
         self.renotifier = Renotifier(renotify_after)
         self.unanswered = Unanswered()
         self.rescan_every = min(RESCAN, renotify_after / 4)
@@ -123,6 +129,8 @@ class Daemon:
         self.watcher: Watcher | None = None
         self.bridge: Bridge | None = None  # the NATS side of a swarm over several hosts
         self._next_rescan = 0.0
+        self._took: dict[str, object] = {}  # role -> its in_process/ stamp at the last rescan
+        self._looked: dict[str, float] = {}  # role -> when its pane was last read (monotonic)
         self._stop_file = daemon_path(root, "stop")
 
     # --- life ---------------------------------------------------------------------------
@@ -276,10 +284,14 @@ class Daemon:
         self._wake_refused(self.courier.refused_senders, roles)
         if rescan:
             self._next_rescan = now + self.rescan_every
-            self._renotify(local, now)
+            waiting = {name: _mail_states(role) for name, role in local.items()}
+            self._renotify(local, waiting, now)
+            self._look(local, {name for name, states in waiting.items() if State.NEW in states})
+            self._watch_takes(local)
             if self.bridge is not None:
                 self.bridge.follow(local)
                 self.bridge.board.tick(local, now)
+        self.panes.save(self.root)  # what `status` shows of the panes, when it changed
 
     def _restore_daemon_files(self) -> None:
         """Put back the pid file and the log if someone removed `daemon/` (the journal is
@@ -347,9 +359,9 @@ class Daemon:
             self.renotifier.woken(name, now)
         self._send(due, roles, stamps)
 
-    def _renotify(self, roles: dict[str, Role], now: float) -> None:
-        due = [name for name, role in roles.items() if self.renotifier.observe(
-            name, _idle_with_mail(role), now
+    def _renotify(self, roles: dict[str, Role], states: dict[str, set[str]], now: float) -> None:
+        due = [name for name in roles if self.renotifier.observe(
+            name, states[name] == {State.NEW}, now
         )]  # fmt: skip
         for name in due:
             self.log.info("renotify", role=name)
@@ -359,6 +371,32 @@ class Daemon:
         for name in names:
             self.unanswered.woken(name, stamps[name])
         self.waker.wake((name, roles[name].session) for name in names)
+
+    def _look(self, roles: dict[str, Role], waiting: set[str]) -> None:
+        """Read the panes `status` shows: at each rescan those of roles with mail waiting
+        (a gone session turns their cards red at once), every LOOK_EVERY seconds the others
+        (a tmux call each: an idle swarm should cost next to nothing)."""
+        now = time.monotonic()
+        due = [
+            n for n in roles if n in waiting or now >= self._looked.get(n, -LOOK_EVERY) + LOOK_EVERY
+        ]
+        for name in due:
+            self._looked[name] = now
+        self.waker.look((name, roles[name].session) for name in due)
+
+    def _watch_takes(self, roles: dict[str, Role]) -> None:
+        """Note when each role's in_process/ changed since the last rescan, for `status`'s
+        "last take" (the first look only learns the stamp)."""
+        for name, role in roles.items():
+            seen = _taken_stamp(role)
+            if name in self._took and self._took[name] != seen:
+                self.panes.took(name, role.session, time.time())
+            self._took[name] = seen
+
+    def _idle_mark(self, name: str) -> float | None:
+        """From a wake-up thread: when `name` last ran `handoffd idle` (its `H/idle`)."""
+        role = self.roles.current.get(name)
+        return None if role is None else heartbeat.idle_at(role.handoffs)
 
     def _wake_failed(self, role: str, text: str) -> None:
         """From a wake-up thread: a wake-up that never arrived leaves nothing unanswered."""
@@ -410,13 +448,13 @@ def _taken_stamp(role: Role) -> object:
     return wake.stamp(role.path(Box.IN_PROCESS))
 
 
-def _idle_with_mail(role: Role) -> bool:
-    """Mail waits in new/ and nothing is in process: an agent that may have missed its
-    wake-up.  Never for an inbox that is no folder of its own: what a link there shows is
-    not mail the role can take (docs/protocol.md Part II)."""
+def _mail_states(role: Role) -> set[str]:
+    """Which of new/ and in_process/ hold something: {new} alone is an agent that may have
+    missed its wake-up.  Nothing for an inbox that is no folder of its own: what a link
+    there shows is not mail the role can take (docs/protocol.md Part II)."""
     if safeio.linked_folders(role.handoffs, (Box.NEW, Box.IN_PROCESS)):
-        return False
-    return {e.state for e in listing(role, (State.NEW, State.IN_PROCESS))} == {State.NEW}
+        return set()
+    return {e.state for e in listing(role, (State.NEW, State.IN_PROCESS))}
 
 
 def _watchdog_interval() -> float | None:
@@ -428,8 +466,17 @@ def _watchdog_interval() -> float | None:
     return int(usec) / 2_000_000
 
 
-def serve(root: str, once: bool = False, renotify_after: float = 120.0) -> int:
-    """`handoffd run`: hold the project's lock and deliver until stopped (or drained)."""
+def serve(
+    root: str,
+    once: bool = False,
+    renotify_after: float = 120.0,
+    idle_after: float = wake.IDLE_AFTER,
+    idle_wait: float = wake.IDLE_WAIT,
+    stall_wakes: int = panes.STALL_WAKES,
+) -> int:
+    """`handoffd run`: hold the project's lock and deliver until stopped (or drained).  The
+    `started` line carries the options a reader of the log needs (`status` reads
+    `stall_wakes` there)."""
     from handoffd import log as logging
     from handoffd.lifecycle import AlreadyRunning, Lock
 
@@ -443,14 +490,15 @@ def serve(root: str, once: bool = False, renotify_after: float = 120.0) -> int:
         log = logging.configure(daemon_path(root, "handoffd.log"))
     except OSError:  # daemon/ cannot be made (disk full?): retried at each rescan
         log = logging.configure(None)
-    daemon = Daemon(root, log, renotify_after, lock)
+    daemon = Daemon(root, log, renotify_after, lock, idle_after, idle_wait)
     daemon._replaced(lock.replaced)
     if lock.pid_error is not None:
         log.warning("pid_file_not_written", error=str(lock.pid_error))
     daemon.install_signal_handlers()
     try:
         daemon.open(watch=not once)
-        log.info("started", pid=os.getpid(), root=root, once=once)
+        log.info("started", pid=os.getpid(), root=root, once=once, renotify_after=renotify_after,
+                 idle_after=idle_after, idle_wait=idle_wait, stall_wakes=stall_wakes)  # fmt: skip
         notify("READY=1")
         daemon.drain() if once else daemon.run()
         notify("STOPPING=1")

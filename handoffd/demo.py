@@ -16,13 +16,18 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from handoffd import audit, config, project, scan, swarm
 from handoffd import handoff as hf
 from handoffd.config import Box
+from handoffd.demo_watch import Lookout, busy_wakes
 from handoffd.lifecycle import daemon_path
 from handoffd.scan import State
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from handoffd.demo_watch import RedCards
 
 
 @dataclass
@@ -36,21 +41,53 @@ class Summary:
     latencies_ms: list[float]
     problems: list[str]
     seconds: float
+    busy_wakes: int = 0  # wake-ups typed while the agent's pane was printing
+    forced: int = 0  # wake_forced: typed anyway after --idle-wait
+    unsubmitted: int = 0  # wake_unsubmitted
+    held: list[float] = field(default_factory=list)  # seconds each held wake-up waited
+    stalls: int = 0  # cards the board showed red because their role did not answer
+    killed: str | None = None  # the role whose agent was killed mid-demo
+    killed_at: float | None = None  # seconds into the demo
+    red_after: float | None = None  # seconds from the kill to its card turning red
+    red_detail: str = ""
     across_hosts: bool = False  # latencies run to the copy's arrival on the other host
 
     @property
     def ok(self) -> bool:
-        return not self.problems and self.returned == self.rounds
+        if self.problems or self.busy_wakes > self.forced:
+            return False
+        return self.red_after is not None if self.killed else self.returned == self.rounds
 
 
-def configuration(rounds: int, miss_rate: float, seed: int) -> str:
-    """The sample configuration, with the scripted agent in place of a person's shell."""
+@dataclass
+class Wakes:
+    """How the demo's agents and daemon treat wake-ups (docs/protocol.md §14)."""
+
+    busy_rate: float = 0.0  # share of tasks after which an agent prints on and on
+    idle_after: float = 0.5  # the daemon's --idle-after: brisk, for a demo's short turns
+    idle_wait: float = 300.0
+    kill_agent: str | None = None  # kill this role's agent half-way through
+    red_cards: RedCards | None = None  # the board's look-up (a layer above: given by the CLI)
+
+    def daemon_args(self, renotify_after: float) -> tuple[str, ...]:
+        return ("--renotify-after", str(renotify_after), "--idle-after", str(self.idle_after),
+                "--idle-wait", str(self.idle_wait))  # fmt: skip
+
+
+def configuration(
+    rounds: int, miss_rate: float, seed: int, busy_rate: float = 0.0, events: str = ""
+) -> str:
+    """The sample configuration, with the scripted agent in place of a person's shell;
+    each agent writes its `busy_wake` lines to `<events>/<role>.events`."""
     common = f"--miss-rate {miss_rate} --seed {seed}"
+    if busy_rate:
+        common += f" --busy-rate {busy_rate}"
     lines = []
     for window in project.parse(project.sample_text(), "sample"):
         starts = f" --rounds {rounds}" if window.mode == "task" else ""
         peer = "cleaner" if window.role == "coder" else "coder"
-        agent = f"demo {window.worktree} {window.mode} --peer {peer}{starts} {common}"
+        record = f" --events {os.path.join(events, window.role + '.events')}" if events else ""
+        agent = f"demo {window.worktree} {window.mode} --peer {peer}{starts} {common}{record}"
         lines.append(f"window {window.role} {agent}")
     return "\n".join(lines) + "\n"
 
@@ -74,24 +111,29 @@ def run(
     timeout: float | None = None,
     say: Callable[[str], None] = print,
     hosts: int = 1,
+    wakes: Wakes | None = None,
 ) -> Summary:
     """Run the demo; the caller decides what a failed invariant means for its exit code."""
+    wakes = wakes or Wakes()
     if hosts > 1:
         return run_hosts(rounds, miss_rate, renotify_after, seed, timeout, say)
     base = tempfile.mkdtemp(prefix="handoffd-demo-")
     root = os.path.join(base, "project")
-    limit = timeout or 60 + rounds * (3 + 20 * miss_rate)
+    limit = timeout or 60 + rounds * (3 + 20 * miss_rate + 6 * wakes.busy_rate)
     started = time.monotonic()
     try:
-        windows = project.parse(configuration(rounds, miss_rate, seed), "demo configuration")
-        project.init(root, windows)
+        text = configuration(rounds, miss_rate, seed, wakes.busy_rate, base)
+        project.init(root, project.parse(text, "demo configuration"))
         socket, sessions = swarm.up(
-            root, daemon_args=("--renotify-after", str(renotify_after)), tmux_config=os.devnull
+            root, daemon_args=wakes.daemon_args(renotify_after), tmux_config=os.devnull
         )
         say(f"swarm up in {root}: sessions {', '.join(sessions)} on tmux socket {socket}")
-        returned = _watch(root, rounds, started + limit, say)
-        _settle(root, started + limit)
+        lookout = Lookout(root, started, wakes.kill_agent, wakes.red_cards)
+        returned = _watch(root, rounds, started + limit, say, lookout)
+        if lookout.killed is None:
+            _settle(root, started + limit)
         summary = _summarise(root, rounds, returned, time.monotonic() - started)
+        _add_lookout(summary, lookout, base)
     finally:
         if keep:
             socket = project.socket_path(root)
@@ -178,8 +220,15 @@ def _received(root: str) -> dict[str, str]:
     return {e["file"]: e["timestamp"] for e in events if e.get("event") == "received"}
 
 
-def _watch(root: str, rounds: int, deadline: float, say: Callable[[str], None]) -> int:
-    """Print each round trip as the coder completes the cleaner's reply; returns how many."""
+def _watch(
+    root: str,
+    rounds: int,
+    deadline: float,
+    say: Callable[[str], None],
+    lookout: Lookout | None = None,
+) -> int:
+    """Print each round trip as the coder completes the cleaner's reply; returns how many.
+    A `lookout` watches the board meanwhile (and kills an agent half-way, if asked to)."""
     coder = config.load_roles(root)["coder"]
     shown = 0
     while shown < rounds and time.monotonic() < deadline:
@@ -187,10 +236,21 @@ def _watch(root: str, rounds: int, deadline: float, say: Callable[[str], None]) 
         for n in range(shown + 1, min(done, rounds) + 1):
             say(f"round trip {n}/{rounds} complete: coder → cleaner → coder")
         shown = max(shown, min(done, rounds))
+        if lookout is not None and lookout.look(shown, rounds, say):
+            return shown  # the killed agent's card is red: nothing more will come back
         time.sleep(0.05)
     if shown < rounds:
         say(f"timed out after {shown} of {rounds} round trips")
     return shown
+
+
+def _add_lookout(summary: Summary, lookout: Lookout, events: str) -> None:
+    """Add what the lookout saw, and the agents' busy_wake lines in `events`, to `summary`."""
+    summary.stalls = sum(1 for detail in lookout.red.values() if detail.startswith("not taken"))
+    summary.killed = lookout.kill
+    summary.killed_at = None if lookout.killed is None else lookout.killed - lookout.started
+    summary.red_after, summary.red_detail = lookout.red_after, lookout.red_detail
+    summary.busy_wakes = busy_wakes(events)
 
 
 def _settle(root: str, deadline: float) -> None:
@@ -222,7 +282,24 @@ def _summarise(root: str, rounds: int, returned: int, seconds: float) -> Summary
         latencies_ms=_pickup_latencies(roles),
         problems=problems,
         seconds=seconds,
+        forced=events.count("wake_forced"),
+        unsubmitted=events.count("wake_unsubmitted"),
+        held=_held(root),
     )
+
+
+def _held(root: str) -> list[float]:
+    """How long each wake-up that had to wait for a busy pane waited (over HELD s)."""
+    held = []
+    with open(daemon_path(root, "handoffd.log"), encoding="utf-8") as log:
+        for line in log:
+            event = json.loads(line) if '"wake"' in line else {}
+            if event.get("event") == "wake" and event.get("waited", 0) > HELD:
+                held.append(float(event["waited"]))
+    return held
+
+
+HELD = 1.0  # seconds of waiting that mean the pane was busy, not merely still too briefly
 
 
 def _log_events(root: str) -> list[str]:
@@ -270,12 +347,38 @@ def render(summary: Summary) -> str:
             f"  pickup latency       p50 {cuts[49]:.1f} ms · p90 {cuts[89]:.1f} ms"
             f" · p99 {cuts[98]:.1f} ms · max {lat[-1]:.1f} ms  ({span})"
         )
+    held = summary.held
+    longest = f", longest {max(held):.1f} s" if held else ""
+    lines += [
+        f"  into a busy pane     {summary.busy_wakes} ({summary.forced} forced after --idle-wait); "
+        f"{len(held)} held until the pane was idle{longest}",
+        f"  unsubmitted          {summary.unsubmitted}",
+        f"  stalls turned red    {summary.stalls}",
+    ]
+    if summary.killed:
+        lines.append(_killed_line(summary))
     lines.append(f"  elapsed              {summary.seconds:.1f} s")
-    if summary.ok:
+    if summary.ok and summary.killed:
+        lines.append("  invariants           OK: every handoff delivered exactly once, none "
+                     "failed; the killed agent's card showed red")  # fmt: skip
+    elif summary.ok:
         lines.append("  invariants           OK: every handoff delivered exactly once, none failed")
     else:
         lines.append("  invariants           BROKEN:")
         lines += [f"    - {problem}" for problem in summary.problems]
-        if summary.returned < summary.rounds:
+        if summary.returned < summary.rounds and not summary.killed:
             lines.append(f"    - only {summary.returned} of {summary.rounds} round trips came back")
+        if summary.busy_wakes > summary.forced:
+            lines.append(f"    - {summary.busy_wakes - summary.forced} wake-up(s) typed into a "
+                         "busy pane without being forced")  # fmt: skip
+        if summary.killed and summary.red_after is None:
+            lines.append(f"    - {summary.killed}'s card never showed red after its agent died")
     return "\n".join(lines)
+
+
+def _killed_line(summary: Summary) -> str:
+    at = "?" if summary.killed_at is None else f"{summary.killed_at:.1f} s"
+    if summary.red_after is None:
+        return f"  killed agent         {summary.killed} at {at}: its card never turned red"
+    return (f"  killed agent         {summary.killed} at {at}: its card turned red "
+            f"{summary.red_after:.1f} s later — {summary.red_detail}")  # fmt: skip

@@ -4,19 +4,29 @@ It runs in its role's tmux session and reads what is typed there.  On the wake-u
 line it runs `ready_for_next.sh`; for each task it merges the commit it was handed,
 "works" by committing, hands the result to its peer with `swarm_handoff.sh`, and
 finishes with `done_with_current.sh` (which also shows the next task, if any).
-With `--miss-rate` it ignores that share of wake-ups, as a busy agent would.
+With `--miss-rate` it ignores that share of wake-ups, as a busy agent would.  With
+`--busy-rate` it spends that share of its tasks printing on and on after handing the work
+over (a long tool run, say): the daemon must not type a wake-up into its pane meanwhile
+(docs/protocol.md §14), and a wake-up line that arrives while it prints is written to
+its `--events` file as `busy_wake`, for the demo's summary to count.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import queue
 import random
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 WAKE_TEXT = "You have new handoff mail."
+BUSY_SECONDS = 2.0  # how long a busy stretch prints
+BUSY_EVERY = 0.1  # seconds between two of its lines
 IDENTITY = ["-c", "user.name=demo agent", "-c", "user.email=demo@handoffd.invalid"]
 
 
@@ -26,13 +36,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=0, help="round trips to start (0: echo)")
     parser.add_argument("--miss-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--busy-rate", type=float, default=0.0)
+    parser.add_argument("--busy-seconds", type=float, default=BUSY_SECONDS)
+    parser.add_argument("--events", default="", help="a file for busy_wake lines")
     args = parser.parse_args(argv)
     agent = Agent(os.environ["SWARMFORGE_ROLE"], args.peer, args.rounds, args.miss_rate, args.seed)
+    agent.busy_rate, agent.busy_seconds, agent.events = (
+        args.busy_rate,
+        args.busy_seconds,
+        args.events,
+    )
     agent.say(f"{agent.role} is ready; waiting for wake-ups (peer: {agent.peer})")
+    lines: queue.Queue[tuple[str, bool] | None] = queue.Queue()
+    threading.Thread(target=agent.read, args=(lines,), daemon=True).start()
     if agent.rounds:
         agent.start_round()
-    for line in sys.stdin:
+    while (item := lines.get()) is not None:
+        line, busy = item
         if WAKE_TEXT in line:
+            if busy:  # typed while this pane was printing: what idle-first must prevent
+                agent.record("busy_wake")
             agent.on_wake()
     return 0
 
@@ -45,9 +68,40 @@ class Agent:
         self.sent = 0
         self.miss_rate = miss_rate
         self.random = random.Random(f"{seed}-{role}")
+        self.busy_rate = 0.0
+        self.busy_seconds = BUSY_SECONDS
+        self.events = ""
+        self.busy = False  # printing on and on: the pane is anything but idle
+        self.busy_random = random.Random(f"{seed}-{role}-busy")  # misses keep their draws
 
     def say(self, text: str) -> None:
         print(f"[{self.role}] {text}", flush=True)
+
+    def read(self, lines: queue.Queue[tuple[str, bool] | None]) -> None:
+        """Each line typed into the pane as it arrives, with whether it found us busy."""
+        for line in sys.stdin:
+            lines.put((line, self.busy))
+        lines.put(None)
+
+    def record(self, event: str) -> None:
+        if self.events:
+            with open(self.events, "a", encoding="utf-8") as file:
+                file.write(
+                    json.dumps({"event": event, "role": self.role, "at": time.time()}) + "\n"
+                )
+
+    def work_visibly(self) -> None:
+        """Print on and on for a while, as an agent running a long tool does."""
+        self.busy = True
+        try:
+            deadline = time.monotonic() + self.busy_seconds
+            n = 0
+            while time.monotonic() < deadline:
+                n += 1
+                self.say(f"busy: running the tests… {n}")
+                time.sleep(BUSY_EVERY)
+        finally:
+            self.busy = False
 
     def on_wake(self) -> None:
         if self.random.random() < self.miss_rate:
@@ -57,6 +111,8 @@ class Agent:
         while "TASK: " in output:
             for payload in payloads(output):
                 self.handle(payload)
+            if self.busy_random.random() < self.busy_rate:
+                self.work_visibly()  # the peer's reply may arrive meanwhile
             output = run("done_with_current.sh")
         self.say("idle")
 

@@ -13,10 +13,12 @@ rename leaves its temp behind, which the next rewrite sweeps once its writer is 
 from __future__ import annotations
 
 import os
+import stat
 
 from handoffd import durable, safeio
 
 NAME = "heartbeat"
+IDLE = "idle"  # H/idle: its mtime is the role's last "I am idle" (docs/protocol.md §14)
 LIMIT = 4096  # two short lines; never read more of it
 
 
@@ -41,14 +43,35 @@ def content(agent: str, conversation: str) -> bytes:
 
 def renew(handoffs: str, agent: str, conversation: str) -> None:
     """Mark the role alive now: touch the file, or rewrite it when its content changes."""
-    path = os.path.join(handoffs, NAME)
-    data = content(agent, conversation)
+    _stamp(handoffs, NAME, content(agent, conversation))
+
+
+def mark_idle(handoffs: str) -> str:
+    """Mark the role idle now (`H/idle`, docs/protocol.md §14): the daemon may type a
+    wake-up into its pane at once.  Kept the heartbeat's way; returns the file's path."""
+    _stamp(handoffs, IDLE, b"idle\n")
+    return os.path.join(handoffs, IDLE)
+
+
+def idle_at(handoffs: str) -> float | None:
+    """When the role last marked itself idle (the mtime of `H/idle`), or None: a link or
+    anything but a regular file there is no mark."""
+    try:
+        info = os.lstat(os.path.join(handoffs, IDLE))
+    except OSError:
+        return None
+    return info.st_mtime if stat.S_ISREG(info.st_mode) else None
+
+
+def _stamp(handoffs: str, name: str, data: bytes) -> None:
+    """Touch `H/<name>`, or rewrite it when it does not hold `data`."""
+    path = os.path.join(handoffs, name)
     if _touched(path, data):
         return
     # write beside it and rename: a reader sees the old content or the new, never a mix;
     # first, what a rewrite killed between its write and its rename left behind
-    durable.sweep_stale(handoffs, f".{NAME}.")
-    temp = os.path.join(handoffs, f".{NAME}.{os.getpid()}.tmp")
+    durable.sweep_stale(handoffs, f".{name}.")
+    temp = os.path.join(handoffs, f".{name}.{os.getpid()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(temp, flags, 0o644)

@@ -328,45 +328,69 @@ def daemon_state(root: str) -> DaemonState:
     return DaemonState(locker, True, started_at if pid == locker else None)
 
 
+class LogTail:
+    """What the board reads of the log's tail: each role's mail wake-ups (their times, and
+    whether each was submitted), its failed ones, and the options of the last `started`."""
+
+    __slots__ = ("failed", "options", "sent", "submitted")
+
+    def __init__(self) -> None:
+        self.sent: Times = {}
+        self.failed: Times = {}
+        self.submitted: dict[str, list[bool | None]] = {}  # beside `sent`, one per wake-up
+        self.options: dict[str, object] = {}
+
+
 def wake_times(root: str, tail: int = LOG_TAIL) -> tuple[Times, Times]:
-    """The times of the mail wake-ups per role, those sent and those that failed, from the
-    last `tail` bytes of the log: a bounded read, so the counts cover the recent past only.
-    A line telling a sender its handoff was refused (`refused: true`) is not mail."""
+    """The times of the mail wake-ups per role, those sent and those that failed."""
+    found = log_tail(root, tail)
+    return found.sent, found.failed
+
+
+def log_tail(root: str, tail: int = LOG_TAIL) -> LogTail:
+    """The wake-ups and the daemon's options in the last `tail` bytes of the log: a bounded
+    read, so the counts cover the recent past only.  A line telling a sender its handoff
+    was refused (`refused: true`) is not mail."""
+    found = LogTail()
     try:
         fd = _open_daemon_file(root, "handoffd.log")  # a FIFO there must not hang `status`
     except OSError:
-        return {}, {}
+        return found
     try:
         size = os.lseek(fd, 0, os.SEEK_END)
         os.lseek(fd, max(0, size - tail), os.SEEK_SET)
         lines = safeio.read_fd(fd, tail).split(b"\n")[0 if size <= tail else 1 :]  # a cut line
     except OSError:
-        return {}, {}
+        return found
     finally:
         os.close(fd)
-    sent: Times = {}
-    failed: Times = {}
     for line in lines:
-        if b'"wake' in line:  # a cheap filter before parsing JSON
-            _add_wake(line, {"wake": sent, "wake_failed": failed})
-    return sent, failed
+        if b'"wake' in line or b'"started"' in line:  # a cheap filter before parsing JSON
+            _add_line(line, found)
+    return found
 
 
-def _add_wake(line: bytes, found: dict[str, Times]) -> None:
+def _add_line(line: bytes, found: LogTail) -> None:
     import json
 
     from handoffd.handoff import epoch
 
     try:
         event = json.loads(line)
+        name = event["event"]
         when = epoch(event["timestamp"])
-        times, role = found.get(event["event"]), event["role"]
     except (ValueError, KeyError, TypeError):
         return
-    if (
-        when is not None
-        and times is not None
-        and isinstance(role, str)
-        and not event.get("refused")
-    ):
-        times.setdefault(role, []).append(when)
+    if name == "started":
+        found.options = event
+        return
+    times = {"wake": found.sent, "wake_failed": found.failed}.get(name)
+    role = event.get("role")
+    if when is None or times is None or not isinstance(role, str) or event.get("refused"):
+        return
+    times.setdefault(role, []).append(when)
+    if name == "wake":
+        submitted = event.get("submitted")
+        found.submitted.setdefault(role, []).append(
+            submitted if isinstance(submitted, bool) else None
+        )

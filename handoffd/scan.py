@@ -26,6 +26,7 @@ header block and a queue item are is `handoffd.handoff`'s to say.
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from handoffd import config, heartbeat, safeio
@@ -202,6 +203,11 @@ class Snapshot:
         self.daemon: DaemonState | None = None  # set by `scan`; None: not looked at
         self.wakes: dict[str, list[float]] = {}  # role -> wake-up times in the log's tail
         self.wake_failures: dict[str, list[float]] = {}  # role -> failed wake-ups, likewise
+        self.wake_submitted: dict[str, list[bool | None]] = {}  # beside `wakes`, one per wake-up
+        self.daemon_options: dict[str, object] = {}  # the last `started` line of the log
+        self.panes: dict[str, dict[str, object]] = {}  # role -> its pane as the daemon saw it
+        self.took_at: dict[str, float | None] = {}  # role -> when its in_process/ last changed
+        self.idle_at: dict[str, float | None] = {}  # role -> its last `handoffd idle`
         self._once = once
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
@@ -399,13 +405,33 @@ def scan(
         snapshot.heartbeats[role.name] = heartbeat.read(role.handoffs)
         snapshot.report_ids[role.name] = report_ids(role.handoffs)
     snapshot.daemon = lifecycle.daemon_state(root)
-    snapshot.wakes, snapshot.wake_failures = lifecycle.wake_times(root)
+    _read_wakes(snapshot, root)
     snapshot._read_errors()
     snapshot._read_heads(snapshot.open)
     snapshot._look_up_dependencies(snapshot.open)
     if history:
         snapshot.load_history()
     return snapshot
+
+
+def _read_wakes(snapshot: Snapshot, root: str) -> None:
+    """The wake-ups and the daemon's options from the log's tail; each role's pane as the
+    daemon last saw it (only while a daemon runs: a dead one's file is stale) and when its
+    `in_process/` last changed (docs/protocol.md §14)."""
+    from handoffd import lifecycle, panes
+
+    tail = lifecycle.log_tail(root)
+    snapshot.wakes, snapshot.wake_failures = tail.sent, tail.failed
+    snapshot.wake_submitted, snapshot.daemon_options = tail.submitted, tail.options
+    if snapshot.daemon is not None and snapshot.daemon.running:
+        snapshot.panes = panes.load(root)
+    for name, role in snapshot.roles.items():
+        snapshot.idle_at[name] = heartbeat.idle_at(role.handoffs)
+        try:
+            info = os.lstat(role.path(Box.IN_PROCESS))
+            snapshot.took_at[name] = info.st_mtime if stat.S_ISDIR(info.st_mode) else None
+        except OSError:
+            snapshot.took_at[name] = None
 
 
 TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")

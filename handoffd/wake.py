@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 
-from handoffd import safeio
+from handoffd import panes, safeio
 from handoffd.config import SWARMFORGE
 
 TYPE_CHECKING = False
@@ -34,6 +34,11 @@ TMUX_TIMEOUT = 2.0  # seconds for one tmux call
 # in one burst for a paste and leave it unsent, so the keys that submit come apart.
 BEFORE_RETURN, BEFORE_LINE_FEED = 0.150, 0.050  # seconds
 RENOTIFY_CAP = 16 * 60.0
+IDLE_AFTER, IDLE_WAIT = 2.0, 300.0  # seconds: still this long is idle; typed anyway after
+POLL, POLL_MAX = 0.25, 1.0  # seconds between two reads of a pane waited on
+RETRY_AFTER = 0.5  # seconds before the one more C-m for a line left unsubmitted, and after
+SHOWN_AFTER = 0.2  # seconds a program gets to take the line and redraw before the pane is read
+WRAPPED_TAIL = 8  # characters of the text's end that, alone on the last row, are the text
 
 
 def send_keys(socket: str, session: str, text: str = TEXT, timeout: float = TMUX_TIMEOUT) -> None:
@@ -59,6 +64,51 @@ def _tmux(socket: str, timeout: float, *args: str) -> None:
         raise RuntimeError(result.stderr.strip() or f"tmux exited with {result.returncode}")
 
 
+class PaneDead(RuntimeError):
+    """The pane's program has exited (a pane kept by `remain-on-exit`): no agent reads it."""
+
+
+def capture(socket: str, session: str, timeout: float = TMUX_TIMEOUT) -> tuple[str, int]:
+    """The visible content of `session`'s pane and its cursor's row, in one tmux call;
+    `PaneDead` when the program in it has exited."""
+    target = f"={session}:"
+    command = ["tmux", "-S", socket, "capture-pane", "-p", "-t", target, ";",
+               "display-message", "-p", "-t", target, "#{cursor_y} #{pane_dead}"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr.decode(errors="replace").strip() or "capture failed")
+    text = result.stdout.decode(errors="replace").rstrip("\n")
+    content, _, last = text.rpartition("\n")
+    cursor, _, dead = last.partition(" ")
+    if dead.strip() == "1":
+        raise PaneDead(f"the program in {session}'s pane has exited")
+    return content, int(cursor) if cursor.strip().isdigit() else -1
+
+
+def server_answers(socket: str, timeout: float = TMUX_TIMEOUT) -> bool:
+    """Whether a tmux server answers on `socket` (a session missing from it is gone; no
+    server at all is unknown: a project driven by hand has none)."""
+    command = ["tmux", "-S", socket, "list-sessions", "-F", "#{session_name}"]
+    try:
+        result = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+    except Exception:  # a socket path tmux cannot take (a NUL in it), a hung server
+        return False
+    return result.returncode == 0
+
+
+def unsubmitted(content: str, cursor_y: int, text: str) -> bool:
+    """Whether `text` still sits typed on the pane's last non-empty line with the cursor
+    on it: typed, not submitted.  A program that printed the line back after reading it
+    (the way `cat` does) has moved the cursor below it."""
+    rows = content.split("\n")
+    last = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].strip()), None)
+    if last is None or (cursor_y >= 0 and cursor_y != last):
+        return False
+    line = rows[last].strip()
+    # a pane narrower than the text wraps it: its last row then holds the text's tail
+    return text in line or (len(line) >= WRAPPED_TAIL and text.endswith(line))
+
+
 def read_socket(root: str) -> str:
     """The tmux socket path named in `.swarmforge/tmux-socket`.  Read carefully: a FIFO,
     a device or a link in its place is refused (`safeio.Refused`, an `OSError`), never
@@ -77,7 +127,14 @@ def read_socket(root: str) -> str:
 
 
 class Waker:
-    """Sends wake-ups on background threads, one per role; `wake` never blocks on tmux."""
+    """Sends wake-ups on background threads, one per role; `wake` never blocks on tmux.
+
+    A wake-up waits on its role's thread until the pane is idle (docs/protocol.md §14):
+    its content unchanged for `idle_after` seconds, or the role marked itself idle since
+    it last changed (`idle_mark(role)`: the time of its `H/idle`), or `idle_wait` seconds
+    passed (`wake_forced`).  Each read is one tmux call with a timeout, on that role's own
+    thread, so waiting for one pane never delays another role, a delivery or `close`.
+    """
 
     def __init__(
         self,
@@ -85,14 +142,24 @@ class Waker:
         log: FilteringBoundLogger,
         timeout: float = TMUX_TIMEOUT,
         on_failed: Callable[[str, str], None] | None = None,
+        idle_after: float = 0.0,
+        idle_wait: float = IDLE_WAIT,
+        idle_mark: Callable[[str], float | None] | None = None,
+        pane_states: panes.Panes | None = None,
     ) -> None:
         self.root = root
         self.log = log
         self.timeout = timeout
         self.on_failed = on_failed  # (role, text) of a wake-up that did not reach its session
+        self.idle_after = idle_after
+        self.idle_wait = idle_wait
+        self.idle_mark = idle_mark or (lambda role: None)
+        self.panes = pane_states or panes.Panes(idle_after or IDLE_AFTER)
         self._pending: dict[str, dict[str, str]] = {}  # role -> {text: session}, in order
+        self._looks: dict[str, str] = {}  # role -> session: read its pane once, for status
         self._running: set[str] = set()  # roles whose thread is alive
         self._closed = False
+        self._closing = threading.Event()  # set by close: a wait for idleness ends at once
         self._cond = threading.Condition()
 
     def wake(self, roles: Iterable[tuple[str, str]], text: str = TEXT) -> None:
@@ -105,6 +172,16 @@ class Waker:
                 if role not in self._running:
                     self._start(role)
 
+    def look(self, roles: Iterable[tuple[str, str]]) -> None:
+        """Read each (role, session)'s pane once, on its thread, so its state stays current."""
+        with self._cond:
+            for role, session in roles:
+                if self._closed or not session:
+                    continue
+                self._looks[role] = session
+                if role not in self._running:
+                    self._start(role)
+
     def drain(self, timeout: float) -> bool:
         """Wait until every requested wake-up was attempted; False on timeout."""
         with self._cond:
@@ -112,10 +189,13 @@ class Waker:
 
     def close(self, wait: float = 0.0) -> None:
         """Send nothing more; wait up to `wait` seconds for the wake-ups being typed, so a
-        stopping daemon does not leave a line typed but never submitted."""
+        stopping daemon does not leave a line typed but never submitted.  A wake-up still
+        waiting for its pane to go quiet is dropped at once."""
         with self._cond:
             self._closed = True
+            self._closing.set()
             self._pending.clear()
+            self._looks.clear()
             self._cond.notify_all()
             if wait:
                 self._cond.wait_for(lambda: not self._running, wait)
@@ -127,34 +207,131 @@ class Waker:
             thread.start()
         except RuntimeError as error:  # no thread to be had: this wake-up is lost, logged
             self._pending.pop(role, None)
+            self._looks.pop(role, None)
             self.log.warning("wake_failed", role=role, error=f"no thread: {error}")
             return
         self._running.add(role)
 
     def _serve(self, role: str) -> None:
-        """A role's thread: send what is queued for it, until nothing is."""
-        while True:
+        """A role's thread: wait for its pane to be idle, send what is queued for it (a
+        request arriving meanwhile joins the same wake-up), until nothing is."""
+        try:
+            while self._next(role):
+                pass
+        finally:
             with self._cond:
-                queued = self._pending.pop(role, {})
-                if not queued:
-                    self._running.discard(role)
-                    self._cond.notify_all()
-                    return
-            for text, session in queued.items():
-                self._send(role, session, text)
+                self._running.discard(role)
+                self._cond.notify_all()
 
-    def _send(self, role: str, session: str, text: str) -> None:
+    def _next(self, role: str) -> bool:
+        """One round of a role's thread; False when nothing is left for it."""
+        with self._cond:
+            asked = dict(self._pending.get(role, {}))
+            looked = self._looks.pop(role, None)
+            if not asked and looked is None:
+                self._pending.pop(role, None)
+                return False
+        if not asked:
+            self._read(role, looked or "")
+            return True
+        waited, forced = self._await_idle(role, next(iter(asked.values())))
+        with self._cond:
+            queued = self._pending.pop(role, {})
+        if self._closing.is_set() and not queued:  # dropped by close(): say so, once each
+            for text in asked:
+                self.log.warning("wake_failed", role=role, refused=text != TEXT,
+                                 error="stopped before the pane went quiet")  # fmt: skip
+        for text, where in queued.items():
+            self._send(role, where, text, waited, forced)
+        return True  # look again: what close() cleared is then gone
+
+    def _await_idle(self, role: str, session: str) -> tuple[float, bool]:
+        """Wait until `role`'s pane is idle: the seconds waited, and whether it never was
+        (the wake-up is forced)."""
+        if self.idle_after <= 0 or not session:
+            return 0.0, False
+        started = time.monotonic()
+        while not self._closing.is_set():
+            seen = self._read(role, session)
+            waited = time.monotonic() - started
+            if seen is None or seen.pane in (panes.GONE, panes.UNKNOWN) or self._idle(role, seen):
+                return waited, False  # idle, or no pane to wait for: the send says what is wrong
+            if waited >= self.idle_wait:
+                self.log.info("wake_forced", role=role, session=session, waited=round(waited, 1))
+                return waited, True
+            self._closing.wait(min(self._poll(waited), max(0.0, self.idle_wait - waited)))
+        return time.monotonic() - started, False
+
+    def _poll(self, waited: float) -> float:
+        """Seconds until the next read of a pane waited on: a quarter of --idle-after (at
+        least POLL), slower as the wait grows (a pane busy for minutes is read once a
+        second), so many busy panes cost the daemon little."""
+        return min(POLL_MAX, max(POLL, self.idle_after / 4, waited / 20))
+
+    def _idle(self, role: str, seen: panes.Seen) -> bool:
+        if panes.marked_idle(seen, self.idle_mark(role)):
+            return True
+        return seen.looks > 1 and time.time() - seen.still_since() >= self.idle_after
+
+    def _read(self, role: str, session: str) -> panes.Seen | None:
+        """One read of the pane, recorded; None when there is no socket to read it through."""
+        try:
+            socket = read_socket(self.root)
+        except Exception:  # no socket file, or a bad one: the send logs why
+            return None
+        dead = False
+        try:
+            content: str | None = capture(socket, session, self.timeout)[0]
+        except PaneDead:  # its agent exited: as gone as a session that is not there
+            content, dead = None, True
+        except Exception:  # the session is gone, or there is no server: which one?
+            content = None
+        answers = content is not None or dead or server_answers(socket, self.timeout)
+        return self.panes.observe(role, session, content, answers, time.time(),
+                                  self.idle_mark(role))  # fmt: skip
+
+    def _send(
+        self, role: str, session: str, text: str, waited: float = 0.0, forced: bool = False
+    ) -> None:
         """One wake-up; whatever goes wrong is a `wake_failed` line, never an exception."""
         try:
             if not session:
                 raise RuntimeError("no tmux session for this role in roles.tsv")
-            send_keys(read_socket(self.root), session, text, self.timeout)
+            socket = read_socket(self.root)
+            send_keys(socket, session, text, self.timeout)
         except subprocess.TimeoutExpired:
             self._failed(role, text, f"tmux timed out ({self.timeout}s)")
         except Exception as error:  # this thread must outlive any failure
             self._failed(role, text, str(error) or type(error).__name__)
         else:
-            self.log.info("wake", role=role, session=session, refused=text != TEXT)
+            try:
+                submitted = self._submitted(role, socket, session, text)
+            except PaneDead as dead:  # tmux takes keys for a dead pane and drops them
+                self._failed(role, text, str(dead))
+                return
+            self.panes.woken(role, time.time())
+            self.log.info("wake", role=role, session=session, refused=text != TEXT,
+                          submitted=submitted, forced=forced, waited=round(waited, 2))  # fmt: skip
+
+    def _submitted(self, role: str, socket: str, session: str, text: str) -> bool:
+        """Read the pane after the keys: a line still typed there gets one more C-m, and
+        `wake_unsubmitted` if even that left it (docs/protocol.md §14)."""
+        try:
+            time.sleep(SHOWN_AFTER)
+            if not unsubmitted(*capture(socket, session, self.timeout), text):
+                return True
+            time.sleep(RETRY_AFTER)
+            _tmux(socket, self.timeout, "send-keys", "-t", f"={session}:", "C-m")
+            time.sleep(RETRY_AFTER)
+            if not unsubmitted(*capture(socket, session, self.timeout), text):
+                return True
+        except PaneDead:
+            raise
+        except Exception as error:  # cannot tell: say so, never count it as submitted
+            self.log.warning("wake_unchecked", role=role, error=str(error) or repr(error))
+            return False
+        self.log.warning("wake_unsubmitted", role=role, session=session)
+        return False
 
     def _failed(self, role: str, text: str, error: str) -> None:
         self.log.warning("wake_failed", role=role, error=error, refused=text != TEXT)

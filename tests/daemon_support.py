@@ -227,6 +227,9 @@ class RecordingWaker:
             self.requests.append(batch)
         self.texts.extend((role, text) for role, _ in batch if text != WAKE_TEXT)
 
+    def look(self, roles: Iterable[tuple[str, str]]) -> None:
+        pass
+
     def drain(self, timeout: float) -> bool:
         return True
 
@@ -239,14 +242,20 @@ class RecordingWaker:
 
 
 def open_daemon(
-    project: Project, renotify_after: float = 120.0, record: bool = True, watch: bool = False
+    project: Project,
+    renotify_after: float = 120.0,
+    record: bool = True,
+    watch: bool = False,
+    idle_after: float = 0.0,
+    idle_wait: float = 300.0,
 ) -> Daemon:
     """A daemon for `project`, logging to its log file, recovered and ready to step (no
     watches unless `watch`: then close it).  With `record`, wake-ups are recorded instead
-    of sent."""
+    of sent.  Wake-ups are typed at once unless `idle_after` says otherwise."""
     log_path(project).parent.mkdir(parents=True, exist_ok=True)
     log = logging.configure(str(log_path(project)), console=False)
-    daemon = Daemon(str(project.root), log, renotify_after)
+    daemon = Daemon(str(project.root), log, renotify_after, idle_after=idle_after,
+                    idle_wait=idle_wait)  # fmt: skip
     if record:
         daemon.waker.close()
         daemon.waker = RecordingWaker()  # type: ignore[assignment]

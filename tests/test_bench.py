@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.board import Board
 from benchmarks.digest import Digest
 from benchmarks.scenario import Report, Target
@@ -200,7 +202,7 @@ def test_hosts_measures_cross_host_pickup_beside_local_pickup_and_the_drain(tmp_
 def test_one_scenario_at_a_time_and_the_refusal_says_which_flags(tmp_path):
     result = bench("--board", "--web", "--dir", str(tmp_path), timeout=30)
     assert result.returncode == 2 and result.stdout == ""
-    flags = "--board, --digest, --web, --pickup, --startup, --hosts"
+    flags = "--board, --digest, --web, --pickup, --startup, --hosts, --panes"
     assert f"give at most one of {flags}" in result.stderr
     assert list(tmp_path.iterdir()) == []  # refused before anything was built
 
@@ -245,6 +247,18 @@ def test_the_digest_scenario_runs_and_reports_both_history_sizes(tmp_path):
     assert [f["history"] for f in figures] == [0, 500]
     assert all(len(f["warm_s"]) == 3 for f in figures)
     assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]  # the projects are gone
+
+
+@pytest.mark.slow  # about 12 s: tmux sessions, two daemons, each left a few seconds to type
+def test_the_panes_scenario_measures_pickup_with_busy_panes_against_quiet_ones(tmp_path):
+    json_file = tmp_path / "figures.json"
+    done = bench("--panes", "--quick", "--dir", str(tmp_path), "--json", str(json_file))
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(json_file.read_text())["panes"]
+    assert figures["panes"] == 3 and figures["busy_p50_ms"] > 0 and figures["quiet_p50_ms"] > 0
+    assert (figures["quiet_typed"], figures["busy_typed"]) == (3, 0)  # none into a busy pane
+    assert "busy panes: pickup p50 against quiet" in done.stdout
+    assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]
 
 
 # --- the targets ------------------------------------------------------------------------

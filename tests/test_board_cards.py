@@ -129,7 +129,9 @@ def test_json_has_exactly_the_fields_of_the_contract() -> None:
     assert list(data) == [
         "card", "id", "role", "state", "color", "detail", "from", "to", "priority", "type",
         "task", "blocked_reason", "claim", "depends_on", "latest_report", "age_s", "path",
+        "wakes",
     ]  # fmt: skip
+    assert data["wakes"] == {"sent": 0, "failed": 0, "last_at": None, "submitted": None}
     assert (data["state"], data["to"], data["priority"], data["depends_on"]) == (
         "new", ["B"], "50", [ident(9)],
     )  # fmt: skip
@@ -167,6 +169,51 @@ def test_failed_wake_ups_since_a_card_arrived_are_counted_apart() -> None:
     snap.wake_failures = {"B": [NOW - 200, NOW - 40, NOW - 20]}
     detail = cards.project(snap, NOW).cards[0].detail
     assert detail == "waiting 1m, 1 wake-up, 2 failed (see the daemon's log)"
+
+
+def test_a_waiting_cards_wakes_say_how_many_and_whether_the_last_was_submitted() -> None:
+    snap = snapshot(entry(1))  # enqueued 100 s before NOW
+    snap.wakes = {"B": [NOW - 200, NOW - 90, NOW - 10]}
+    snap.wake_submitted = {"B": [True, True, False]}
+    snap.wake_failures = {"B": [NOW - 20]}
+    assert cards.project(snap, NOW).cards[0].to_json()["wakes"] == {
+        "sent": 2, "failed": 1, "last_at": "2027-01-15T07:59:50.000000Z", "submitted": False,
+    }  # fmt: skip
+
+
+def test_a_role_that_ignores_three_wake_ups_turns_its_waiting_card_red_until_it_takes_work() -> (
+    None
+):
+    snap = snapshot(entry(1))  # enqueued 100 s before NOW
+    snap.wakes = {"B": [NOW - 90, NOW - 60, NOW - 30]}
+    board = cards.project(snap, NOW)
+    assert (board.cards[0].colour, board.cards[0].detail) == (
+        "red", "not taken after 3 wake-ups over 1m",
+    )  # fmt: skip
+    snap.took_at = {"B": NOW - 20}  # took something after the last wake-up
+    assert cards.project(snap, NOW).cards[0].colour == "orange"
+
+
+def test_the_stall_threshold_is_the_one_the_daemon_logged_when_it_started() -> None:
+    snap = snapshot(entry(1))
+    snap.wakes = {"B": [NOW - 90, NOW - 60, NOW - 30]}
+    snap.daemon_options = {"event": "started", "stall_wakes": 4}
+    assert cards.project(snap, NOW).cards[0].colour == "orange"
+    snap.daemon_options = {"event": "started", "stall_wakes": "2"}  # not a count: the default
+    assert cards.project(snap, NOW).cards[0].colour == "red"
+
+
+def test_a_waiting_card_whose_roles_session_is_gone_is_red_at_once() -> None:
+    snap = snapshot(entry(1))
+    snap.panes = {"B": {"pane": "gone", "session": "B"}}
+    board = cards.project(snap, NOW)
+    session = snap.roles["B"].session
+    assert (board.cards[0].colour, board.cards[0].detail) == (
+        "red",
+        f"B's session {session} is gone",
+    )
+    snap.panes = {"B": {"pane": "unknown", "session": "B"}}  # no tmux server at all: not red
+    assert cards.project(snap, NOW).cards[0].colour == "orange"
 
 
 # --- every card has a name of its own (docs/protocol.md §8) ------------------------------

@@ -9,6 +9,7 @@ from handoffd.board.cards import Card, Claim
 from handoffd.scan import Entry
 
 NOW = 1_800_000_000.0
+IGNORED = (NOW - 90, NOW - 60, NOW - 30)  # three wake-ups, none answered
 WINDOW = 3600.0
 WARM = NOW - 60  # a heartbeat a minute old: live
 COLD = NOW - 2 * WINDOW  # two windows old: expired
@@ -22,11 +23,18 @@ def card(
     error: str | None = None,
     age: float = 120.0,
     daemon: bool = True,
+    wakes: tuple[float, ...] = (),
+    took: float | None = None,
+    pane: str | None = None,
 ) -> Card:
-    """A card of handoff `ident` held by QA; `beat` gives it a claim with that heartbeat."""
+    """A card of handoff `ident` held by QA; `beat` gives it a claim with that heartbeat;
+    `wakes` are its role's wake-ups since it arrived, `took` its last take, `pane` its
+    pane's state (docs/protocol.md §14)."""
     headers = {"id": ident, **({"blocked_reason": blocked} if blocked else {})}
     entry = Entry("QA", state, f"/nowhere/{ident}.handoff", headers=headers, mtime=NOW - age)
     red = colour.own_red(state, blocked, error, age, 60.0, daemon)
+    if red is None and state == "new":
+        red = colour.unanswered("QA", "swarm-QA", pane, wakes, took, 3)
     made = Card(entry, age, red)
     if beat is not None:
         made.claim = Claim("QA", "claude", "c-1", beat, NOW, WINDOW)
@@ -63,6 +71,24 @@ CASES = [
      card("o", "outbox", age=61, daemon=True), [], "red", "defers"),
     ("a fresh outbox file is orange", card("o", "outbox", age=5), [], "orange", "waiting 5s"),
     ("everything else is orange", card("a"), [], "orange", "waiting 2m"),
+    ("three unanswered wake-ups make a waiting card red",
+     card("a", wakes=IGNORED), [], "red", "not taken after 3 wake-ups over 1m"),
+    ("two are not enough", card("a", wakes=IGNORED[1:]), [], "orange", "waiting 2m"),
+    ("a take after the first restarts the count",
+     card("a", wakes=IGNORED, took=NOW - 70), [], "orange", "waiting 2m"),
+    ("a take before the first does not", card("a", wakes=IGNORED, took=NOW - 100), [], "red",
+     "not taken after 3"),
+    ("a session gone is red at once", card("a", pane="gone"), [], "red",
+     "QA's session swarm-QA is gone"),
+    ("no tmux server at all is unknown, not red", card("a", pane="unknown"), [], "orange",
+     "waiting"),
+    ("own blocked reason beats a stall", card("a", blocked="mine", wakes=IGNORED), [], "red",
+     "mine"),
+    ("a stalled dependency is inherited", card("a"), [card("s", wakes=IGNORED)], "red",
+     "inherits from s@QA: not taken after 3"),
+    ("a live claim on a dependency beats a stalled one",
+     card("a"), [card("s", wakes=IGNORED), card("b", "in_process", beat=WARM)], "yellow",
+     "via b@QA"),
 ]  # fmt: skip
 
 

@@ -621,3 +621,21 @@ def test_a_pass_that_keeps_failing_backs_off_instead_of_spinning(project: Projec
     assert not runner.is_alive()
     assert 1 <= len(calls) <= 3, f"{len(calls)} passes in 1.5 s"
     assert len(events(project, "pass_failed")) == len(calls)
+
+
+def test_run_and_start_log_their_wake_up_options_on_the_started_line(
+    project: Project, procs: list[subprocess.Popen[str]]
+) -> None:
+    """`status` is another process: it learns --stall-wakes from this line (§14)."""
+    process = run_daemon(project, procs, "--idle-after", "0.5", "--idle-wait", "9",
+                         "--stall-wakes", "5", "--renotify-after", "7")  # fmt: skip
+    [started] = events(project, "started")
+    assert (started["idle_after"], started["idle_wait"], started["stall_wakes"],
+            started["renotify_after"]) == (0.5, 9.0, 5, 7.0)  # fmt: skip
+    assert stop_daemon(process)[0] == 0
+    assert handoffd("start", "--stall-wakes", "4", str(project.root)).returncode == 0
+    try:
+        latest = wait_event(project, "started", where=lambda e: e["stall_wakes"] == 4)
+        assert (latest["idle_after"], latest["idle_wait"]) == (2.0, 300.0)  # the defaults
+    finally:
+        handoffd("stop", str(project.root))

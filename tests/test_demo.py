@@ -104,6 +104,22 @@ def test_with_missed_wake_ups_renotify_carries_the_demo_to_the_end() -> None:
     assert_nothing_left(*where(result.stdout))
 
 
+@pytest.mark.slow  # about 15 s: busy stretches of 2 s, then a session ended and watched
+def test_busy_agents_get_no_wake_up_while_they_print_and_a_killed_one_shows_red() -> None:
+    result = demo_command("--rounds", "4", "--busy-rate", "0.5", "--kill-agent", "cleaner")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"into a busy pane +0 \(0 forced after --idle-wait\)", result.stdout)
+    assert re.search(
+        r"killed cleaner's agent \(pid \d+, in session swarmforge-cleaner\)", result.stdout
+    )
+    killed = re.search(r"killed agent +cleaner at [\d.]+ s: its card turned red ([\d.]+) s "
+                       r"later — cleaner's session swarmforge-cleaner is gone",
+                       result.stdout)  # fmt: skip
+    assert killed and float(killed.group(1)) < 5.0, result.stdout
+    assert re.search(r"invariants +OK", result.stdout)
+    assert_nothing_left(*where(result.stdout))
+
+
 @pytest.fixture
 def kept() -> Iterator[tuple[str, str, str]]:
     """`handoffd demo --keep`: its output, root and socket; taken down and removed after."""
@@ -236,6 +252,30 @@ def test_the_summary_shows_counts_latency_percentiles_and_ok() -> None:
     assert re.search(r"wake-ups sent +5 \(1 re-notify, 0 failed\)", text)
     assert re.search(r"p50 2\.5 ms .* max 40\.0 ms", text)
     assert re.search(r"invariants +OK", text)
+
+
+def test_the_summary_counts_busy_wake_ups_unsubmitted_ones_and_stalls() -> None:
+    text = demo.render(summary(busy_wakes=0, forced=0, unsubmitted=1, stalls=2, held=[1.5, 2.25]))
+    assert re.search(r"into a busy pane +0 \(0 forced after --idle-wait\); 2 held until the "
+                     r"pane was idle, longest 2\.2 s", text)  # fmt: skip
+    assert re.search(r"unsubmitted +1\n", text) and re.search(r"stalls turned red +2\n", text)
+
+
+def test_a_wake_up_typed_into_a_busy_pane_unforced_breaks_the_summary() -> None:
+    typed = summary(busy_wakes=2, forced=1)
+    assert not typed.ok
+    assert "1 wake-up(s) typed into a busy pane without being forced" in demo.render(typed)
+
+
+def test_a_killed_agent_whose_card_never_turned_red_breaks_the_summary() -> None:
+    quiet = summary(returned=1, killed="cleaner", killed_at=3.0)
+    assert not quiet.ok
+    assert "cleaner's card never showed red after its agent died" in demo.render(quiet)
+    shown = summary(returned=1, killed="cleaner", killed_at=3.0, red_after=0.4,
+                    red_detail="cleaner's session s is gone")  # fmt: skip
+    assert shown.ok and "its card turned red 0.4 s later — cleaner's session s is gone" in (
+        demo.render(shown)
+    )
 
 
 def test_round_trips_that_never_came_back_break_the_summary_without_other_problems() -> None:

@@ -84,3 +84,17 @@ def test_a_rewrite_sweeps_a_killed_rewrites_temp_even_when_its_pid_is_reused(
     assert beat.code == 0, beat.err
     assert (handoffs / "heartbeat").read_text() == "agent: newcomer\nconversation:\n"
     assert sorted(n for n in os.listdir(handoffs) if n.startswith(".heartbeat.")) == [fresh.name]
+
+
+def test_the_idle_mark_is_the_mtime_of_h_idle_and_a_link_there_is_no_mark(tmp_path: Path) -> None:
+    assert heartbeat.idle_at(str(tmp_path)) is None
+    target = tmp_path / "elsewhere"
+    target.write_text("idle\n")
+    (tmp_path / "idle").symlink_to(target)
+    assert heartbeat.idle_at(str(tmp_path)) is None  # never followed
+
+    before = time.time()
+    path = heartbeat.mark_idle(str(tmp_path))  # replaces the link, never writes through it
+    at = heartbeat.idle_at(str(tmp_path))
+    assert path == str(tmp_path / "idle") and not os.path.islink(path)
+    assert at is not None and at >= before - 1 and target.read_text() == "idle\n"

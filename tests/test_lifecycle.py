@@ -315,6 +315,26 @@ def test_wake_times_splits_sent_from_failed_and_skips_refusal_lines(tmp_path: Pa
     assert lifecycle.wake_times(str(tmp_path)) == ({"coder": [at]}, {"coder": [at]})
 
 
+def test_the_log_tail_gives_each_wake_ups_submitted_and_the_last_started_options(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / ".swarmforge" / "daemon" / "handoffd.log"
+    log.parent.mkdir(parents=True)
+    lines = [
+        {"event": "started", "stall_wakes": 5},
+        {"event": "wake", "role": "QA", "submitted": True},
+        {"event": "wake", "role": "QA"},  # an older daemon's line: not known
+        {"event": "wake", "role": "QA", "submitted": "yes"},  # not a bool: not known
+        {"event": "started", "stall_wakes": 2, "idle_after": 2.0},  # the last one counts
+        {"event": "wake", "role": "QA", "submitted": False},
+    ]
+    stamp = "2026-06-15T14:05:31.000000Z"
+    log.write_text("".join(json.dumps({**line, "timestamp": stamp}) + "\n" for line in lines))
+    tail = lifecycle.log_tail(str(tmp_path))
+    assert tail.submitted == {"QA": [True, None, None, False]} and len(tail.sent["QA"]) == 4
+    assert tail.options["stall_wakes"] == 2 and tail.options["idle_after"] == 2.0
+
+
 def test_run_start_and_stop_take_the_root_as_the_root_option_too(stopper: Project) -> None:
     """docs/protocol.md §8: every `handoffd` command also takes `--root ROOT`; the daemon
     commands of §5 answer to it as to their positional ROOT, from any working directory."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import signal
 import subprocess
 import time
@@ -15,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from handoffd import handoff as hf
+from handoffd.board import status as board_status
 from tests.conftest import Project
 from tests.daemon_support import handoffd, queue, running_pid, stopping
 from tests.swarm_support import HANDOFFD, command_env
@@ -37,6 +40,7 @@ FIELDS = [
     "latest_report",
     "age_s",
     "path",
+    "wakes",
 ]
 
 
@@ -112,7 +116,7 @@ def test_a_hand_made_cycle_is_reported_and_never_looped_on(project: Project) -> 
     text = handoffd("status", str(project.root), timeout=20)
     assert text.returncode == 0
     cycle = f"DEPENDENCY_CYCLE: {ident(1)} -> {ident(2)} -> {ident(1)}"
-    assert text.stdout.splitlines()[1] == cycle
+    assert board_lines(text.stdout)[1] == cycle
     as_json = handoffd("status", "--json", str(project.root), timeout=20)
     assert as_json.stderr.strip() == cycle and len(json.loads(as_json.stdout)) == 2
 
@@ -143,7 +147,7 @@ def test_rows_are_red_then_yellow_then_orange_under_a_daemon_line(project: Proje
     put(project, 1)
     put(project, 2, blocked_reason="need a decision on the schema")
     result = handoffd("status", str(project.root))
-    lines = result.stdout.splitlines()
+    lines = board_lines(result.stdout)
     assert lines[0] == "daemon: NOT RUNNING · red 1 · yellow 0 · orange 1"
     assert lines[1].split() == ["STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE",
                                 "DETAIL"]  # fmt: skip
@@ -161,12 +165,24 @@ def test_role_filters_the_board(project: Project) -> None:
     assert unknown.returncode == 1 and "nobody" in unknown.stderr
 
 
-def test_an_empty_board_says_so(project: Project) -> None:
+def test_an_empty_board_says_so_under_a_line_per_role(project: Project) -> None:
     result = handoffd("status", str(project.root))
     assert result.stdout.splitlines() == [
         "daemon: NOT RUNNING · red 0 · yellow 0 · orange 0",
+        "coder    unknown  last wake never  last take never",  # no daemon watches the panes
+        "cleaner  unknown  last wake never  last take never",
+        "QA       unknown  last wake never  last take never",
         "no open cards",
     ]
+
+
+ROLE_LINE = re.compile(r"^\S+ +(idle \S+|busy \S+|gone|unknown)  last wake .*  last take .*$")
+
+
+def board_lines(out: str) -> list[str]:
+    """The board's lines without the one per role under the first (pinned above)."""
+    lines = out.splitlines()
+    return lines[:1] + [line for line in lines[1:] if not ROLE_LINE.match(line)]
 
 
 def on_a_terminal(project: Project, **env: str) -> str:
@@ -376,7 +392,7 @@ def test_a_crlf_file_named_with_a_carriage_return_keeps_the_columns(project: Pro
         [HANDOFFD, "status", str(project.root)], capture_output=True, timeout=30, check=False
     )
     assert out.returncode == 0 and b"\r" not in out.stdout
-    header, row = out.stdout.decode().splitlines()[1:3]
+    header, row = board_lines(out.stdout.decode())[1:3]
     assert row.split()[1] == "by-hand\\r.handoff@QA"
     assert row.index("coder\\r") == header.index("FROM")
 
@@ -405,8 +421,30 @@ def test_a_folder_behind_a_link_is_a_warning_line_saying_what_stops(
         "real folder",
     ]
     shown = handoffd("status", str(project.root))
-    assert shown.stdout.splitlines()[1:] == [*warnings, "no open cards"]
+    assert board_lines(shown.stdout)[1:] == [*warnings, "no open cards"]
     as_json = handoffd("status", "--json", str(project.root))
     assert (json.loads(as_json.stdout), as_json.stderr.splitlines()) == ([], warnings)
     only = handoffd("status", "--role", "QA", str(project.root))
-    assert only.stdout.splitlines()[1:] == [warnings[2], "no open cards"]
+    assert only.stdout.splitlines()[1] == "QA  unknown  last wake never  last take never"
+    assert board_lines(only.stdout)[1:] == [warnings[2], "no open cards"]
+
+
+def test_each_role_line_says_its_pane_since_when_and_its_last_wake_and_take() -> None:
+    now = 1_800_000_000.0
+    at = lambda seconds: hf.iso_now(now - seconds)  # noqa: E731
+    rows: list[dict[str, object]] = [
+        {"role": "coder", "pane": "idle", "pane_since": at(125), "last_wake_at": at(190),
+         "last_take_at": at(61)},
+        {"role": "QA", "pane": "busy", "pane_since": at(840), "last_wake_at": None,
+         "last_take_at": at(5)},
+        {"role": "cleaner", "pane": "gone", "pane_since": None, "last_wake_at": at(3),
+         "last_take_at": None},
+        {"role": "x\x1b", "pane": "unknown", "pane_since": None, "last_wake_at": None,
+         "last_take_at": None},
+    ]  # fmt: skip
+    assert board_status.role_lines(rows, now) == [
+        "coder    idle 2m  last wake 3m ago  last take 1m ago",
+        "QA       busy 14m  last wake never  last take 5s ago",
+        "cleaner  gone  last wake 3s ago  last take never",
+        "x\\x1b    unknown  last wake never  last take never",  # a name from a file, escaped
+    ]

@@ -461,3 +461,219 @@ def test_closing_the_waker_lets_the_wake_up_being_typed_finish(
 
     assert [e["role"] for e in events(project, "wake")] == ["QA"]
     assert tmux.wakes("QA") == 1
+
+
+# --- idle first, and checked for submission (docs/protocol.md §14) ------------------------------
+
+REDRAWER = """
+import os, sys, threading, time, tty
+out = open(sys.argv[1], "w", buffering=1)
+stop = sys.argv[2]  # once this file exists the screen stands still
+tty.setraw(0)
+def redraw():
+    n = 0
+    while not os.path.exists(stop):
+        n += 1
+        os.write(1, f"\\rredrawing {n} ".encode())
+        time.sleep(0.2)
+threading.Thread(target=redraw, daemon=True).start()
+while True:
+    byte = os.read(0, 1)
+    if not byte:
+        break
+    out.write(f"{time.monotonic_ns()} {byte[0]}\\n")
+"""
+
+# A TUI's input line: it shows what is typed and takes the line only at the `needs`-th
+# carriage return (0: never), then prints it back below and moves on to a new line.
+LINE_EDITOR = """
+import os, sys, time, tty
+out = open(sys.argv[1], "w", buffering=1)
+needs = int(sys.argv[2])
+tty.setraw(0)
+os.write(1, b"READY\\r\\n> ")
+typed, returns = b"", 0
+while True:
+    byte = os.read(0, 1)
+    if not byte:
+        break
+    out.write(f"{time.monotonic_ns()} {byte[0]}\\n")
+    if byte == b"\\r":
+        returns += 1
+        if returns == needs:
+            os.write(1, b"\\r\\ntaken: " + typed + b"\\r\\n> ")
+            typed = b""
+    elif byte != b"\\n":
+        typed += byte
+        os.write(1, byte)
+"""
+
+
+def program(tmux: Tmux, name: str, source: str, *args: str) -> Path:
+    """A session `name` running `source` with its byte record file (returned) and `args`."""
+    path = Path(tmux.dir) / f"{name}.bytes"
+    tmux.run("new-session", "-d", "-s", name, "-x", "200", "-y", "50",
+             sys.executable, "-c", source, str(path), *args)  # fmt: skip
+    return path
+
+
+def first_byte_at(path: Path, timeout: float = 10.0) -> float:
+    return wait_for(lambda: received_now(path)[:1], timeout, what="a wake-up byte")[0][0]
+
+
+def received_now(path: Path) -> list[tuple[float, int]]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(int(t) / 1e9, int(b)) for t, b in (line.split() for line in lines)]
+
+
+def test_a_pane_that_keeps_redrawing_gets_no_wake_up_until_it_stops(
+    project: Project, tmux: Tmux
+) -> None:
+    stop = Path(tmux.dir) / "stop"
+    path = program(tmux, "QA", REDRAWER, str(stop))
+    wait_for(lambda: "redrawing 3" in tmux.capture("QA"), what="the redrawing to start")
+    use_socket(project, tmux.socket)
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, record=False, idle_after=1.0)
+
+    daemon.step(1000.0)
+    time.sleep(2.5)  # the pane stays busy all along: nothing may be typed into it
+    assert received_now(path) == [] and events(project, "wake") == []
+    stopped_at = time.monotonic()
+    stop.touch()
+
+    arrived = first_byte_at(path)
+    assert stopped_at < arrived < stopped_at + 0.2 + 1.0 + 1.0  # a last redraw, idle-after, 1 s
+    assert daemon.waker.drain(10)
+    [woke] = events(project, "wake")
+    assert woke["submitted"] is True and woke["forced"] is False
+    assert events(project, "wake_forced") == []
+    daemon.close()
+
+
+def test_a_pane_that_never_goes_quiet_gets_the_wake_up_after_idle_wait_logged_forced(
+    project: Project, tmux: Tmux
+) -> None:
+    path = program(tmux, "QA", REDRAWER, str(Path(tmux.dir) / "never"))
+    wait_for(lambda: "redrawing 3" in tmux.capture("QA"), what="the redrawing to start")
+    use_socket(project, tmux.socket)
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, record=False, idle_after=1.0, idle_wait=2.0)
+
+    asked_at = time.monotonic()
+    daemon.step(1000.0)
+
+    assert first_byte_at(path) - asked_at >= 2.0
+    assert daemon.waker.drain(10)
+    [forced] = events(project, "wake_forced")
+    [woke] = events(project, "wake")
+    assert forced["role"] == "QA" and forced["waited"] >= 2.0 and woke["forced"] is True
+    daemon.close()
+
+
+def test_marking_itself_idle_lets_a_pane_that_just_changed_be_woken_at_once(
+    project: Project, tmux: Tmux
+) -> None:
+    stop = Path(tmux.dir) / "stop"
+    path = program(tmux, "QA", REDRAWER, str(stop))
+    wait_for(lambda: "redrawing 3" in tmux.capture("QA"), what="the redrawing to start")
+    use_socket(project, tmux.socket)
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, record=False, idle_after=8.0)
+    daemon.step(1000.0)
+    stop.touch()
+    time.sleep(0.6)  # the turn's last output is on screen, then the end-of-turn hook runs
+    result = project.run("handoffd", "idle", role="QA")
+    assert result.code == 0 and result.out == f"IDLE: {project.handoffs('QA') / 'idle'}\n"
+    marked_at = time.monotonic()
+
+    assert first_byte_at(path) - marked_at < 1.0  # not the 8 s the pane would need otherwise
+    daemon.close()
+
+
+def test_closing_the_waker_never_waits_out_an_idle_wait(project: Project, tmux: Tmux) -> None:
+    program(tmux, "QA", REDRAWER, str(Path(tmux.dir) / "never"))
+    use_socket(project, tmux.socket)
+    daemon = open_daemon(project, record=False, idle_after=1.0, idle_wait=60.0)
+    daemon.waker.wake([("QA", "QA")])
+    wait_for(wake_threads, what="the wake-up thread to start")
+    time.sleep(0.5)
+
+    started = time.monotonic()
+    daemon.close()
+    assert time.monotonic() - started < 1.5
+    assert events(project, "wake") == [] and not wake_threads()
+    [dropped] = events(project, "wake_failed")  # never lost without a word
+    assert dropped["role"] == "QA" and dropped["error"] == "stopped before the pane went quiet"
+
+
+def test_a_tui_that_ignores_the_first_return_gets_one_more_and_the_wake_up_is_submitted(
+    project: Project, tmux: Tmux
+) -> None:
+    path = program(tmux, "QA", LINE_EDITOR, "2")
+    wait_for(lambda: "READY" in tmux.capture("QA"), what="the editor to start")
+    use_socket(project, tmux.socket)
+    daemon = open_daemon(project, record=False)
+
+    daemon.waker.wake([("QA", "QA")])
+    assert daemon.waker.drain(10)
+
+    assert f"taken: {TEXT}" in tmux.capture("QA")
+    got = received_now(path)
+    returns = [at for at, byte in got if byte == 13]
+    assert len(returns) == 2 and returns[1] - returns[0] >= 0.5
+    [woke] = events(project, "wake")
+    assert woke["submitted"] is True and events(project, "wake_unsubmitted") == []
+    daemon.close()
+
+
+def test_a_program_that_never_takes_the_line_is_logged_unsubmitted(
+    project: Project, tmux: Tmux
+) -> None:
+    program(tmux, "QA", LINE_EDITOR, "0")
+    wait_for(lambda: "READY" in tmux.capture("QA"), what="the editor to start")
+    use_socket(project, tmux.socket)
+    daemon = open_daemon(project, record=False)
+
+    daemon.waker.wake([("QA", "QA")])
+    assert daemon.waker.drain(10)
+
+    [woke] = events(project, "wake")
+    [unsubmitted] = events(project, "wake_unsubmitted")
+    assert woke["submitted"] is False and unsubmitted["role"] == "QA"
+    daemon.close()
+
+
+def test_a_line_a_program_printed_back_after_reading_it_counts_as_submitted(
+    project: Project, tmux: Tmux
+) -> None:
+    """`cat` shows the wake-up's text on its last line once it has read it: the cursor
+    below it says it was taken."""
+    sessions(tmux, project, "QA")
+    daemon = open_daemon(project, record=False)
+    daemon.waker.wake([("QA", "QA")])
+    assert daemon.waker.drain(10)
+    [woke] = events(project, "wake")
+    assert woke["submitted"] is True and tmux.wakes("QA") == 1
+    daemon.close()
+
+
+def test_a_pane_whose_program_exited_gets_no_wake_up_and_says_why(
+    project: Project, tmux: Tmux
+) -> None:
+    """tmux takes keys for a dead pane (kept by remain-on-exit) and drops them: that is a
+    failed wake-up, never a `wake`."""
+    tmux.run("new-session", "-d", "-s", "QA", "sleep 0.3", ";",
+             "set-option", "-g", "remain-on-exit", "on")  # fmt: skip
+    wait_for(lambda: tmux.run("display-message", "-p", "-t", "=QA:", "#{pane_dead}")
+             .stdout.strip() == "1", what="the pane's program to exit")  # fmt: skip
+    use_socket(project, tmux.socket)
+    daemon = open_daemon(project, record=False)
+
+    daemon.waker.wake([("QA", "QA")])
+    assert daemon.waker.drain(10)
+
+    [failed] = events(project, "wake_failed")
+    assert failed["role"] == "QA" and "has exited" in failed["error"]
+    assert events(project, "wake") == []
+    daemon.close()

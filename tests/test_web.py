@@ -21,6 +21,7 @@ from urllib.parse import unquote
 import pytest
 from starlette.testclient import TestClient
 
+from handoffd import handoff as hf
 from handoffd.board import cards, status
 from handoffd.board.web import views
 from handoffd.board.web.app import CSP, create_app
@@ -236,6 +237,20 @@ def test_each_state_words_its_age(project: Project) -> None:
     put(project, 2, "QA", box="inbox/in_process", dequeued_at=PAST)
     text = client(project, (cards.epoch(PAST) or 0.0) + 7380).get("/").text
     assert "waiting 2 h 03 min" in text and "taken 2 h 03 min ago" in text
+
+
+def test_a_role_that_does_not_answer_shows_red_with_why_like_any_red(project: Project) -> None:
+    """docs/protocol.md §14: three wake-ups in the daemon's log, nothing taken since."""
+    put(project, 1, "QA")
+    log = project.root / ".swarmforge" / "daemon" / "handoffd.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(
+        json.dumps({"event": "wake", "role": "QA", "submitted": True,
+                    "timestamp": hf.iso_now(NOW - ago)}) + "\n"
+        for ago in (300, 180, 60)
+    ))  # fmt: skip
+    text = client(project, NOW).get("/").text
+    assert 'data-color="red"' in text and "not taken after 3 wake-ups over 4m" in text
 
 
 # --- the archive -----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from handoffd.scan import Entry, Snapshot, State, depends_on, recipients
 
 WINDOW_S = 60 * 60.0  # a claim is live while its heartbeat is younger than this
 STALL_S = 60.0  # an original older than this in an outbox is stalled
+STALL_WAKES = 3  # unanswered wake-ups that make a waiting card red, if the log does not say
 EXCERPT = 120  # characters of a report's first line shown as its excerpt
 
 
@@ -91,7 +92,7 @@ class Card:
     __slots__ = (
         "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
         "detail", "entry", "headers", "id", "latest_report", "red_reason", "role", "state",
-        "wake_failures", "wakeups",
+        "wake_failures", "wake_last_at", "wake_submitted", "wakeups",
     )  # fmt: skip
 
     def __init__(self, entry: Entry, age_s: float | None, red_reason: str | None = None) -> None:
@@ -109,6 +110,8 @@ class Card:
         self.latest_report: LatestReport | None = None
         self.wakeups = 0
         self.wake_failures = 0  # wake-ups the daemon tried and could not deliver
+        self.wake_last_at: float | None = None  # the last wake-up since the card arrived
+        self.wake_submitted: bool | None = None  # whether that one was seen submitted
         self.closure: list[Card] = []
         self.colour = colour.ORANGE
         self.detail = ""
@@ -156,6 +159,12 @@ class Card:
             "latest_report": self.latest_report.to_json() if self.latest_report else None,
             "age_s": None if self.age_s is None else int(self.age_s),
             "path": self.path,
+            "wakes": {
+                "sent": self.wakeups,
+                "failed": self.wake_failures,
+                "last_at": iso(self.wake_last_at),
+                "submitted": self.wake_submitted,
+            },
         }
 
     def __repr__(self) -> str:
@@ -301,9 +310,33 @@ def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
         card.claim = _claim(card.role, snapshot, now, window_s)
     card.latest_report = latest_report(snapshot, card.role, card.id)
     if card.state == State.NEW:
-        since = now - (card.age_s or 0.0)
-        card.wakeups = sum(1 for t in snapshot.wakes.get(card.role, ()) if t >= since)
-        card.wake_failures = sum(1 for t in snapshot.wake_failures.get(card.role, ()) if t >= since)
+        _wakes(card, snapshot, now - (card.age_s or 0.0))
+
+
+def _wakes(card: Card, snapshot: Snapshot, since: float) -> None:
+    """A waiting card's wake-ups since it arrived, and whether they made it red (§14)."""
+    times = snapshot.wakes.get(card.role, [])
+    submitted = snapshot.wake_submitted.get(card.role, [])
+    submitted = submitted + [None] * (len(times) - len(submitted))  # a log without the field
+    sent = [(at, ok) for at, ok in zip(times, submitted, strict=False) if at >= since]
+    card.wakeups = len(sent)
+    card.wake_failures = sum(1 for t in snapshot.wake_failures.get(card.role, ()) if t >= since)
+    if sent:
+        card.wake_last_at, card.wake_submitted = sent[-1]
+    if card.red_reason is None:
+        row = snapshot.roles.get(card.role)
+        pane = snapshot.panes.get(card.role, {}).get("pane")
+        card.red_reason = colour.unanswered(
+            card.role, row.session if row else "", pane if isinstance(pane, str) else None,
+            [at for at, _ in sent], snapshot.took_at.get(card.role), stall_wakes(snapshot),
+        )  # fmt: skip
+
+
+def stall_wakes(snapshot: Snapshot) -> int:
+    """The daemon's --stall-wakes, as its last `started` line in the log says (else 3)."""
+    value = snapshot.daemon_options.get("stall_wakes")
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return value if ok else STALL_WAKES  # type: ignore[return-value]
 
 
 def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:

@@ -2,7 +2,8 @@
 
 The precedence is the contract (docs/protocol.md §8), first match wins:
 1. green — the copy is completed;
-2. red (own) — it declares a blocked reason, or it failed, or it stalls in an outbox:
+2. red (own) — it declares a blocked reason, or it failed, or it stalls in an outbox,
+   or it waits for a role that does not answer its wake-ups or whose session is gone:
    a declaration of "I need a person" beats a still-warm heartbeat, being the more
    deliberate signal;
 3. yellow — a live claim on it or on any not-green card of its closure: work on a
@@ -82,6 +83,28 @@ def own_red(
         why = "the daemon defers it" if daemon_running else "daemon NOT RUNNING"
         return f"in outbox {ago(age_s)}: {why}"
     return None
+
+
+def unanswered(
+    role: str,
+    session: str,
+    pane: str | None,
+    wakes: Sequence[float],
+    taken_at: float | None,
+    stall_wakes: int,
+) -> str | None:
+    """Why a waiting card is red by rule 2 because its role does not answer (docs/protocol.md
+    §14), or None: its session is gone (the tmux server answers without it: `pane` is
+    "gone"; no server at all is "unknown", never red), or it was sent `stall_wakes`
+    wake-ups since the card arrived (`wakes`, oldest first) and took nothing since the
+    first of them.  Taking anything restarts the count: only later wake-ups are counted."""
+    if pane == "gone":
+        return f"{role}'s session {session} is gone"
+    unanswered = [at for at in wakes if taken_at is None or at > taken_at]
+    if stall_wakes < 1 or len(unanswered) < stall_wakes:
+        return None
+    span = ago(unanswered[-1] - unanswered[0])
+    return f"not taken after {len(unanswered)} wake-ups over {span}"
 
 
 def paint(card: Painted, closure: Sequence[Painted]) -> tuple[str, str]:

@@ -55,6 +55,17 @@ def board(
     return result
 
 
+def unanswered(root: str) -> list[tuple[str, str, str]]:
+    """(card, role, detail) of each card red because its role does not answer its wake-ups
+    or its session is gone (docs/protocol.md §14): what the demo's lookout watches for."""
+    return [
+        (card.card, card.role, card.detail)
+        for card in board(root, None, False, cards.WINDOW_S).cards
+        if card.colour == colour.RED
+        and (card.detail.startswith("not taken after ") or card.detail.endswith(" is gone"))
+    ]
+
+
 def folder_warnings(roles: dict[str, config.Role]) -> list[str]:
     """One `WARNING:` line per folder of a role's handoff directory that lies behind a
     symbolic link, and per `batch_*` link in its `in_process/`: what handoffd will not do
@@ -102,20 +113,78 @@ def daemon_line(daemon: lifecycle.DaemonState | None, now: float) -> str:
     return f"daemon: running (pid {daemon.pid}{up})"
 
 
+def roles(snapshot: scan.Snapshot, only: str | None = None) -> list[dict[str, object]]:
+    """Each role at a glance (docs/protocol.md §14): its session, its pane as the daemon last
+    saw it (`unknown` while no daemon runs), its last wake-up, take and idle mark."""
+    held: dict[str, list[float | None]] = {}  # role -> when it took the work it holds now
+    for entry in snapshot.open:
+        if entry.state == scan.State.IN_PROCESS:
+            held.setdefault(entry.role, []).append(cards.epoch(entry.headers.get("dequeued_at")))
+    rows = []
+    for name, role in snapshot.roles.items():
+        if only is not None and name != only:
+            continue
+        seen = snapshot.panes.get(name, {})
+        woken = _numbers(*snapshot.wakes.get(name, ()), seen.get("last_wake_at"))
+        idle = _numbers(snapshot.idle_at.get(name), seen.get("last_idle_at"))
+        took = _numbers(seen.get("last_take_at"), *held.get(name, ()))  # as the daemon saw it
+        rows.append({
+            "role": name,
+            "session": role.session,
+            "pane": seen.get("pane", "unknown"),
+            "pane_since": cards.iso(_number(seen.get("since"))),
+            "last_wake_at": cards.iso(max(woken, default=None)),
+            "last_take_at": cards.iso(max(took, default=None)),
+            "last_idle_at": cards.iso(max(idle, default=None)),
+        })  # fmt: skip
+    return rows
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _numbers(*values: object) -> list[float]:
+    return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
+    """`<role>  <idle 2m | busy 14m | gone | unknown>  last wake 3m ago  last take 1m ago`."""
+    width = max((len(str(row["role"])) for row in rows), default=0)
+    lines = []
+    for row in rows:
+        pane = str(row["pane"])
+        since = cards.epoch(row["pane_since"])
+        if pane in ("idle", "busy") and since is not None:
+            pane = f"{pane} {colour.ago(now - since)}"
+        wake, take = (_span(row[key], now) for key in ("last_wake_at", "last_take_at"))
+        lines.append(f"{escape(str(row['role'])):<{width}}  {pane}  last wake {wake}  "
+                     f"last take {take}")  # fmt: skip
+    return lines
+
+
+def _span(value: object, now: float) -> str:
+    at = cards.epoch(value)
+    return "never" if at is None else f"{colour.ago(now - at)} ago"
+
+
 def render(
     result: cards.Board,
     now: float,
     show_all: bool,
     colours: bool,
     warnings: list[str] | None = None,
+    only: str | None = None,
 ) -> list[str]:
-    """The board as lines of text: the daemon and counts, any cycle, any `warnings`, then a
-    row per card."""
+    """The board as lines of text: the daemon and counts, a line per role (`only` that one),
+    any cycle, any `warnings`, then a row per card."""
     counts = result.counts()
     shown = colour.ORDER if show_all else colour.ORDER[:-1]
     tally = " · ".join(f"{name} {counts[name]}" for name in shown)
     cycles = [escape(cycle) for cycle in result.cycles]  # the ids are the files' own words
-    lines = [f"{daemon_line(result.snapshot.daemon, now)} · {tally}", *cycles, *(warnings or [])]
+    glance = role_lines(roles(result.snapshot, only), now)
+    head = f"{daemon_line(result.snapshot.daemon, now)} · {tally}"
+    lines = [head, *glance, *cycles, *(warnings or [])]
     if not result.cards:
         return [*lines, "no cards" if show_all else "no open cards"]
     rows = [_row(card) for card in result.cards]

@@ -27,6 +27,12 @@ def heartbeat(context: Context) -> Result:
     return after_step(context, done, alive=False, changed=False)
 
 
+def idle(context: Context) -> Result:
+    """`handoffd idle`: the role's turn ended; a wake-up may be typed into its pane at once."""
+    marked = beat.mark_idle(context.me.handoffs)
+    return after_step(context, Result(Exit.OK, f"IDLE: {marked}\n"), alive=True, changed=False)
+
+
 def release(context: Context, id: str | None = None) -> Result:
     """Put the work in process (or the work holding `id`) back into `new/`."""
     ident = own_id(context, id)

@@ -132,6 +132,12 @@ OPS = (
        (*WHO, ROOT),
        about="Show you are alive on long work: your claims stay live (yellow on the board). "
        "Every other tool that acts for you renews it too."),
+    Op("idle", CLAIMS + "idle",
+       "Mark the role idle: its next wake-up is typed at once (an end-of-turn hook).",
+       (*WHO, ROOT),
+       about="Say your turn is over and you are waiting: the daemon may type your next "
+       "wake-up at once instead of waiting for your pane to go quiet. Call it last in a "
+       "turn (an agent harness's end-of-turn hook runs `handoffd idle`)."),
     Op("release", CLAIMS + "release",
        "Put the work in process (a whole batch, whichever file ID names) back into new/.",
        (ID, *WHO, ROOT),
@@ -179,6 +185,8 @@ OPS = (
         WINDOW,
         Param("all_hosts", FLAG, "Every host's open cards, each with its host (a swarm over "
               "several machines).", default=False),
+        Param("roles", FLAG, "The roles instead of the cards: each one's pane (idle, busy, "
+              "gone, unknown), last wake-up and last take.", default=False),
         ROOT),
        needs="project", root_positional=True, watch=True, output=ITEMS,
        about="The board: every open card (red blocked or failed, yellow claimed, orange "

@@ -20,8 +20,9 @@ def status(
     json: bool = False,
     window: float = 60.0,
     all_hosts: bool = False,
+    roles: bool = False,
 ) -> Result:
-    """The board: its text (or its JSON), and its cards as data."""
+    """The board: its text (or its JSON), and its cards as data; with `roles`, the roles."""
     from handoffd.board import status as board
 
     now = time.time()
@@ -30,14 +31,17 @@ def status(
     if all_hosts:
         return _all_hosts(context, json)
     shown = board.board(context.root, role, all, window * 60, now, context.roles)
+    if roles:
+        rows = board.roles(shown.snapshot, role)
+        text = _dumps(rows) if json else "\n".join(board.role_lines(rows, now))
+        return Result(Exit.OK, text + "\n", "", rows)
     items = [card.to_json() for card in shown.cards]
-    roles = context.roles if role is None else {role: context.roles[role]}
-    warnings = board.folder_warnings(roles)
+    warnings = board.folder_warnings(context.roles if role is None else {role: context.roles[role]})
     if json:
         cycles = "".join(f"{escape(cycle)}\n" for cycle in shown.cycles)
         return Result(Exit.OK, _dumps(items) + "\n", cycles + "".join(f"{w}\n" for w in warnings),
                       items)  # fmt: skip
-    text = "\n".join(board.render(shown, now, all, context.colours, warnings)) + "\n"
+    text = "\n".join(board.render(shown, now, all, context.colours, warnings, role)) + "\n"
     return Result(Exit.OK, text, "", items)
 
 

@@ -1,0 +1,75 @@
+"""What the daemon sees of each role's pane (docs/protocol.md §14): the states read from
+successive captures (pure), and the state file, written atomically and read back as
+untrusted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from handoffd import panes
+from tests.conftest import HOSTILE, plant
+
+
+def test_a_pane_is_busy_while_it_changes_and_idle_once_still_for_idle_after() -> None:
+    seen = panes.Panes(idle_after=2.0)
+    assert seen.observe("QA", "s", "a", True, 100.0).pane == "idle"  # first read: no change seen
+    busy = seen.observe("QA", "s", "b", True, 101.0)
+    assert (busy.pane, busy.since) == ("busy", 101.0)
+    assert seen.observe("QA", "s", "c", True, 102.0).since == 101.0  # busy since it started
+    still = seen.observe("QA", "s", "c", True, 104.0)
+    assert (still.pane, still.since) == ("idle", 102.0)  # idle since its last change
+
+
+def test_a_mark_after_the_last_change_makes_a_pane_idle_at_once() -> None:
+    seen = panes.Panes(idle_after=10.0)
+    seen.observe("QA", "s", "a", True, 100.0)
+    assert seen.observe("QA", "s", "b", True, 101.0, idle_mark=100.5).pane == "busy"  # older
+    marked = seen.observe("QA", "s", "b", True, 102.0, idle_mark=101.5)
+    assert (marked.pane, marked.since, marked.last_idle_at) == ("idle", 101.5, 101.5)
+
+
+def test_an_unreadable_pane_is_gone_if_the_server_answers_else_unknown() -> None:
+    seen = panes.Panes(idle_after=2.0)
+    assert seen.observe("QA", "s", None, True, 100.0).pane == "gone"
+    assert seen.observe("QA", "s", None, False, 101.0).pane == "unknown"
+    assert seen.observe("QA", "s", "back", True, 102.0).pane == "idle"
+
+
+def test_the_state_file_is_written_on_change_only_and_reads_back(tmp_path: Path) -> None:
+    (tmp_path / ".swarmforge" / "daemon").mkdir(parents=True)
+    seen = panes.Panes(idle_after=2.0)
+    seen.observe("QA", "s", "a", True, 100.0)
+    seen.woken("QA", 103.0)
+    seen.save(str(tmp_path))
+    file = Path(panes.path(str(tmp_path)))
+    assert panes.load(str(tmp_path)) == {"QA": {
+        "pane": "idle", "session": "s", "since": 100.0, "last_wake_at": 103.0,
+        "last_idle_at": None, "last_take_at": None,
+    }}  # fmt: skip
+    before = file.stat().st_mtime_ns
+    seen.observe("QA", "s", "a", True, 104.0)  # nothing changed: nothing written
+    seen.save(str(tmp_path))
+    assert file.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+def test_a_state_file_that_is_no_regular_file_reads_as_none(tmp_path: Path, what: str) -> None:
+    plant(Path(panes.path(str(tmp_path))), what, tmp_path)
+    assert panes.load(str(tmp_path)) == {}
+
+
+def test_a_state_file_with_bad_fields_keeps_only_what_checks(tmp_path: Path) -> None:
+    file = Path(panes.path(str(tmp_path)))
+    file.parent.mkdir(parents=True)
+    rows = {"QA": {"pane": "idle", "since": "soon", "session": 7, "last_wake_at": True},
+            "coder": {"pane": "on fire"}, "cleaner": []}  # fmt: skip
+    file.write_text(json.dumps(rows))
+    assert panes.load(str(tmp_path)) == {"QA": {
+        "pane": "idle", "session": "", "since": None, "last_wake_at": None,
+        "last_idle_at": None, "last_take_at": None,
+    }}  # fmt: skip
+    file.write_bytes(b"[" * (panes.LIMIT + 1))
+    assert panes.load(str(tmp_path)) == {}
