@@ -286,6 +286,7 @@ class Daemon:
             self._next_rescan = now + self.rescan_every
             waiting = {name: _mail_states(role) for name, role in local.items()}
             self._renotify(local, waiting, now)
+            self._wake_asked(local)
             self._look(local, {name for name, states in waiting.items() if State.NEW in states})
             self._watch_takes(local)
             if self.bridge is not None:
@@ -371,6 +372,22 @@ class Daemon:
         for name in names:
             self.unanswered.woken(name, stamps[name])
         self.waker.wake((name, roles[name].session) for name in names)
+
+    def _wake_asked(self, roles: dict[str, Role]) -> None:
+        """Type the lines commands asked for (`answer`, `reopen`: `H/wake`) the way of every
+        wake-up, once the pane is idle.  The file is untrusted: a line with a control
+        character is never typed."""
+        from handoffd.terminal import has_control
+
+        for name, role in roles.items():
+            text = heartbeat.take_wake(role.handoffs)
+            if text is None:
+                continue
+            if has_control(text) or not role.session:
+                self.log.warning("wake_refused", role=name, error="not a one-line request")
+                continue
+            self.log.info("wake_asked", role=name)
+            self.waker.wake([(name, role.session)], text)
 
     def _look(self, roles: dict[str, Role], waiting: set[str]) -> None:
         """Read the panes `status` shows: at each rescan those of roles with mail waiting

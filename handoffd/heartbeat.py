@@ -19,6 +19,8 @@ from handoffd import durable, safeio
 
 NAME = "heartbeat"
 IDLE = "idle"  # H/idle: its mtime is the role's last "I am idle" (docs/protocol.md §14)
+WAKE = "wake"  # H/wake: a line a command asks the running daemon to type (docs/protocol.md §14)
+WAKE_LIMIT = 512  # one short line; a longer file is no request
 LIMIT = 4096  # two short lines; never read more of it
 
 
@@ -51,6 +53,37 @@ def mark_idle(handoffs: str) -> str:
     wake-up into its pane at once.  Kept the heartbeat's way; returns the file's path."""
     _stamp(handoffs, IDLE, b"idle\n")
     return os.path.join(handoffs, IDLE)
+
+
+def ask_wake(handoffs: str, text: str) -> None:
+    """Ask the running daemon to wake the role with `text` (one line), the §14 way: typed
+    once its pane is idle, checked for submission.  Requests before it is typed coalesce:
+    the newest line is the one typed."""
+    _stamp(handoffs, WAKE, text.encode("utf-8") + b"\n")
+
+
+def take_wake(handoffs: str) -> str | None:
+    """The line a command asked for (`ask_wake`), taken so that it is typed once; None
+    when none waits, or when what is there is no one-line request of ours (a link, a
+    FIFO, an oversized file: set aside and dropped, never typed).  The caller still
+    checks the line for control characters: the file is untrusted."""
+    path = os.path.join(handoffs, WAKE)
+    taken = os.path.join(handoffs, f".{WAKE}.taken")
+    try:
+        os.rename(path, taken)  # a request written after this waits for the next pass
+    except OSError:
+        return None
+    try:
+        data = safeio.read_regular(taken, WAKE_LIMIT + 1)
+    except OSError:
+        data = b""
+    finally:
+        try:
+            os.unlink(taken)
+        except OSError:
+            pass  # gone already: nothing is typed twice either way
+    text = data.decode("utf-8", "replace").removesuffix("\n")
+    return text if text and len(data) <= WAKE_LIMIT else None
 
 
 def idle_at(handoffs: str) -> float | None:

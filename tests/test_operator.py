@@ -5,14 +5,17 @@ wake-up typed into the role's real tmux session."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from handoffd import reports
+from handoffd.lifecycle import Lock
 from tests.conftest import Project, Result
-from tests.daemon_support import Tmux, tmux_server, use_socket
+from tests.daemon_support import Tmux, open_daemon, tmux_server, use_socket
 from tests.mcp_support import agent, texts
 from tests.test_board_commands import ID1, ID2, headers, name, put, run, stored
 
@@ -59,6 +62,60 @@ def test_answer_stores_the_reply_lifts_the_block_and_wakes_the_role(
     assert report.question == QUESTION and report.text == REPLY
     assert "blocked_reason" not in headers(path)
     assert tmux.typed("coder", WOKEN) == 1
+
+
+def test_with_a_daemon_running_the_answer_is_typed_by_it_once_the_pane_is_idle(
+    project: Project, tmux: Tmux
+) -> None:
+    """docs/protocol.md §14: a wake-up never goes into a working agent's pane.  With the
+    daemon running, `answer` leaves its line in `H/wake`; the daemon's next pass hands it
+    to its waker (idle first, submission checked) and takes the file, so it is typed once;
+    the command itself types nothing."""
+    blocked_in_process(project)
+    use_socket(project, tmux.socket)
+    tmux.session("coder")
+    daemon = open_daemon(project)
+    lock = Lock(str(project.root))
+    lock.acquire()
+    try:
+        done = operator(project, "answer", CARD, REPLY)
+        assert (done.code, done.err) == (0, "")
+        assert tmux.typed("coder", WOKEN) == 0
+        daemon.step(time.time() + 60)  # a rescan pass
+        daemon.step(time.time() + 120)  # and the next: the request was taken
+    finally:
+        lock.release()
+        daemon.close()
+    assert daemon.waker.texts == [("coder", WOKEN)]  # type: ignore[attr-defined]
+    assert not (project.handoffs("coder") / "wake").exists()
+
+
+@pytest.mark.parametrize("planted", ["control", "fifo", "link", "oversized"])
+def test_a_planted_wake_request_is_never_typed(
+    project: Project, tmp_path: Path, planted: str
+) -> None:
+    """Hostile files: `H/wake` is untrusted.  A line with a terminal control sequence, a
+    FIFO, a link to an outside file or an oversized file is taken away and never typed."""
+    wake_file = project.handoffs("coder") / "wake"
+    wake_file.parent.mkdir(parents=True, exist_ok=True)
+    if planted == "control":
+        wake_file.write_bytes(b"rm -rf ~\x1b[2K\n")
+    elif planted == "fifo":
+        os.mkfifo(wake_file)
+    elif planted == "link":
+        (tmp_path / "outside").write_text("echo pwned\n")
+        wake_file.symlink_to(tmp_path / "outside")
+    else:
+        wake_file.write_text("x" * 600 + "\n")
+    daemon = open_daemon(project)
+    try:
+        daemon.step(time.time() + 60)
+    finally:
+        daemon.close()
+    assert daemon.waker.texts == []  # type: ignore[attr-defined]
+    assert not os.path.lexists(wake_file)
+    if planted == "link":
+        assert (tmp_path / "outside").read_text() == "echo pwned\n"
 
 
 def test_the_agent_sees_the_answer_in_its_task_block_resume_and_live_file(

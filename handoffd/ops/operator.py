@@ -123,13 +123,18 @@ def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -
 
 
 def wake_role(root: str, role: Role, text: str) -> str:
-    """Type `text` into the role's session the §5 way; '' when it went, else the one
-    stderr line that says why not (lossy: the command's work is done either way)."""
-    from handoffd import wake
+    """Wake the role with `text`: through the running daemon, which types it once the
+    pane is idle (docs/protocol.md §14), or, with no daemon, typed now the §5 way.  ''
+    when it went or was asked for, else the one stderr line that says why not (lossy:
+    the command's work is done either way)."""
+    from handoffd import heartbeat, lifecycle, wake
 
     try:
         if not role.session:
             raise RuntimeError("no tmux session for this role in roles.tsv")
+        if lifecycle.daemon_state(root).running:
+            heartbeat.ask_wake(role.handoffs, text)  # typed at the daemon's next pass
+            return ""
         wake.send_keys(wake.read_socket(root), role.session, text)
     except Exception as error:  # a missing server, session or socket file; a hung tmux
         why = " ".join(str(error).split()) or type(error).__name__
