@@ -56,6 +56,20 @@ def nats_fixture() -> Any:
     return nats_server
 
 
+def hosts_fixture() -> Any:
+    """A fixture: two hosts, `a` and `b`, on the module's server, both daemons stopped after."""
+
+    @pytest.fixture
+    def hosts(tmp_path: Path, nats_server: Server) -> Iterator[list[Host]]:
+        made = make_hosts(tmp_path, nats_server.url)
+        try:
+            yield made
+        finally:
+            stop_all(made)
+
+    return hosts
+
+
 _projects = iter(range(1, 1_000_000))
 
 

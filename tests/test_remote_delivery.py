@@ -7,10 +7,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from handoffd.remote import settings
 from handoffd.remote.server import Server
@@ -21,21 +18,15 @@ from tests.nats_support import (
     Host,
     consumer_state,
     handoffd,
+    hosts_fixture,
     make_hosts,
     nats_fixture,
-    stop_all,
 )
 
 nats_server = nats_fixture()
 
 
-@pytest.fixture
-def hosts(tmp_path: Path, nats_server: Server) -> Iterator[list[Host]]:
-    made = make_hosts(tmp_path, nats_server.url)
-    try:
-        yield made
-    finally:
-        stop_all(made)
+hosts = hosts_fixture()
 
 
 def send_note(host: Host, sender: str, to: str, message: str) -> str:

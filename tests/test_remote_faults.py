@@ -8,7 +8,6 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,7 @@ from tests.nats_support import (
     connected_port,
     consumer_info,
     eventually,
+    hosts_fixture,
     make_hosts,
     nats_fixture,
     running_cluster,
@@ -72,13 +72,7 @@ def check_once(hosts: list[Host], expected: int) -> None:
         assert partial_copies(local(host)) == []
 
 
-@pytest.fixture
-def hosts(tmp_path: Path, nats_server: Server) -> Iterator[list[Host]]:
-    made = make_hosts(tmp_path, nats_server.url)
-    try:
-        yield made
-    finally:
-        stop_all(made)
+hosts = hosts_fixture()
 
 
 @pytest.mark.slow

@@ -5,28 +5,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from handoffd.remote import hosts as shared
 from handoffd.remote import link, settings
-from handoffd.remote.server import Server
 from tests.conftest import wait_for
-from tests.nats_support import Host, handoffd, make_hosts, nats_fixture, stop_all
+from tests.nats_support import Host, handoffd, hosts_fixture, nats_fixture
 from tests.test_remote_delivery import send_note
 
 nats_server = nats_fixture()
 
 
-@pytest.fixture
-def hosts(tmp_path: Path, nats_server: Server) -> Iterator[list[Host]]:
-    made = make_hosts(tmp_path, nats_server.url)
-    try:
-        yield made
-    finally:
-        stop_all(made)
+hosts = hosts_fixture()
 
 
 def all_hosts(host: Host) -> list[dict[str, object]]:
