@@ -65,9 +65,16 @@ def ask_wake(handoffs: str, text: str) -> None:
 def take_wake(handoffs: str) -> str | None:
     """The line a command asked for (`ask_wake`), taken so that it is typed once; None
     when none waits, or when what is there is no one-line request of ours (a link, a
-    FIFO, an oversized file: set aside and dropped, never typed).  The caller still
-    checks the line for control characters: the file is untrusted."""
+    FIFO, a folder, an oversized file: removed where it can be, never followed or typed).
+    The caller still checks the line for control characters: the file is untrusted."""
     path = os.path.join(handoffs, WAKE)
+    try:
+        regular = stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return None
+    if not regular:
+        _discard(path)  # else it would stand in the way of every request after it
+        return None
     taken = os.path.join(handoffs, f".{WAKE}.taken")
     try:
         os.rename(path, taken)  # a request written after this waits for the next pass
@@ -78,12 +85,23 @@ def take_wake(handoffs: str) -> str | None:
     except OSError:
         data = b""
     finally:
-        try:
-            os.unlink(taken)
-        except OSError:
-            pass  # gone already: nothing is typed twice either way
+        _discard(taken)
     text = data.decode("utf-8", "replace").removesuffix("\n")
     return text if text and len(data) <= WAKE_LIMIT else None
+
+
+def _discard(path: str) -> None:
+    """Remove what stands at `path` (a file, link or FIFO; an empty folder), never
+    following it; a folder with something in it stays, and the next request says so."""
+    try:
+        os.unlink(path)
+    except IsADirectoryError:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+    except OSError:
+        pass  # gone already: nothing is typed twice either way
 
 
 def idle_at(handoffs: str) -> float | None:

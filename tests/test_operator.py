@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import reports
+from handoffd import heartbeat, reports
 from handoffd.lifecycle import Lock
 from tests.conftest import Project, Result
 from tests.daemon_support import Tmux, open_daemon, tmux_server, use_socket
@@ -90,12 +90,13 @@ def test_with_a_daemon_running_the_answer_is_typed_by_it_once_the_pane_is_idle(
     assert not (project.handoffs("coder") / "wake").exists()
 
 
-@pytest.mark.parametrize("planted", ["control", "fifo", "link", "oversized"])
+@pytest.mark.parametrize("planted", ["control", "fifo", "link", "folder", "oversized"])
 def test_a_planted_wake_request_is_never_typed(
     project: Project, tmp_path: Path, planted: str
 ) -> None:
     """Hostile files: `H/wake` is untrusted.  A line with a terminal control sequence, a
-    FIFO, a link to an outside file or an oversized file is taken away and never typed."""
+    FIFO, a link to an outside file, a folder or an oversized file is taken away and never
+    typed (a folder left there would stand in the way of every later request)."""
     wake_file = project.handoffs("coder") / "wake"
     wake_file.parent.mkdir(parents=True, exist_ok=True)
     if planted == "control":
@@ -105,6 +106,8 @@ def test_a_planted_wake_request_is_never_typed(
     elif planted == "link":
         (tmp_path / "outside").write_text("echo pwned\n")
         wake_file.symlink_to(tmp_path / "outside")
+    elif planted == "folder":
+        wake_file.mkdir()
     else:
         wake_file.write_text("x" * 600 + "\n")
     daemon = open_daemon(project)
@@ -116,6 +119,24 @@ def test_a_planted_wake_request_is_never_typed(
     assert not os.path.lexists(wake_file)
     if planted == "link":
         assert (tmp_path / "outside").read_text() == "echo pwned\n"
+
+
+def test_a_folder_planted_as_the_wake_request_never_blocks_the_requests_after_it(
+    project: Project,
+) -> None:
+    """A folder in place of `H/wake` is removed and never followed; the next real request
+    (as `answer` writes it) is typed at the next pass all the same."""
+    handoffs = project.handoffs("coder")
+    (handoffs / "wake").mkdir(parents=True)
+    daemon = open_daemon(project)
+    try:
+        daemon.step(time.time() + 60)
+        heartbeat.ask_wake(str(handoffs), WOKEN)
+        daemon.step(time.time() + 120)
+    finally:
+        daemon.close()
+    assert daemon.waker.texts == [("coder", WOKEN)]  # type: ignore[attr-defined]
+    assert sorted(p.name for p in handoffs.iterdir() if "wake" in p.name) == []
 
 
 def test_the_agent_sees_the_answer_in_its_task_block_resume_and_live_file(
