@@ -175,16 +175,21 @@ def _pickup(
     waiting = {(project.path(role, Box.NEW), name) for role in RECIPIENTS}
     started = time.perf_counter()
     publish()
+    elapsed = until_seen(inotify, waiting, started, name)
+    # The pass ends when the original is archived and the journal emptied.
+    _wait_pass_end(project.path(SENDER, Box.OUTBOX, name), os.path.join(project.root, JOURNAL))
+    project.clear_new()
+    return elapsed
+
+
+def until_seen(inotify: Inotify, waiting: set[tuple[str, str]], started: float, name: str) -> float:
+    """Seconds from `started` until inotify showed every (folder, name) of `waiting`."""
     while waiting:
         events = inotify.read(started + TIMEOUT - time.perf_counter())
         if not events:
             raise BenchError(f"{name} was not delivered within {TIMEOUT} s")
         waiting.difference_update(events)
-    elapsed = time.perf_counter() - started
-    # The pass ends when the original is archived and the journal emptied.
-    _wait_pass_end(project.path(SENDER, Box.OUTBOX, name), os.path.join(project.root, JOURNAL))
-    project.clear_new()
-    return elapsed
+    return time.perf_counter() - started
 
 
 def _wait_pass_end(original: str, journal_path: str) -> None:

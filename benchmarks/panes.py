@@ -23,7 +23,7 @@ from typing import Any
 
 from benchmarks import table
 from benchmarks.fanout import BODY, handoffd
-from benchmarks.measures import IN_MOVED_TO, TIMEOUT, Inotify
+from benchmarks.measures import IN_MOVED_TO, TIMEOUT, Inotify, until_seen
 from benchmarks.scenario import BenchError, Report, Scenario, Target, progress
 from benchmarks.table import percentile
 from handoffd import durable
@@ -183,12 +183,7 @@ def _pickup(built: Built, inotify: Inotify) -> float:
     started = time.perf_counter()
     os.link(temp, built.path(SENDER, Box.OUTBOX, name))
     os.unlink(temp)
-    while waiting:
-        events = inotify.read(started + TIMEOUT - time.perf_counter())
-        if not events:
-            raise BenchError(f"{name} was not delivered within {TIMEOUT} s")
-        waiting.difference_update(events)
-    elapsed = time.perf_counter() - started
+    elapsed = until_seen(inotify, waiting, started, name)
     deadline = time.monotonic() + TIMEOUT
     while os.path.lexists(built.path(SENDER, Box.OUTBOX, name)):  # the pass ends
         if time.monotonic() > deadline:
