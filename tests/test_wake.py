@@ -526,14 +526,21 @@ def received_now(path: Path) -> list[tuple[float, int]]:
     return [(int(t) / 1e9, int(b)) for t, b in (line.split() for line in lines)]
 
 
+def busy_with_mail(project: Project, tmux: Tmux, stop: str) -> Path:
+    """QA's pane redrawing until the file `stop` exists, and mail queued for QA; the file
+    where QA's program timestamps what is typed into it."""
+    path = program(tmux, "QA", REDRAWER, stop)
+    wait_for(lambda: "redrawing 3" in tmux.capture("QA"), what="the redrawing to start")
+    use_socket(project, tmux.socket)
+    queue(project, "coder", ["QA"])
+    return path
+
+
 def test_a_pane_that_keeps_redrawing_gets_no_wake_up_until_it_stops(
     project: Project, tmux: Tmux
 ) -> None:
     stop = Path(tmux.dir) / "stop"
-    path = program(tmux, "QA", REDRAWER, str(stop))
-    wait_for(lambda: "redrawing 3" in tmux.capture("QA"), what="the redrawing to start")
-    use_socket(project, tmux.socket)
-    queue(project, "coder", ["QA"])
+    path = busy_with_mail(project, tmux, str(stop))
     daemon = open_daemon(project, record=False, idle_after=1.0)
 
     daemon.step(1000.0)
@@ -554,10 +561,7 @@ def test_a_pane_that_keeps_redrawing_gets_no_wake_up_until_it_stops(
 def test_a_pane_that_never_goes_quiet_gets_the_wake_up_after_idle_wait_logged_forced(
     project: Project, tmux: Tmux
 ) -> None:
-    path = program(tmux, "QA", REDRAWER, str(Path(tmux.dir) / "never"))
-    wait_for(lambda: "redrawing 3" in tmux.capture("QA"), what="the redrawing to start")
-    use_socket(project, tmux.socket)
-    queue(project, "coder", ["QA"])
+    path = busy_with_mail(project, tmux, str(Path(tmux.dir) / "never"))
     daemon = open_daemon(project, record=False, idle_after=1.0, idle_wait=2.0)
 
     asked_at = time.monotonic()
@@ -575,10 +579,7 @@ def test_marking_itself_idle_lets_a_pane_that_just_changed_be_woken_at_once(
     project: Project, tmux: Tmux
 ) -> None:
     stop = Path(tmux.dir) / "stop"
-    path = program(tmux, "QA", REDRAWER, str(stop))
-    wait_for(lambda: "redrawing 3" in tmux.capture("QA"), what="the redrawing to start")
-    use_socket(project, tmux.socket)
-    queue(project, "coder", ["QA"])
+    path = busy_with_mail(project, tmux, str(stop))
     daemon = open_daemon(project, record=False, idle_after=8.0)
     daemon.step(1000.0)
     stop.touch()
