@@ -1,6 +1,6 @@
-"""Power loss, not only kill -9 (docs/protocol.md §4, §5, §8): every state a power cut may
-leave during real deliveries, real take/finish cycles and real claims is recovered whole,
-and every token printed before the cut still holds after it.
+"""Power loss, not only kill -9 (docs/protocol.md §4, §5, §8, §13): every state a power cut
+may leave during real deliveries, real take/finish cycles, real claims and real operator
+actions is recovered whole, and every token printed before the cut still holds after it.
 
 Each run is recorded with strace and replayed by the crash-state explorer
 (tests/crashtrace.py records, tests/crashstates.py says what its model of the disk promises
@@ -13,7 +13,11 @@ it in steady state, rewriting its journal in place with a shorter one (so a lost
 leaves the old tail behind); coder takes and finishes its two one at a time, cleaner
 takes and finishes its two as one batch.  The claims run starts with that mail delivered
 and has coder take, block, unblock and release, and cleaner take a batch, release it,
-and block and unblock a copy waiting in new/.
+and block and unblock a copy waiting in new/.  The refusal run starts with two notes to
+qa in architect's outbox and qa's row lost from roles.tsv: the daemon refuses both into
+`failed/`, an operator puts the row back, retries the first and dismisses the second, and
+the daemon delivers the first.  (The operator run, answer and reopen, is described at
+`Scenario.answer_and_reopen`.)
 
 Each state is recovered the way people would after a reboot — the daemon restarted
 (`handoffd run --once`), each recipient's blocked copies unblocked, then `ready_for_next`
@@ -22,8 +26,10 @@ the recipients taking what they see before the daemon restarts (a redelivery wou
 show as a second copy).  Each recovery is audited: every handoff that existed is in
 `sent/` and completed exactly once by each recipient, stamped; nothing is left in
 `new/` or in process; no temp file, journal or corrupt-journal report is left; no helper
-refused.  Before recovery each state is checked against what the run had printed by
-then (`promises`).
+refused.  The refusal run's recovery is an operator's (`AfterARefusal`), audited for what
+retry and dismiss promise.  Before recovery each state is checked against what the run
+had printed by then (`promises`), and the refusal run's also for a failed original
+without its reason (`paired`).
 """
 
 from __future__ import annotations
