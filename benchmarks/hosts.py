@@ -60,7 +60,8 @@ class HostsSizes:
 
 @dataclass
 class Swarm:
-    """The two hosts' roots and the server they share (not started)."""
+    """The two hosts' roots (laid out once the server is up) and the server they share
+    (not started)."""
 
     roots: dict[str, str]
     nats: server.Server
@@ -82,11 +83,7 @@ class Hosts(Scenario[HostsSizes, Swarm, Measured]):
 
     def build(self, base: str, sizes: HostsSizes) -> Swarm:
         nats = server.Server(os.path.join(base, "nats"))
-        text = CONF.format(pid=os.getpid(), url=nats.url)
-        swarm = project.parse_swarm(text, "bench")
         roots = {name: os.path.join(base, name) for name in "ab"}
-        for name, root in roots.items():
-            project.init(root, swarm.windows, text, name, swarm.hosts)
         return Swarm(roots, nats, os.path.join(base, "disk"))
 
     def measure(self, built: Swarm, sizes: HostsSizes) -> Measured:
@@ -157,6 +154,11 @@ def _start_server(built: Swarm) -> None:
 
     built.nats.start()
     server.wait_jetstream(built.nats.url)
+    # laid out once the server listens: its port may have moved at the start
+    text = CONF.format(pid=os.getpid(), url=built.nats.url)
+    swarm = project.parse_swarm(text, "bench")
+    for name, root in built.roots.items():
+        project.init(root, swarm.windows, text, name, swarm.hosts)
     network = settings.load(built.roots["a"])
     if network is None:
         raise BenchError("the hosts' configuration names no NATS server")

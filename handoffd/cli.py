@@ -211,7 +211,8 @@ def init(config_file: str | None, host: str | None, root: str | None) -> None:
 
 
 def _prepare_nats(network: Network) -> list[str]:
-    """The stream and bucket of a swarm over several hosts, made if missing."""
+    """The stream and bucket of a swarm over several hosts, made if missing, else used as
+    they are (or refused when the stream cannot hold this swarm's mail)."""
     try:
         from handoffd.remote import setup
     except ImportError as error:
@@ -226,8 +227,13 @@ def _prepare_nats(network: Network) -> list[str]:
             f"cannot reach the NATS servers {network.describe()} ({error}); start them, or "
             "fix the `nats` line of swarmforge.conf, then run `handoffd init` again"
         ) from None
+    if prepared.problem:
+        raise click.ClickException(prepared.problem)
     for change in prepared.changes:
         click.echo(f"created {change}")
+    found = prepared.found_line()
+    if found:
+        click.echo(found)
     for warning in prepared.warnings:
         click.echo(warning, err=True)
     return prepared.changes
