@@ -99,8 +99,9 @@ class Courier:
     def recover(self, roles: dict[str, Role]) -> None:
         """On start-up: finish a committed pass, then sweep temp files no journal owns:
         in every folder the daemon writes temps in (staged copies, `.error` files, its
-        own pid file and journal; only the daemon holding the lock writes those), and the
-        senders' queueing temps (under their own lock, see `outbox.sweep`)."""
+        own pid file and journal; only the daemon holding the lock writes those), the
+        reasons in `failed/` a killed retry left beside no original (`failed.sweep`), and
+        the senders' queueing temps (under their own lock, see `outbox.sweep`)."""
         self.finish_journal(roles)
         self.survey(roles)
         local = self.local(roles)
@@ -108,6 +109,8 @@ class Courier:
             for box in (Box.NEW, Box.FAILED):
                 if box not in self.linked.get(role.name, {}):  # never delete through a link
                     self._sweep(role.path(box))
+            if Box.FAILED not in self.linked.get(role.name, {}):
+                self._sweep_reasons(role)
         own = tuple(f".{os.path.basename(n)}." for n in (self.journal, lifecycle.PID_FILE))
         self._sweep(os.path.dirname(self.journal), own)
         for role in local.values():
@@ -128,6 +131,14 @@ class Courier:
                     self.log.info("swept", file=temp)
         except OSError as error:
             self.log.warning("sweep_failed", folder=folder, error=str(error))
+
+    def _sweep_reasons(self, sender: Role) -> None:
+        """Remove the reasons a retry cut short left once their originals were sent."""
+        try:
+            for path in failed.sweep(sender):
+                self.log.info("swept", file=path)
+        except OSError as error:
+            self.log.warning("sweep_failed", folder=sender.path(Box.FAILED), error=str(error))
 
     def finish_journal(self, roles: dict[str, Role] | None = None) -> None:
         """Complete what a committed journal lists (a pass a crash or an error interrupted)."""

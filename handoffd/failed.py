@@ -7,11 +7,18 @@ outbox, the reason removed after) and `dismiss` (the original, its reason and a 
 who put it aside, into `failed/dismissed/`).  Each move is a rename, each folder it
 touched fsynced before the caller reports it, so a process killed at any instant leaves
 the original in exactly one place, whole.
+
+What such a kill or a power cut may leave besides is a reason without its original (a
+refusal stopped after its first step, a retry before its last), and the temp file of a
+dismissal's note.  Neither is read as a card.  The file's next refusal takes its reason's
+name again; once the file is delivered, the daemon's next start removes its reason
+(`sweep`); the next dismissal removes the temps.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 
 from handoffd import durable, safeio
 from handoffd import handoff as hf
@@ -26,7 +33,9 @@ def refuse(sender: Role, path: str, reason: str) -> str:
     it got there.  Raises `OSError` with nothing moved (a reason written is removed)."""
     failed = sender.path(Box.FAILED)
     durable.makedirs(failed)
-    target = durable.free_name(failed, os.path.basename(path), companions=(ERROR,))
+    target = os.path.basename(path)
+    if not _left_by_a_cut(failed, target, reason):
+        target = durable.free_name(failed, target, companions=(ERROR,))
     # The reason first: an operator never sees a failed file without its reason.
     error_file = os.path.join(failed, target + ERROR)
     durable.replace(error_file, f"{reason}\n".encode())
@@ -40,10 +49,55 @@ def refuse(sender: Role, path: str, reason: str) -> str:
     return target
 
 
+def _left_by_a_cut(failed: str, name: str, reason: str) -> bool:
+    """Whether `failed/<name>.error` says `reason` with no original beside it: what this
+    refusal, or a retry of this file, left when cut short; the name is taken again (the
+    reason replaced by the same words), never moved aside to `<name>.2` for good."""
+    try:
+        said = safeio.read_line(os.path.join(failed, name + ERROR))
+    except (OSError, ValueError):  # none there, or nothing a reason file could be
+        return False
+    return said == reason.strip() and not os.path.lexists(os.path.join(failed, name))
+
+
+def sweep(sender: Role) -> list[str]:
+    """Remove from the sender's `failed/` each reason left beside no original whose
+    original has been delivered since (it is in `sent/`): what a retry cut short before
+    its last step left.  The paths removed.  A reason whose original is elsewhere (taken
+    away by hand, or waiting in the outbox) stays."""
+    failed, sent = sender.path(Box.FAILED), sender.path(Box.SENT)
+    try:
+        names = os.listdir(failed)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    removed = []
+    for name in names:
+        original = name.removesuffix(ERROR)
+        if original == name or not hf.is_visible(name) or not _regular(failed, name):
+            continue
+        if not os.path.lexists(os.path.join(failed, original)) and os.path.lexists(
+            os.path.join(sent, original)
+        ):
+            durable.unlink_quietly(os.path.join(failed, name))
+            removed.append(os.path.join(failed, name))
+    if removed:  # flushed, or a power cut brings one back after its original's next start
+        durable.fsync_dir(failed)
+    return removed
+
+
+def _regular(folder: str, name: str) -> bool:
+    """Whether `folder/name` is a regular file (nothing planted there is taken for one)."""
+    try:
+        return stat.S_ISREG(os.lstat(os.path.join(folder, name)).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 def retry(sender: Role, name: str) -> str:
     """Move the refused original `name` back into the sender's outbox under its name; its
     path there.  The reason goes after the move: a kill between leaves the original in the
-    outbox (the daemon checks it again) and a stray `.error` nobody reads as a card."""
+    outbox (the daemon checks it again) and a stray `.error` nobody reads as a card: taken
+    over if the file is refused again, removed at the daemon's start once it is sent."""
     failed, outbox = sender.path(Box.FAILED), sender.path(Box.OUTBOX)
     target = os.path.join(outbox, name)
     if os.path.lexists(target):
@@ -63,6 +117,8 @@ def dismiss(sender: Role, name: str, note: str) -> str:
     Until the original moves it is still a failed card, and dismissing it again finishes."""
     failed, aside = sender.path(Box.FAILED), sender.path(Box.DISMISSED)
     durable.makedirs(aside)
+    for temp in durable.temp_files(aside):  # a killed dismissal's: ours is the role's lock
+        durable.unlink_quietly(temp)
     # The first name whose original is not there yet: a note or a reason there without it
     # is what a dismissal of this file left when it was killed, and is taken over.
     kept = durable.free_name(aside, name)

@@ -1,6 +1,6 @@
-"""Power loss, not only kill -9 (docs/protocol.md §4, §5, §8): every state a power cut may
-leave during real deliveries, real take/finish cycles and real claims is recovered whole,
-and every token printed before the cut still holds after it.
+"""Power loss, not only kill -9 (docs/protocol.md §4, §5, §8, §13): every state a power cut
+may leave during real deliveries, real take/finish cycles, real claims and real operator
+actions is recovered whole, and every token printed before the cut still holds after it.
 
 Each run is recorded with strace and replayed by the crash-state explorer
 (tests/crashtrace.py records, tests/crashstates.py says what its model of the disk promises
@@ -13,7 +13,11 @@ it in steady state, rewriting its journal in place with a shorter one (so a lost
 leaves the old tail behind); coder takes and finishes its two one at a time, cleaner
 takes and finishes its two as one batch.  The claims run starts with that mail delivered
 and has coder take, block, unblock and release, and cleaner take a batch, release it,
-and block and unblock a copy waiting in new/.
+and block and unblock a copy waiting in new/.  The refusal run starts with two notes to
+qa in architect's outbox and qa's row lost from roles.tsv: the daemon refuses both into
+`failed/`, an operator puts the row back, retries the first and dismisses the second, and
+the daemon delivers the first.  (The operator run, answer and reopen, is described at
+`Scenario.answer_and_reopen`.)
 
 Each state is recovered the way people would after a reboot — the daemon restarted
 (`handoffd run --once`), each recipient's blocked copies unblocked, then `ready_for_next`
@@ -22,8 +26,10 @@ the recipients taking what they see before the daemon restarts (a redelivery wou
 show as a second copy).  Each recovery is audited: every handoff that existed is in
 `sent/` and completed exactly once by each recipient, stamped; nothing is left in
 `new/` or in process; no temp file, journal or corrupt-journal report is left; no helper
-refused.  Before recovery each state is checked against what the run had printed by
-then (`promises`).
+refused.  The refusal run's recovery is an operator's (`AfterARefusal`), audited for what
+retry and dismiss promise.  Before recovery each state is checked against what the run
+had printed by then (`promises`), and the refusal run's also for a failed original
+without its reason (`paired`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from pathlib import Path
 
 import pytest
 
+from handoffd import failed
 from handoffd import handoff as hf
 from handoffd.delivery import JOURNAL
 from tests import crashstates, crashtrace
@@ -47,6 +54,8 @@ BIN = os.path.dirname(sys.executable)
 ROLES = ("architect", "coder", "cleaner")
 RECIPIENTS = ("coder", "cleaner")
 MAIL = ("coder", "cleaner", "coder,cleaner")  # whom architect's three notes go to
+LATE = "qa"  # the role the refusal run's roles.tsv loses, then gets back
+MODES = {"architect": "task", "coder": "task", "cleaner": "batch", LATE: "task"}
 
 
 def env(role: str | None = None) -> dict[str, str]:
@@ -60,16 +69,37 @@ def command(name: str, *args: str) -> list[str]:
     return [os.path.join(BIN, name), *args]
 
 
+def roles_tsv(root: str, roles: tuple[str, ...]) -> str:
+    """roles.tsv's text for `roles`, each with its worktree below `root`."""
+    return "".join(f"{r}\t{r}\t{os.path.join(root, 'wt', r)}\t{r}\t{r}\tclaude\t{MODES[r]}\n"
+                   for r in roles)  # fmt: skip
+
+
+# An operator's editor saving roles.tsv: a temp file written and flushed, renamed over the
+# old one, the folder flushed.
+RESTORE = """
+import os, sys
+path, text = sys.argv[1], sys.argv[2].encode()
+folder, temp = os.path.dirname(path), path + ".swp"
+fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, text)
+os.fsync(fd)
+os.close(fd)
+os.rename(temp, path)
+fd = os.open(folder, os.O_RDONLY)
+os.fsync(fd)
+os.close(fd)
+"""
+
+
 class Scenario:
     """A project below `base` (roles.tsv and a worktree per role) and the steps of a run."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
         self.root = base / "proj"
-        modes = {"architect": "task", "coder": "task", "cleaner": "batch"}
-        rows = [f"{r}\t{r}\t{self.root / 'wt' / r}\t{r}\t{r}\tclaude\t{modes[r]}\n" for r in ROLES]
         (self.root / ".swarmforge").mkdir(parents=True)
-        (self.root / ".swarmforge" / "roles.tsv").write_text("".join(rows))
+        (self.root / ".swarmforge" / "roles.tsv").write_text(roles_tsv(str(self.root), ROLES))
         for role in ROLES:
             (self.root / "wt" / role).mkdir(parents=True)
         (base / "drafts").mkdir()
@@ -119,6 +149,41 @@ class Scenario:
                 self.helper("coder", "done_with_current"),
                 self.helper("coder", "done_with_current"),
                 self.operator(command("handoffd", "reopen", card), "handoffd reopen")]  # fmt: skip
+
+    def refused(self) -> tuple[str, str]:
+        """Unrecorded: architect queues two notes to qa while roles.tsv has it, then qa's
+        row is lost from roles.tsv (a bad edit), so the daemon will refuse both; their ids."""
+        (self.root / "wt" / LATE).mkdir()
+        tsv = self.root / ".swarmforge" / "roles.tsv"
+        tsv.write_text(roles_tsv(str(self.root), (*ROLES, LATE)))
+        for n in (1, 2):
+            draft = self.base / "drafts" / f"q{n}"
+            draft.write_text(f"type: note\nto: {LATE}\npriority: 50\nmessage: q{n}\n")
+            step = self.helper("architect", "swarm_handoff", str(draft))
+            crashstates.run(step.argv, step.cwd, step.env).expect(0)
+        tsv.write_text(roles_tsv(str(self.root), ROLES))
+        queued = sorted((self.root / "wt/architect/.swarmforge/handoffs/outbox").glob("*_to_*"))
+        first, second = (hf.name_id(p.name) or "" for p in queued)
+        return first, second
+
+    def refusals(self, first: str, second: str) -> list[Step]:
+        """The daemon refuses both notes to qa into architect's failed/; an operator puts
+        qa's row back (written and flushed, as an editor saves), retries the first and
+        dismisses the second; the daemon delivers the first."""
+        tsv = str(self.root / ".swarmforge" / "roles.tsv")
+        text = roles_tsv(str(self.root), (*ROLES, LATE))
+        restore = Step(
+            f"operator: puts {LATE} back in roles.tsv",
+            [sys.executable, "-c", RESTORE, tsv, text],
+            str(self.root),
+            env(),
+        )
+        return [self.daemon(), restore,
+                self.operator(command("handoffd", "retry", f"{first}@architect"),
+                              "handoffd retry"),
+                self.operator(command("handoffd", "dismiss", f"{second}@architect",
+                                      "--reason", "sent by mistake"), "handoffd dismiss"),
+                self.daemon()]  # fmt: skip
 
     def claims(self, third: str) -> list[Step]:
         return [self.helper("coder", "ready_for_next"),
@@ -190,6 +255,7 @@ def promises(base: str) -> crashstates.Check:
     def check(tree: Tree, heard: list[Op]) -> list[str]:
         queued: dict[str, str] = {}
         answered: dict[str, str] = {}
+        moved: dict[str, str] = {}  # a failed original retried or dismissed -> the line
         claims: dict[tuple[str, str], Claim] = {}
         for op in heard:
             if op.kind == "began":
@@ -208,6 +274,8 @@ def promises(base: str) -> crashstates.Check:
                     queued[rel] = line
                 elif token == "ANSWERED":
                     answered[rel] = line
+                elif token in ("RETRIED", "DISMISSED"):
+                    moved[rel] = line
                 elif rel.endswith(hf.SUFFIX):
                     key = (worktree, os.path.basename(rel))
                     claims.setdefault(key, Claim()).hear(token, line)
@@ -224,9 +292,55 @@ def promises(base: str) -> crashstates.Check:
             why = claim.broken(where, content)
             if why:
                 problems.append(f"{claim.said!r} was printed, but after the cut {why}")
+        for rel, line in moved.items():
+            problems += [f"{line!r} was printed, but after the cut {why}"
+                         for why in moved_problems(tree, rel)]  # fmt: skip
         return problems
 
     return check
+
+
+def moved_problems(tree: Tree, rel: str) -> list[str]:
+    """What is wrong with an original `retry` put at `rel` (in the outbox: there, or
+    delivered since, in sent/) or `dismiss` did (in failed/dismissed/, its reason and
+    note beside it): neither it nor its reason may be left in failed/."""
+    sender, _, name = rel.partition("/.swarmforge/handoffs/")
+    folder = f"{sender}/.swarmforge/handoffs"
+    problems = []
+    if name.startswith("outbox/"):
+        name = name.removeprefix("outbox/")
+        if rel not in tree and f"{folder}/sent/{name}" not in tree:
+            problems.append("the original is neither in outbox/ nor in sent/")
+    else:
+        name = name.removeprefix("failed/dismissed/")
+        problems += [f"failed/dismissed/ lacks {os.path.basename(rel + extra)}"
+                     for extra in ("", failed.ERROR, failed.DISMISSAL)
+                     if rel + extra not in tree]  # fmt: skip
+        problems += [f"the original is back in {box}/" for box in ("outbox", "sent")
+                     if f"{folder}/{box}/{name}" in tree]  # fmt: skip
+    problems += [f"failed/ still holds {name + extra}" for extra in ("", failed.ERROR)
+                 if f"{folder}/failed/{name + extra}" in tree]  # fmt: skip
+    return problems
+
+
+def paired(tree: Tree) -> list[str]:
+    """At every instant, whatever was printed: an original in failed/ has its reason
+    beside it (or already in failed/dismissed/, moved there first by a dismissal), and
+    one in failed/dismissed/ its reason and its note."""
+    problems = []
+    for rel in tree:
+        folder, name = os.path.split(rel)
+        if not name.endswith(hf.SUFFIX) or not hf.is_visible(name):
+            continue
+        if folder.endswith("/handoffs/failed"):
+            aside = f"{folder}/dismissed/{name}{failed.ERROR}"
+            if rel + failed.ERROR not in tree and aside not in tree:
+                problems.append(f"{rel} is in failed/ without its {failed.ERROR}")
+        elif folder.endswith("/handoffs/failed/dismissed"):
+            problems += [f"{rel} is dismissed without its {extra}"
+                         for extra in (failed.ERROR, failed.DISMISSAL)
+                         if rel + extra not in tree]  # fmt: skip
+    return problems
 
 
 def find_copy(tree: Tree, worktree: str, name: str) -> tuple[str | None, bytes | None]:
@@ -276,6 +390,79 @@ class AfterAnOperator(DaemonFirst):
     def __call__(self, base: str, moved: crashstates.Moved) -> list[str]:
         found = super().__call__(base, moved)
         return [p for p in found if not ("hidden temp file left" in p and "/reports/" in p)]
+
+
+class AfterARefusal(crashstates.Recovery):
+    """What an operator does after a reboot in the refusal run: restart the daemon; put
+    qa's row back in roles.tsv if the cut lost it; retry the first note and dismiss the
+    second if the board still shows it failed (its token was not printed, or was and did
+    not hold: `promises` says which); restart the daemon; qa works through its inbox."""
+
+    name = "daemon, roles.tsv, retry and dismiss again"
+
+    def __init__(self, retried: str, dismissed: str) -> None:
+        self.retried, self.dismissed = retried, dismissed
+
+    def __call__(self, base: str, moved: crashstates.Moved) -> list[str]:
+        root = os.path.join(base, "proj")
+        carry_identities(os.path.join(root, JOURNAL), moved)
+        daemon = command("handoffd", "run", "--once", root)
+        problems = crashstates.run(daemon, root, env()).problems("handoffd run --once", (0,))
+        tsv = Path(root, ".swarmforge", "roles.tsv")
+        if f"\n{LATE}\t" not in "\n" + tsv.read_text():
+            tsv.write_text(roles_tsv(root, (*ROLES, LATE)))
+        for ident, args in (
+            (self.retried, ["retry"]),
+            (self.dismissed, ["dismiss", "--reason", "sent by mistake"]),
+        ):
+            if any(n.endswith(hf.SUFFIX) for n in failed_names(root, ident, "failed")):
+                argv = command("handoffd", args[0], f"{ident}@architect", *args[1:], "--root", root)
+                again = crashstates.run(argv, root, env())
+                problems += again.problems(f"handoffd {args[0]} again", ok=(0,))
+        problems += crashstates.run(daemon, root, env()).problems("handoffd run --once", (0,))
+        problems += drain(root, LATE)
+        return problems + refusal_audit(root, self.retried, self.dismissed)
+
+
+def failed_names(root: str, ident: str, box: str) -> list[str]:
+    """The names in architect's `box` that belong to the handoff `ident` (an original,
+    its `.error`, its `.dismissed`), hidden ones aside."""
+    folder = os.path.join(root, "wt", "architect", ".swarmforge", "handoffs", box)
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if hf.is_visible(n) and f"_{ident}_" in f"_{n}")
+
+
+def refusal_audit(root: str, retried: str, dismissed: str) -> list[str]:
+    """The invariant; the retried note in sent/ and completed exactly once by qa, nothing
+    of it (not its `.error`) left in failed/; the dismissed one in failed/dismissed/ with
+    its reason and note, nowhere else, never delivered; qa's inbox drained; the daemon's
+    folder clean."""
+    roles = roles_of(root)
+    problems = invariant_problems(root, roles) + daemon_problems(root)
+    where = {box: failed_names(root, retried, box)
+             for box in ("outbox", "sent", "failed", "failed/dismissed")}  # fmt: skip
+    if len(where.pop("sent")) != 1 or any(where.values()):
+        problems.append(f"{retried} (retried) is left in {where}")
+    done = [p for p in files_of(roles[LATE].path("inbox/completed")) if retried in p]
+    if len(done) != 1 or not hf.read(done[0]).get("completed_at"):
+        problems.append(f"{retried} (retried): {LATE} completed it {len(done)}x")
+    aside = failed_names(root, dismissed, "failed/dismissed")
+    if len(aside) != 3 or len([n for n in aside if n.endswith(hf.SUFFIX)]) != 1:
+        problems.append(f"{dismissed} (dismissed): failed/dismissed/ holds {aside}")
+    for box in ("outbox", "sent", "failed"):
+        if left := failed_names(root, dismissed, box):
+            problems.append(f"{dismissed} (dismissed): {box}/ still holds {left}")
+    for role in roles.values():
+        copies = [p for p in files_of(role.path("inbox")) if dismissed in p]
+        if copies:
+            problems.append(f"{dismissed} (dismissed) was delivered: {copies}")
+    for box in ("inbox/new", "inbox/in_process"):
+        if left := files_of(roles[LATE].path(box)):
+            problems.append(f"{LATE} still has {left} in {box}")
+    return problems
 
 
 def carry_identities(path: str, moved: crashstates.Moved) -> None:
@@ -361,6 +548,13 @@ def audit(root: str, present: dict[str, str]) -> list[str]:
             left = files_of(roles[role].path(box))
             if left:
                 problems.append(f"{role} still has {left} in {box}")
+    return problems + daemon_problems(root)
+
+
+def daemon_problems(root: str) -> list[str]:
+    """The daemon's folder holds no temp file and no journal set aside as corrupt, and its
+    log never reported the journal corrupt."""
+    problems = []
     daemon = os.path.join(root, ".swarmforge", "daemon")
     for name in os.listdir(daemon) if os.path.isdir(daemon) else []:
         if name.startswith(".") or "corrupt" in name:
@@ -536,9 +730,27 @@ def claims(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     return recording(tmp_path_factory, lambda s: s.claims(s.deliver_all()))
 
 
-def explored(recorded: Recording, recoveries: list[crashstates.Recovery]) -> None:
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> tuple[Recording, str, str]:
+    ids: list[str] = []
+
+    def steps(scenario: Scenario) -> list[Step]:
+        ids.extend(scenario.refused())
+        return scenario.refusals(*ids)
+
+    recorded = recording(tmp_path_factory, steps)
+    return recorded, ids[0], ids[1]
+
+
+def explored(
+    recorded: Recording,
+    recoveries: list[crashstates.Recovery],
+    also: Callable[[Tree], list[str]] = lambda tree: [],
+) -> None:
+    """Explore `recorded`, each state checked against `promises` and `also`."""
     started = time.monotonic()
-    result = crashstates.explore(recorded, promises(recorded.base), recoveries)
+    said = promises(recorded.base)
+    result = crashstates.explore(recorded, lambda t, h: said(t, h) + also(t), recoveries)
     took = time.monotonic() - started
     print(
         f"power-loss states: {result.instants} instants, {result.checked} states checked, "
@@ -596,3 +808,31 @@ def test_a_power_cut_anywhere_in_answer_and_reopen_keeps_every_token(
 ) -> None:
     """An answer printed is on disk; a copy reopened is back in new/ without its stamps."""
     explored(operating, [AfterAnOperator()])
+
+
+def test_the_refusal_run_does_what_its_audit_relies_on(
+    refusing: tuple[Recording, str, str],
+) -> None:
+    """Both notes to qa are refused into failed/ with their reasons, the retried one goes
+    back to the outbox, the dismissed one aside, and the daemon delivers the retried one."""
+    recorded, first, second = refusing
+    out = [o.decode() for o in recorded.outputs]
+    assert out[2] == f"RETRIED: {recorded.base}/proj/wt/architect/.swarmforge/handoffs/outbox/" \
+        f"50_{first}_to_{LATE}.handoff\n"  # fmt: skip
+    assert out[3].startswith("DISMISSED: ") and "/failed/dismissed/" in out[3] and second in out[3]
+    made = [op.what for op in recorded.ops if op.kind in ("link", "rename")]
+    for ident in (first, second):  # refused by the recorded daemon, each reason first
+        reason, original = (f"failed/50_{ident}_to_{LATE}.handoff{e}" for e in (".error", ""))
+        renames = [i for i, what in enumerate(made) if what.endswith((reason, original))]
+        assert len(renames) == 2 and made[renames[0]].endswith(reason), made
+    delivered = [w for w in made if w.startswith("rename") and f"/{LATE}/" in w and "/new/" in w]
+    assert len(delivered) == 1 and first in delivered[0]
+
+
+def test_a_power_cut_anywhere_in_a_refusal_retry_and_dismiss_keeps_every_token(
+    refusing: tuple[Recording, str, str],
+) -> None:
+    """A retried note is delivered exactly once and never left in failed/; a dismissed one
+    never comes back; an original in failed/ is never without its reason."""
+    recorded, first, second = refusing
+    explored(recorded, [AfterARefusal(first, second)], paired)
