@@ -442,7 +442,10 @@ async def form_fields(request: Request) -> dict[str, str]:
         if len(body) > FORM_LIMIT:
             raise HTTPException(413, "The form is too large.")
     fields: dict[str, str] = {}
-    for key, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+    # bytes that are not UTF-8 are kept (as lone surrogates) for the action to refuse with
+    # the command's message, never turned into U+FFFD and stored
+    text = body.decode("utf-8", "surrogateescape")
+    for key, value in parse_qsl(text, keep_blank_values=True, errors="surrogateescape"):
         fields.setdefault(key, value)
     return fields
 
