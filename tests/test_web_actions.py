@@ -174,6 +174,15 @@ def test_a_field_that_is_not_utf8_is_refused_as_the_command_refuses_it(
     assert snapshot(project.root / ".swarmforge" / "handoffs") == before
 
 
+def test_a_csrf_token_that_is_not_utf8_is_403_like_any_wrong_one(project: Project) -> None:
+    card = colourful(project)["red"]
+    done = keyed(project).post(
+        f"/card/{card}/answer", content=f"csrf={CSRF[:-2]}%C3&text=ok".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )  # fmt: skip
+    assert done.status_code == 403
+
+
 @pytest.mark.parametrize(
     ("cookie", "csrf", "origin"),
     [(None, CSRF, None), ("wrong", CSRF, None), (KEY, None, None), (KEY, "0" * 64, None),

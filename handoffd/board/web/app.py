@@ -153,7 +153,7 @@ class Keys:
         return False
 
     def csrf_ok(self, token: str) -> bool:
-        return hmac.compare_digest(token.encode(), self.csrf.encode())
+        return hmac.compare_digest(token.encode(errors="surrogatepass"), self.csrf.encode())
 
 
 def cookies(scope: Scope) -> list[tuple[str, str]]:
