@@ -113,6 +113,8 @@ def take_wake(handoffs: str) -> str | None:
         return None
     if not stat.S_ISREG(mode):
         _discard(path)  # else it would stand in the way of every request after it
+        if _standing(path):  # a folder with something in it: `ask_wake` names it, once
+            return None  # (said at every pass, it would fill the log)
         raise NotARequest(f"{safeio.kind(mode)}, not a file")
     taken = os.path.join(handoffs, f".{WAKE}.taken")
     try:

@@ -177,6 +177,11 @@ def test_asking_over_a_folder_with_something_in_it_says_remove_it_and_leaves_no_
         str(refused.value) == f"{tmp_path / 'wake'} is a folder, not a wake-up request: remove it"
     )
     assert wake_entries(tmp_path) == ["wake"] and os.listdir(tmp_path / "wake") == ["kept"]
+    # the daemon's side leaves it too, and says nothing at each of its passes: the request
+    # that meets it says where it is
+    assert heartbeat.take_wake(str(tmp_path)) is None
+    assert heartbeat.take_wake(str(tmp_path)) is None
+    assert os.listdir(tmp_path / "wake") == ["kept"]
 
 
 def test_a_rewrite_whose_rename_fails_leaves_no_temp(tmp_path: Path) -> None:
