@@ -49,3 +49,10 @@ def test_text_that_is_utf8_passes_whatever_it_holds() -> None:
     mark or any script is each operation's own business."""
     fine = {"reason": "évolution \x1b[2J \u202e 漢字 🙂", "to": ["QA", "coder"], "n": 3}
     assert spec.not_text((), fine) is None
+
+
+def test_what_an_adapter_made_is_not_checked_a_drafts_path_that_is_not_utf8_included() -> None:
+    """A path may hold any bytes on Linux: a draft at one is sent all the same (its path is
+    the adapter's `name`, no parameter of the table)."""
+    send = next(op for op in OPS if op.name == "send-handoff")
+    assert spec.not_text(send.params, {"draft": "type: note\n", "name": f"/tmp/{BYTE}"}) is None

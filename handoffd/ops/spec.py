@@ -186,10 +186,10 @@ def not_text(params: tuple[Param, ...], values: dict[str, Any], tool: bool = Fal
 
     named = {param.name: param for param in params}
     for name, value in values.items():
-        bad = _first_surrogate(value)
-        if bad is None:
+        param = named.get(name)  # not one: what an adapter made (a draft's path, a callback)
+        bad = None if param is None else _first_surrogate(value)
+        if param is None or bad is None:
             continue
-        param = named.get(name) or Param(name, STR, "")
         shown = f"'{name}'" if tool else param.shown
         raise Refusal(Exit.REFUSED, f"{param.token}: {shown} is not UTF-8 ({_which(bad)}); "
                       "give it as UTF-8 text")  # fmt: skip
