@@ -222,9 +222,69 @@ def test_a_refused_action_is_409_with_the_commands_message_and_changes_nothing(
     assert done.status_code == 409 and message in done.text
     plain = client.post(f"/card/{card}/{action}", data={"csrf": CSRF, **fields},
                         headers={"Accept": "text/plain"})  # fmt: skip
-    assert (plain.status_code, plain.text) == (409, message + "\n")
+    assert (plain.status_code, plain.text.splitlines()[0]) == (409, message)
     assert snapshot(project.root / ".swarmforge" / "handoffs") == before
     assert web_log(project)[-1]["result"] == message
+
+
+@pytest.mark.parametrize(
+    ("action", "said"),
+    [("block", "INVALID_REASON: a blocked reason is one line of 1 to 200 characters."),
+     ("answer", "INVALID_ANSWER: the answer is empty; give its text")],
+)  # fmt: skip
+def test_a_form_without_its_field_is_refused_as_the_empty_field(
+    project: Project, action: str, said: str
+) -> None:
+    """A required field left out of the POST is the command's refusal (409), not a crash."""
+    names = colourful(project)
+    before = snapshot(project.root / ".swarmforge" / "handoffs")
+    done = keyed(project).post(f"/card/{names['red']}/{action}", data={"csrf": CSRF},
+                               headers={"Accept": "text/plain"})  # fmt: skip
+    assert (done.status_code, done.text) == (409, said + "\n")
+    assert snapshot(project.root / ".swarmforge" / "handoffs") == before
+    assert web_log(project)[-1]["result"] == said
+
+
+def test_release_of_a_card_not_in_process_names_the_card(project: Project) -> None:
+    """The role holds other work: the refusal names the card the person chose, not a file."""
+    from tests.web_support import put
+
+    colourful(project)
+    put(project, 7, "cleaner")
+    card = f"{ident(7)}@cleaner"
+    done = keyed(project).post(f"/card/{card}/release", data={"csrf": CSRF},
+                               headers={"Accept": "text/plain"})  # fmt: skip
+    assert done.status_code == 409
+    assert done.text.splitlines()[0] == f"NOT_IN_PROCESS: {card}"
+
+
+def test_a_form_not_url_encoded_is_415_saying_how_to_send_it(project: Project) -> None:
+    names = colourful(project)
+    before = snapshot(project.root / ".swarmforge")
+    done = keyed(project).post(f"/card/{names['red']}/unblock", data={"csrf": CSRF},
+                               files={"note": ("a.txt", b"x")})  # fmt: skip
+    assert done.status_code == 415
+    assert "application/x-www-form-urlencoded" in done.text and "stale" not in done.text
+    assert snapshot(project.root / ".swarmforge") == before
+
+
+def test_a_stale_form_says_what_became_of_the_card(project: Project) -> None:
+    """An answer posted from a page shown before the card turned green: the command's
+    refusal, then what the card is now, and a way back to it."""
+    names = colourful(project)
+    card = names["green"]
+    client = keyed(project)
+    page = client.post(f"/card/{card}/answer", data={"csrf": CSRF, "text": "late"})
+    assert page.status_code == 409 and f"UNKNOWN_CARD: {card}" in page.text
+    assert "It is GREEN now (completed" in page.text and "and does not offer Answer" in page.text
+    assert 'href="/card/' in page.text and "Back to the card" in page.text
+    plain = client.post(f"/card/{card}/answer", data={"csrf": CSRF, "text": "late"},
+                        headers={"Accept": "text/plain"})  # fmt: skip
+    first, second = plain.text.splitlines()
+    assert first == f"UNKNOWN_CARD: {card}" and second.startswith("It is GREEN now (completed")
+    gone = client.post(f"/card/{ident(99)}@QA/answer", data={"csrf": CSRF, "text": "x"})
+    assert gone.status_code == 409 and "No card of this name is in the queue now." in gone.text
+    assert "Back to the open cards" in gone.text
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,7 @@ from handoffd import config, reports, safeio, scan
 from handoffd import handoff as hf
 from handoffd.board import cards, status
 from handoffd.board.web import views
+from handoffd.scan import Snapshot
 
 STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
 BODY_LIMIT = 1024 * 1024  # bytes of a handoff file shown on its page
@@ -411,14 +412,8 @@ class Board:
         name = request.path_params["card"]
         if not views.valid_name(name):
             raise HTTPException(404, "No such card.")
-        snapshot, now = self.scan()
-        # open cards are named first, so a name found among them is the same with history;
-        # only a card not open costs the projection with history
-        board = cards.project(snapshot, now, self.window_s)
-        if name not in board.by_card:
-            snapshot.load_history()
-            board = cards.project(snapshot, now, self.window_s, include_green=True)
-        card = board.by_card.get(name)
+        # open cards are named first, so a name found among them is the same with history
+        card, board, snapshot, now = self.find(name)
         if card is None:
             raise HTTPException(404, "No such card.")
         headers, body = read_file(card.path)
@@ -452,6 +447,10 @@ class Board:
             raise HTTPException(403, "This board takes no actions.")
         if not views.valid_name(name) or action not in self.actions.names:
             raise HTTPException(404, "No such action.")
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != FORM_TYPE:
+            raise HTTPException(415, f"The board's forms are sent as {FORM_TYPE}, not "
+                                f"{kind or 'without a Content-Type'}.")  # fmt: skip
         fields = await form_fields(request)
         if not self.keys.csrf_ok(fields.get("csrf", "")):
             raise HTTPException(403, "The form is stale or not this board's: reload the page.")
@@ -460,14 +459,40 @@ class Board:
         if result.ok:
             return Response(status_code=303, headers={"Location": views.card_url(name)})
         message = (result.err or result.out).strip()
+        card, moved = await run_in_threadpool(self.moved, name, action)
         if "text/plain" in request.headers.get("accept", ""):
-            return PlainTextResponse(message + "\n", 409)
-        return self.render("error.html", 409, code=409, message=message,
-                           back=views.card_url(name), title="409 — handoffd")  # fmt: skip
+            return PlainTextResponse("".join(f"{line}\n" for line in (message, moved) if line),
+                                     409)  # fmt: skip
+        back = views.card_url(name) if card is not None else "/"
+        return self.render("error.html", 409, code=409, message=message, moved=moved,
+                           back=back, title="409 — handoffd")  # fmt: skip
+
+    def moved(self, name: str, action: str) -> tuple[cards.Card | None, str]:
+        """The card as it is now, and what became of it when it no longer offers `action`
+        (a form shown before it moved: a card answered, finished or taken meanwhile)."""
+        card = self.find(name)[0]
+        if card is None:
+            return None, "No card of this name is in the queue now."
+        if any(form.action == action for form in self.actions.forms(card)):
+            return card, ""  # still offered: the refusal was about what the form said
+        return card, (
+            f"It is {views.BADGE[card.colour]} now ({views.since(card)}), and does not "
+            f"offer {action.capitalize()}."
+        )
+
+    def find(self, name: str) -> tuple[cards.Card | None, cards.Board, Snapshot, float]:
+        """The card called `name`, with the board and scan it was found in: the open cards
+        first, so only a card not open costs the projection with history."""
+        snapshot, now = self.scan()
+        board = cards.project(snapshot, now, self.window_s)
+        if name not in board.by_card:
+            snapshot.load_history()
+            board = cards.project(snapshot, now, self.window_s, include_green=True)
+        return board.by_card.get(name), board, snapshot, now
 
     async def error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return self.render("error.html", exc.status_code, code=exc.status_code, back="/",
+        return self.render("error.html", exc.status_code, request, code=exc.status_code, back="/",
                            message=exc.detail, title=f"{exc.status_code} — handoffd")  # fmt: skip
 
 
