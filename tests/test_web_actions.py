@@ -124,9 +124,10 @@ def test_an_old_key_after_a_restart_shows_on_every_page_how_to_get_the_new_one(
     names = colourful(project)
     client = board(project)
     client.cookies.set(keys_of(project).cookie, Keys("o" * 32, 8765, str(project.root)).value)
-    for page in ("/", f"/card/{names['red']}", "/archive"):
+    for page in ("/", "/fragment", f"/card/{names['red']}", "/archive", "/card/x@QA"):
         html = client.get(page).text
-        assert "This browser holds an old key of this board" in html and HOW in html, page
+        assert html.count("This browser holds an old key of this board") == 1, page
+        assert HOW in html, page
         assert "<form" not in html
     done = client.post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
     assert done.status_code == 403 and "an old key of this board" in done.text

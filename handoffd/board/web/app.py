@@ -227,7 +227,7 @@ def _trade(keys: Keys | None, scope: Scope, query: dict[str, str]) -> Response:
     """The key given in the URL, as a cookie, then the same URL without it."""
     given = query.pop("key")
     if keys is None or not hmac.compare_digest(given.encode(), keys.key.encode()):
-        return Response(f"Forbidden: not the board's key; {HOW}\n", 403)
+        return Response(f"Forbidden: not the board's key; {HOW}.\n", 403)
     target = scope["path"] + (f"?{urlencode(query)}" if query else "")
     response = Response(status_code=303, headers={"Location": target})
     response.set_cookie(keys.cookie, keys.value, httponly=True, samesite="strict", path="/")
@@ -362,20 +362,24 @@ class Board:
 
     # --- the open cards ----------------------------------------------------------------
 
-    def live(self, board: cards.Board, now: float, act: Acting | None = None) -> str:
-        """The part of `/` that updates itself: the header's facts and the three columns."""
+    def live(
+        self, board: cards.Board, now: float, act: Acting | None = None, key_note: str = ""
+    ) -> str:
+        """The part of `/` that updates itself: the header's facts and the three columns
+        (and why the forms went, when the board restarted with a new key under it)."""
         template = self.env.get_template("live.html")
         others, notes = self.others()
         return template.render(board=board, columns=views.columns(board), others=others,
-                               host_notes=notes, act=act, **self.chrome(board, now))  # fmt: skip
+                               host_notes=notes, act=act, key_note=key_note,
+                               **self.chrome(board, now))  # fmt: skip
 
     def open_html(self, act: Acting | None = None, key_note: str = "") -> str:
         """The whole open page: one scan, one projection, one render."""
         board, now = self.project(include_green=False)
-        live = self.live(board, now, act)
+        live = self.live(board, now, act, key_note)
         template = self.env.get_template("open.html")
         return template.render(root=self.root, live=Markup(live), etag=_etag(live), act=act,
-                               key_note=key_note,
+                               key_note="",  # shown in the live part, which follows it
                                title=views.counts_title(board.counts()))  # fmt: skip
 
     def open_cards(self, request: Request) -> Response:
@@ -385,7 +389,7 @@ class Board:
     def fragment(self, request: Request) -> Response:
         """The live part alone, or 304 when it has not changed since the page's copy."""
         board, now = self.project(include_green=False)
-        live = self.live(board, now, self.acting(request))
+        live = self.live(board, now, self.acting(request), self.key_note(request))
         tag = _etag(live)
         headers = {"ETag": tag, "Cache-Control": "no-store"}
         if tag in request.headers.get("if-none-match", ""):
