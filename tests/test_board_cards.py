@@ -194,9 +194,7 @@ def test_a_role_that_ignores_three_wake_ups_turns_its_waiting_card_red_until_it_
     assert cards.project(snap, NOW).cards[0].colour == "orange"
 
 
-def test_a_card_waiting_on_a_dependency_says_on_what_and_never_stalls_for_its_wake_ups() -> (
-    None
-):
+def test_a_card_waiting_on_a_dependency_says_on_what_and_never_stalls_for_its_wake_ups() -> None:
     # B waits on A, still in C's new/: not ready (§13), so its wake-ups are not the agent's fault
     snap = snapshot(entry(1, role="C"), entry(2, depends_on=ident(1)))
     snap.wakes = {"B": [NOW - 90, NOW - 60, NOW - 30]}
