@@ -12,8 +12,9 @@ Content-Security-Policy allowing our own script, and forms that post to the boar
 The key (docs/protocol.md §13) is a random token: opening the board's URL with `?key=`
 trades it for an HttpOnly, SameSite=Strict cookie of this board's own name and value (see
 `Keys`) and redirects to the URL without it; an answer that lacks the key says where it
-is.  Each form carries a CSRF token derived from the key; the actions themselves are the table's
-(`handoffd.adapters.web`), handed in as `actions`: this module only guards and renders.
+is.  Each form carries a CSRF token derived from the key; the actions themselves are the
+table's (`handoffd.adapters.web`), handed in as `actions`: this module only guards and
+renders.
 
 Live updates are a fragment poll, not a push: the open page's script asks for
 `/fragment` every second with the ETag of what it shows, and the server answers 304
