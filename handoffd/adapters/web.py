@@ -106,6 +106,8 @@ class Actions:
         values: dict[str, object] = {}
         for param in op.arguments("cli"):
             given = fields.get(param.name)
+            if given is None and param.required and param.name in FIELDS:
+                given = ""  # a required field left out: refused as left empty, by the command
             if given == "" and not (param.required or param.kind == spec.TEXT):
                 given = None  # an optional box left empty: not given, as on the command line
             if param.name in FIELDS and given is not None:
@@ -134,7 +136,12 @@ class Actions:
         if found is None or found.state not in COPIES:
             return Result(Exit.REFUSED, "", f"UNKNOWN_CARD: {card}\n")
         context = resolve_context(self.root, role=found.role, agent=self.by)
-        return op.run(context, id=found.entry.name, **values)
+        result = op.run(context, id=found.entry.name, **values)
+        if result.ok:
+            return result
+        # the command names the file it was given; the person chose a card
+        return Result(result.code, result.out, result.err.replace(found.entry.name, card),
+                      result.data)  # fmt: skip
 
     def log(self, **fields: str) -> None:
         """One line in the daemon's log format: never raises, never follows a link."""
