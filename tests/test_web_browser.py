@@ -23,9 +23,13 @@ LIVE_S = 2.0  # the contract: a change on disk shows within 2 s, without a reloa
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the whole session (Debian's; never a downloaded one)."""
+    """One headless Chromium for this module's tests (Debian's; never a downloaded one).
+    Not one per session: while Playwright's sync API is started, its event loop counts as
+    running in the main thread, so any other test calling `asyncio.run` (the NATS tests)
+    would fail. Closed when a worker moves on to another module, it is started about once
+    per worker, as the tests of a module run together."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
     with sync_api.sync_playwright() as playwright:
