@@ -203,8 +203,21 @@ def test_answer_refuses_a_card_that_is_not_open_as_unknown(
     if setup == "completed":
         put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
     done = operator(project, "answer", card, REPLY)
-    assert (done.code, done.out, done.err) == (2, "", f"UNKNOWN_CARD: {card}\n")
+    assert (done.code, done.out) == (2, "")
+    assert done.err.splitlines()[0] == f"UNKNOWN_CARD: {card}"
+    assert len(done.err.splitlines()) == (2 if setup == "completed" else 1)
     assert not (project.handoffs("coder") / "reports").exists()
+
+
+def test_answering_a_completed_card_says_it_is_completed(project: Project) -> None:
+    """The token stays the contract's `UNKNOWN_CARD`, and a second line says what the card
+    is instead of leaving the person to guess: completed, and how to open it again."""
+    put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
+    done = operator(project, "answer", CARD, REPLY)
+    assert done.err == (
+        f"UNKNOWN_CARD: {CARD}\n{CARD} is completed (a green card), not open: nothing to act "
+        "on; `handoffd reopen` puts it back in its role's new/\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -377,3 +390,17 @@ def test_reopen_refuses_a_card_not_green_and_a_name_already_waiting(project: Pro
     done = operator(project, "reopen", CARD)
     assert (done.code, done.err) == (2, f"REOPEN_CONFLICT: {CARD}\n")
     assert (project.box("coder", "inbox/completed") / name(ID1)).exists()
+
+
+def test_reopen_finds_a_card_whose_id_its_file_name_does_not_spell(project: Project) -> None:
+    """A hand-made file named `10_manual.handoff` with `id: manual-1` is the green card
+    `manual-1@coder` on the board once done: reopen finds it by that name, as the board
+    (and answer, retry, dismiss) does, not by file names alone."""
+    project.put("coder", "10_manual.handoff", id="manual-1", task="by hand")
+    run(project, "ready_for_next")
+    assert run(project, "done_with_current").code == 0
+    assert board(project, "--all")["manual-1@coder"]["color"] == "green"
+    done = operator(project, "reopen", "manual-1@coder")
+    target = project.box("coder", "inbox/new") / "10_manual.handoff"
+    assert (done.code, done.out) == (0, f"REOPENED: {target}\n"), done.err
+    assert board(project)["manual-1@coder"]["color"] == "orange"

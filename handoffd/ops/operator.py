@@ -34,17 +34,28 @@ OPEN = (State.NEW, State.IN_PROCESS)
 # --- finding the card ---------------------------------------------------------------------
 
 
-def find(context: Context, card: str) -> Card | None:
-    """The open card the board names `card` (None: green, unknown or malformed)."""
+def find(context: Context, card: str, history: bool = False) -> Card | None:
+    """The card the board names `card` (None: unknown or malformed): an open one, or with
+    `history` any card `status --all` shows, green ones too (a file both open and in
+    history is then the history's: it moved on while the scan read)."""
     from handoffd.board import cards
     from handoffd.scan import scan
 
-    snapshot = scan(context.root, context.roles)
-    return cards.project(snapshot, snapshot.taken_at).by_card.get(card)
+    snapshot = scan(context.root, context.roles, history=history)
+    return cards.project(snapshot, snapshot.taken_at, include_green=history).by_card.get(card)
 
 
-def unknown(card: str) -> Refusal:
-    return Refusal(Exit.REFUSED, f"UNKNOWN_CARD: {_shown(card)}")
+def unknown(card: str, context: Context | None = None) -> Refusal:
+    """`UNKNOWN_CARD: <card>`; given the `context`, a second line says so when the card is
+    green (done, or put aside): the token is the contract's, the line what a person needs."""
+    said = f"UNKNOWN_CARD: {_shown(card)}"
+    found = find(context, card, history=True) if context is not None else None
+    if found is not None and found.state == State.COMPLETED:
+        said += (f"\n{_shown(card)} is completed (a green card), not open: nothing to act on; "
+                 "`handoffd reopen` puts it back in its role's new/")  # fmt: skip
+    elif found is not None and found.state == State.DISMISSED:
+        said += f"\n{_shown(card)} is a dismissed original (a green card), not open"
+    return Refusal(Exit.REFUSED, said)
 
 
 def _shown(card: str) -> str:
@@ -86,7 +97,7 @@ def answer(
     who = operator_name(by)
     found = find(context, card)
     if found is None or found.state not in OPEN:
-        raise unknown(card)
+        raise unknown(card, context)
     role = context.roles[found.role]
     out = _answer(role, card, found.entry.name, text, who, time.time() if now is None else now)
     live.after_step(role, force=True)  # its Open Questions show the question answered
@@ -204,23 +215,34 @@ def dismiss(
 # --- completed copies: reopen -----------------------------------------------------------------
 
 
+def _regular(path: str) -> bool:
+    """Whether a regular file (no link) is at `path`."""
+    import stat
+
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def reopen(context: Context, card: str, reason: str | None = None) -> Result:
-    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken."""
+    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken.  The
+    card is found as the board names it (`find`), so one whose `id` its file name does
+    not spell is reopened too."""
     from handoffd import wake
     from handoffd.ops.claims import reason_problem
 
     if reason is not None and (problem := reason_problem(reason)):
         raise Refusal(Exit.REFUSED, problem.replace("a blocked reason", "a reason"))
-    ident, _, name = card.rpartition("@")
-    role = context.roles.get(name)
-    if not ident or role is None:
+    found = find(context, card, history=True)
+    if found is None or found.state != State.COMPLETED:
         raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
+    role = context.roles[found.role]
     with Inbox(role.handoffs) as inbox:
-        path = inbox.completed_named(ident)
-        if path is None:
+        if not _regular(found.path):  # reopened or removed since the scan
             raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
-        if inbox.held(os.path.basename(path)):
+        if inbox.held(found.entry.name):
             raise Refusal(Exit.REFUSED, f"REOPEN_CONFLICT: {_shown(card)}")
-        target = inbox.reopen(path, reason.strip() if reason else None)
+        target = inbox.reopen(found.path, reason.strip() if reason else None)
     live.after_step(role)
     return Result(Exit.OK, f"REOPENED: {target}\n", wake_role(context.root, role, wake.TEXT))
