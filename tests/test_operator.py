@@ -192,6 +192,33 @@ def test_a_failed_wake_up_is_one_line_on_stderr_and_the_answer_stands(project: P
     assert done.err.startswith("WAKE_FAILED: coder: ") and done.err.count("\n") == 1
 
 
+def test_two_answers_at_once_are_both_kept_and_the_second_learns_of_the_first(
+    project: Project,
+) -> None:
+    """Two operators answer one blocked card at the same moment.  The role's lock orders
+    them: both answers are stored (an answer is never lost), both with the question they
+    answer, and the one that came second says, on stderr, who answered first; the agent
+    is shown the newest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocked_in_process(project)
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(operator, project, "answer", CARD, f"{who} says", "--by", who)
+                for who in ("alice", "bob")]  # fmt: skip
+        done = {who: run.result() for who, run in zip(("alice", "bob"), runs, strict=True)}
+    assert [r.code for r in done.values()] == [0, 0], [r.err for r in done.values()]
+    first, second = sorted(stored(project, ID1), key=lambda r: r.reported_at)
+    late = done[second.agent]
+    assert late.err.startswith(
+        f"ALREADY_ANSWERED: {CARD}: {first.agent} answered it at {first.reported_at} "
+        f"({first.path}); both answers are kept"
+    ), late.err
+    assert "ALREADY_ANSWERED" not in done[first.agent].err
+    assert first.question == second.question == QUESTION
+    taken = run(project, "ready_for_next")
+    assert f"ANSWER: {second.agent} says ({second.agent}, {second.reported_at})" in taken.out
+
+
 @pytest.mark.parametrize(
     ("card", "setup"),
     [("20990101T000000Z_000009_from_QA@coder", "none"), ("garbage", "none"),

@@ -99,10 +99,12 @@ def answer(
     if found is None or found.state not in OPEN:
         raise unknown(card, context)
     role = context.roles[found.role]
-    out = _answer(role, card, found.entry.name, text, who, time.time() if now is None else now)
+    out, note = _answer(
+        role, card, found.entry.name, text, who, time.time() if now is None else now
+    )
     live.after_step(role, force=True)  # its Open Questions show the question answered
     label = found.headers.get("task") or found.id
-    return Result(Exit.OK, out, wake_role(context.root, role, ANSWERED.format(label)))
+    return Result(Exit.OK, out, note + wake_role(context.root, role, ANSWERED.format(label)))
 
 
 def _check_answer(text: str) -> None:
@@ -113,21 +115,36 @@ def _check_answer(text: str) -> None:
         raise Refusal(Exit.REFUSED, ANSWER_TOO_LARGE.format(limit=ANSWER_LIMIT))
 
 
-def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -> str:
+def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -> tuple[str, str]:
     """Under the role's lock: the report first (an answer stored and the block still on is
-    a state a second `answer` or an `unblock` finishes), then the block lifted."""
+    a state a second `answer` or an `unblock` finishes), then the block lifted.  Its lines,
+    and the stderr line that says another answer came first (two operators at once: the
+    lock orders them, and the second learns of the first)."""
     with Inbox(role.handoffs) as inbox:
         paths = inbox.copies_named(name)
         if not paths:
             raise unknown(card)  # taken and finished since the scan
-        question = hf.read(paths[0]).get(BLOCKED) or ""
-        ident, extra = report_id(paths[0]), {"question": question}
+        ident = report_id(paths[0])
+        earlier = reports.latest_answer(role.handoffs, ident)  # one the agent has not met
+        blocked = hf.read(paths[0]).get(BLOCKED) or ""
+        question = blocked or (earlier.question if earlier else "")  # what it answers too
         stored = reports.store(role.handoffs, ident, reports.ANSWER, role.name, who, "", text,
-                               now, extra)  # fmt: skip
+                               now, {"question": question})  # fmt: skip
         out = f"ANSWERED: {stored}\n"
-        if question:
+        if blocked:
             out += "".join(f"UNBLOCKED: {p}\n" for p in inbox.set_header(name, BLOCKED, None))
-    return out
+    return out, _also_answered(card, earlier)
+
+
+def _also_answered(card: str, earlier: reports.Report | None) -> str:
+    """`ALREADY_ANSWERED: …` when an answer the agent has not replied to was there first."""
+    from handoffd.terminal import escape
+
+    if earlier is None:
+        return ""
+    return (f"ALREADY_ANSWERED: {_shown(card)}: {escape(earlier.agent)} answered it at "
+            f"{escape(earlier.reported_at)} ({earlier.path}); both answers are kept, the "
+            "agent is shown the newest, this one\n")  # fmt: skip
 
 
 # --- waking the role ----------------------------------------------------------------------
