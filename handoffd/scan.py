@@ -660,8 +660,16 @@ def _scandir(directory: str) -> list[os.DirEntry[str]]:
 
 
 def _dedupe(entries: Iterable[Entry]) -> list[Entry]:
-    """`dedupe`, in life order."""
-    return sorted(dedupe(entries), key=_in_order)
+    """`dedupe`, in life order; then each file `dedupe` set aside that is still at its
+    earlier place: seen at its later place, a file caught mid-rename has left the earlier
+    one (a rename is atomic), so a name still there is a second file of that name, such
+    as an outbox original beside a refused one in `failed/`.  It comes last, so the file
+    that was there first keeps its card's name (docs/protocol.md §8)."""
+    listed = list(entries)
+    kept = dedupe(listed)
+    chosen = {id(entry) for entry in kept}
+    twins = [e for e in listed if id(e) not in chosen and os.path.lexists(e.path)]
+    return sorted(kept, key=_in_order) + sorted(twins, key=_in_order)
 
 
 def dedupe(entries: Iterable[Entry]) -> list[Entry]:

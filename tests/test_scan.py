@@ -243,3 +243,29 @@ def test_a_done_dependency_is_found_by_its_id_header_when_its_name_is_hand_made(
     assert (done.role, done.name, done.id) == ("QA", "10_manual.handoff", "manual-1")
     taken = run(project, "ready_for_next")
     assert "DEPENDS_ON: manual-1@QA GREEN\n" in taken.out, taken.out
+
+
+def test_an_outbox_original_beside_a_failed_one_of_its_name_is_a_card_of_its_own(
+    project: Project,
+) -> None:
+    """Not a file caught mid-rename (that one has left the outbox once seen in failed/):
+    both are on the board, the refused one keeping its card's name, and retry still
+    refuses to put one over the other."""
+    from tests.test_board_commands import run
+
+    name = "50_20260101T000000Z_000900_from_QA_to_designer.handoff"
+    ident = "20260101T000000Z_000900_from_QA"
+    failed = project.put("QA", name, box="failed", id=ident)
+    (failed.parent / (name + ".error")).write_text("Unknown recipient role: designer\n")
+    outbox = project.put("QA", name, box="outbox", id=ident)
+    found = scan.scan(str(project.root))
+    assert [(e.state, e.path) for e in found.open if e.role == "QA"] == [
+        (State.FAILED, str(failed)), (State.OUTBOX, str(outbox)),
+    ]  # fmt: skip
+    import json
+
+    shown = run(project, "status", "--json", role=None, cwd=project.root)
+    cards = {card["card"]: card["state"] for card in json.loads(shown.out)}
+    assert cards[f"{ident}@QA"] == "failed" and cards[f"{name}@QA"] == "outbox"
+    retried = run(project, "retry", f"{ident}@QA", role=None, cwd=project.root)
+    assert retried.err.startswith(f"RETRY_CONFLICT: {ident}@QA")
