@@ -205,7 +205,9 @@ def retry(context: Context, card: str) -> Result:
         except FileExistsError:
             raise Refusal(Exit.REFUSED, f"RETRY_CONFLICT: {_shown(card)}: a file of that "
                           "name is in the outbox already") from None  # fmt: skip
-    return Result(Exit.OK, f"RETRIED: {path}\n")
+    from handoffd.ops.queue import no_daemon_warning
+
+    return Result(Exit.OK, f"RETRIED: {path}\n", no_daemon_warning(context.root))
 
 
 def dismiss(
