@@ -21,7 +21,7 @@ from handoffd.ops import spec
 from handoffd.ops.context import config_refusal, resolve_context
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import OPS
-from handoffd.outcome import Exit, Result, refused
+from handoffd.outcome import Result, refused
 from handoffd.scan import State
 
 TYPE_CHECKING = False
@@ -125,11 +125,12 @@ class Actions:
 
     def _on_role(self, op: Op, card: str, values: dict[str, object]) -> Result:
         """An operation of §8 for the card's role, on the card's file."""
-        from handoffd.ops.operator import find
+        from handoffd.ops.operator import find, unknown
 
-        found = find(resolve_context(self.root, needs_role=False), card)
+        board = resolve_context(self.root, needs_role=False)
+        found = find(board, card)
         if found is None or found.state not in COPIES:
-            return Result(Exit.REFUSED, "", f"UNKNOWN_CARD: {card}\n")
+            return unknown(card, board).result()  # a stale form: says if it is green now
         context = resolve_context(self.root, role=found.role, agent=self.by)
         return op.run(context, id=found.entry.name, **values)
 
