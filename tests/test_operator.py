@@ -372,6 +372,15 @@ def test_retry_and_dismiss_refuse_a_card_that_is_not_a_failed_original(
         assert (done.code, done.out, done.err) == (2, "", f"NOT_FAILED: {card}\n")
 
 
+def test_answering_a_refused_original_says_what_to_do_with_it(project: Project) -> None:
+    card, _ = refused_original(project)
+    done = operator(project, "answer", card, REPLY)
+    assert done.err == (
+        f"UNKNOWN_CARD: {card}\n{card} is a refused original in its sender's failed/, no "
+        "agent's copy: `handoffd retry` or `handoffd dismiss` it\n"
+    )
+
+
 def test_a_second_retry_of_the_same_card_is_refused_and_moves_nothing(project: Project) -> None:
     card, _ = refused_original(project)
     assert operator(project, "retry", card).code == 0

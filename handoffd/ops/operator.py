@@ -55,6 +55,11 @@ def unknown(card: str, context: Context | None = None) -> Refusal:
                  "`handoffd reopen` puts it back in its role's new/")  # fmt: skip
     elif found is not None and found.state == State.DISMISSED:
         said += f"\n{_shown(card)} is a dismissed original (a green card), not open"
+    elif found is not None and found.state == State.FAILED:
+        said += (f"\n{_shown(card)} is a refused original in its sender's failed/, no "
+                 "agent's copy: `handoffd retry` or `handoffd dismiss` it")  # fmt: skip
+    elif found is not None and found.state == State.OUTBOX:
+        said += f"\n{_shown(card)} is an original not delivered yet, no agent's copy"
     return Refusal(Exit.REFUSED, said)
 
 
