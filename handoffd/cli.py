@@ -107,9 +107,10 @@ def run(
 ) -> None:  # fmt: skip
     """Run the daemon in the foreground."""
     from handoffd.daemon import serve
+    from handoffd.ops.readiness import for_daemon
 
     raise SystemExit(serve(project_of(root), once, renotify_after, idle_after, idle_wait,
-                           stall_wakes))  # fmt: skip
+                           stall_wakes, for_daemon))  # fmt: skip
 
 
 @main.command()

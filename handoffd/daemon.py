@@ -18,8 +18,10 @@ import threading
 import time
 
 from handoffd import config, durable, heartbeat, lifecycle, panes, safeio, wake
+from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
+from handoffd.inbox import Item, not_ready
 from handoffd.lifecycle import daemon_path, notify
 from handoffd.scan import State, listing
 from handoffd.wake import Renotifier, Unanswered, Waker
@@ -27,9 +29,17 @@ from handoffd.watch import Watcher
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from structlog.typing import FilteringBoundLogger
 
     from handoffd.remote.bridge import Bridge
+
+    # Whether the handoffs a role's waiting file depends on are done: (role, path, ids).
+    # The rule is the board's (docs/protocol.md §13), so the caller above the core gives
+    # it: `ops.readiness.for_daemon`, made once per re-notify check.
+    Done = Callable[[str, str, list[str]], bool]
+    Dependencies = Callable[[str, dict[str, Role]], Done]
 
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
 IN_FLIGHT = 2.0  # seconds a stopping daemon lets a wake-up being typed (and checked) finish
@@ -110,9 +120,11 @@ class Daemon:
         lock: lifecycle.Lock | None = None,
         idle_after: float = wake.IDLE_AFTER,
         idle_wait: float = wake.IDLE_WAIT,
+        dependencies: Dependencies | None = None,
     ) -> None:
         self.root = root
         self.log = log
+        self.dependencies = dependencies  # None: only a blocked file is not ready
         self.lock = lock  # the project lock `handoffd run` holds, watched every pass
         self.roles = Roles(root, log)
         self.courier = Courier(root, log, self.roles.reread)
@@ -361,9 +373,22 @@ class Daemon:
         self._send(due, roles, stamps)
 
     def _renotify(self, roles: dict[str, Role], states: dict[str, set[str]], now: float) -> None:
+        """Wake again a role that sits on mail it could take (§5, §13): a role whose `new/`
+        holds only files that are not ready (blocked, or waiting on a dependency) is not
+        nagged for them.  Readiness is read only when a re-notify is due (at most once per
+        interval per role, headers only); a role found with nothing ready starts its clock
+        again, so it is looked at once per interval until its mail is ready."""
         due = [name for name in roles if self.renotifier.observe(
             name, states[name] == {State.NEW}, now
         )]  # fmt: skip
+        if due:
+            check = None if self.dependencies is None else self.dependencies(
+                self.root, self.roles.current
+            )  # fmt: skip
+            waiting = [name for name in due if not _has_ready(roles[name], check)]
+            for name in waiting:
+                self.renotifier.observe(name, False, now)  # its clock starts again
+            due = [name for name in due if name not in waiting]
         for name in due:
             self.log.info("renotify", role=name)
         self._send(due, roles, {name: _taken_stamp(roles[name]) for name in due})
@@ -474,6 +499,24 @@ def _mail_states(role: Role) -> set[str]:
     return {e.state for e in listing(role, (State.NEW, State.IN_PROCESS))}
 
 
+def _has_ready(role: Role, check: Done | None) -> bool:
+    """Whether `role`'s `new/` holds a file `ready_for_next` would take now (inbox's rule,
+    docs/protocol.md §13): read in queue order up to the first ready one, each through the
+    careful reader and its header block only.  A file gone since the listing was taken; one
+    that cannot be read is the agent's to hear about, from its helper."""
+    done = None if check is None else (lambda path, wanted: check(role.name, path, wanted))
+    for entry in listing(role, (State.NEW,)):
+        try:
+            headers = hf.read_headers(entry.path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+        if not_ready(Item(entry.path, hf.Handoff(list(headers.items()), "")), done) is None:
+            return True
+    return False
+
+
 def _watchdog_interval() -> float | None:
     """Half of systemd's watchdog timeout, if one is set for us."""
     usec = os.environ.get("WATCHDOG_USEC")
@@ -490,10 +533,12 @@ def serve(
     idle_after: float = wake.IDLE_AFTER,
     idle_wait: float = wake.IDLE_WAIT,
     stall_wakes: int = panes.STALL_WAKES,
+    dependencies: Dependencies | None = None,
 ) -> int:
     """`handoffd run`: hold the project's lock and deliver until stopped (or drained).  The
     `started` line carries the options a reader of the log needs (`status` reads
-    `stall_wakes` there)."""
+    `stall_wakes` there).  `dependencies` tells the re-notify check whether a waiting
+    file's dependencies are done (the command passes the board's rule)."""
     from handoffd import log as logging
     from handoffd.lifecycle import AlreadyRunning, Lock
 
@@ -507,7 +552,7 @@ def serve(
         log = logging.configure(daemon_path(root, "handoffd.log"))
     except OSError:  # daemon/ cannot be made (disk full?): retried at each rescan
         log = logging.configure(None)
-    daemon = Daemon(root, log, renotify_after, lock, idle_after, idle_wait)
+    daemon = Daemon(root, log, renotify_after, lock, idle_after, idle_wait, dependencies)
     daemon._replaced(lock.replaced)
     if lock.pid_error is not None:
         log.warning("pid_file_not_written", error=str(lock.pid_error))

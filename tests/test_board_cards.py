@@ -194,6 +194,34 @@ def test_a_role_that_ignores_three_wake_ups_turns_its_waiting_card_red_until_it_
     assert cards.project(snap, NOW).cards[0].colour == "orange"
 
 
+def test_a_card_waiting_on_a_dependency_says_on_what_and_never_stalls_for_its_wake_ups() -> None:
+    # B waits on A, still in C's new/: not ready (§13), so its wake-ups are not the agent's fault
+    snap = snapshot(entry(1, role="C"), entry(2, depends_on=ident(1)))
+    snap.wakes = {"B": [NOW - 90, NOW - 60, NOW - 30]}
+    card = cards.project(snap, NOW).by_card[f"{ident(2)}@B"]
+    assert (card.colour, card.detail) == ("orange", f"waiting 1m on {ident(1)}@C, 3 wake-ups")
+    assert card.waiting_on == [f"{ident(1)}@C"]
+
+
+def test_ready_mail_beside_a_waiting_card_still_stalls() -> None:
+    snap = snapshot(entry(1, role="C"), entry(2, depends_on=ident(1)), entry(3))
+    snap.wakes = {"B": [NOW - 90, NOW - 60, NOW - 30]}
+    board = cards.project(snap, NOW)
+    assert board.by_card[f"{ident(3)}@B"].colour == "red"
+    assert board.by_card[f"{ident(2)}@B"].colour == "orange"
+
+
+def test_once_its_dependency_is_done_only_later_wake_ups_count_toward_a_stall() -> None:
+    done = entry(1, State.COMPLETED, role="C", completed_at="2027-01-15T07:59:05Z")  # NOW - 55
+    snap = snapshot(entry(2, depends_on=ident(1)))
+    snap.dependencies = {ident(1): [done]}
+    snap.wakes = {"B": [NOW - 90, NOW - 60, NOW - 30]}  # one of three after it was done
+    card = cards.project(snap, NOW).cards[0]
+    assert (card.colour, card.waiting_on) == ("orange", [])
+    snap.wakes["B"] += [NOW - 20, NOW - 10]
+    assert cards.project(snap, NOW).cards[0].detail == "not taken after 3 wake-ups over 20s"
+
+
 def test_the_stall_threshold_is_the_one_the_daemon_logged_when_it_started() -> None:
     snap = snapshot(entry(1))
     snap.wakes = {"B": [NOW - 90, NOW - 60, NOW - 30]}

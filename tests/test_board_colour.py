@@ -26,16 +26,20 @@ def card(
     wakes: tuple[float, ...] = (),
     took: float | None = None,
     pane: str | None = None,
+    waits: tuple[str, ...] = (),
+    ready: float | None = None,
 ) -> Card:
     """A card of handoff `ident` held by QA; `beat` gives it a claim with that heartbeat;
     `wakes` are its role's wake-ups since it arrived, `took` its last take, `pane` its
-    pane's state (docs/protocol.md §14)."""
+    pane's state (docs/protocol.md §14); `waits` the dependencies it waits on, `ready`
+    when the last of them turned green (§13)."""
     headers = {"id": ident, **({"blocked_reason": blocked} if blocked else {})}
     entry = Entry("QA", state, f"/nowhere/{ident}.handoff", headers=headers, mtime=NOW - age)
     red = colour.own_red(state, blocked, error, age, 60.0, daemon)
     if red is None and state == "new":
-        red = colour.unanswered("QA", "swarm-QA", pane, wakes, took, 3)
+        red = colour.unanswered("QA", "swarm-QA", pane, wakes, took, 3, waits, ready)
     made = Card(entry, age, red)
+    made.waiting_on = list(waits)
     if beat is not None:
         made.claim = Claim("QA", "claude", "c-1", beat, NOW, WINDOW)
     return made
@@ -86,6 +90,14 @@ CASES = [
      "mine"),
     ("a stalled dependency is inherited", card("a"), [card("s", wakes=IGNORED)], "red",
      "inherits from s@QA: not taken after 3"),
+    ("a card waiting on a dependency is never red for its wake-ups",
+     card("a", wakes=IGNORED, waits=("b@QA",)), [card("b")], "orange", "waiting 2m on b@QA"),
+    ("...though a session gone still is", card("a", pane="gone", waits=("b@QA",)), [card("b")],
+     "red", "QA's session swarm-QA is gone"),
+    ("once its dependency is green, wake-ups before that are not counted",
+     card("a", wakes=IGNORED, ready=NOW - 70), [], "orange", "waiting 2m"),
+    ("...and those after it are", card("a", wakes=IGNORED, ready=NOW - 100), [], "red",
+     "not taken after 3"),
     ("a live claim on a dependency beats a stalled one",
      card("a"), [card("s", wakes=IGNORED), card("b", "in_process", beat=WARM)], "yellow",
      "via b@QA"),
@@ -112,6 +124,17 @@ def test_orange_says_when_its_wake_ups_fail() -> None:
     waiting = card("a")
     waiting.wake_failures = 2
     assert colour.paint(waiting, []) == ("orange", "waiting 2m, 2 failed (see the daemon's log)")
+
+
+@pytest.mark.parametrize(
+    ("waits", "text"),
+    [(["b@QA"], "on b@QA,"), (["b@QA", "c@QA"], "on b@QA and c@QA,"),
+     (["b@QA", "c@QA", "d@QA"], "on b@QA and 2 more,")],
+)  # fmt: skip
+def test_orange_says_what_it_waits_on_in_one_short_line(waits: list[str], text: str) -> None:
+    waiting = card("a")
+    waiting.waiting_on, waiting.wakeups = waits, 1
+    assert colour.paint(waiting, []) == ("orange", f"waiting 2m {text} 1 wake-up")
 
 
 @pytest.mark.parametrize(

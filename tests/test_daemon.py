@@ -116,6 +116,37 @@ def test_a_role_without_mail_is_never_woken(project: Project) -> None:
     assert renotify_times(daemon, "QA", 0, 100) == []
 
 
+def test_a_role_with_only_blocked_mail_is_not_woken_again_until_ready_mail_comes(
+    project: Project,
+) -> None:
+    queue(project, "coder", ["QA"], blocked_reason="needs the staging password")
+    daemon = open_daemon(project, renotify_after=10)
+    assert renotify_times(daemon, "QA", 0, 80) == [0]  # the delivery's wake-up alone
+    assert events(project, "renotify") == []
+
+    queue(project, "coder", ["QA"])  # ready mail beside it: nagged as ever, when due
+    times = renotify_times(daemon, "QA", 81, 100)
+    assert times and times[0] <= 81 + 10 + daemon.rescan_every, times
+
+
+def test_mail_waiting_on_a_dependency_is_woken_again_only_once_the_dependency_is_done(
+    project: Project,
+) -> None:
+    from handoffd.ops.readiness import for_daemon
+
+    first = queue(project, "coder", ["cleaner"])
+    daemon = open_daemon(project, renotify_after=10)
+    daemon.dependencies = for_daemon  # what `handoffd run` gives it
+    daemon.step(0)  # delivered to cleaner, who leaves it in new/
+    queue(project, "cleaner", ["QA"], depends_on=first.name.split("_", 1)[1].split("_to_")[0])
+    assert renotify_times(daemon, "QA", 1, 80) == [1]  # the delivery's wake-up alone
+
+    done = project.box("cleaner", "inbox/completed") / first.name
+    os.rename(project.box("cleaner", "inbox/new") / first.name, done)
+    times = renotify_times(daemon, "QA", 81, 100)
+    assert times and times[0] <= 81 + 10 + daemon.rescan_every, times
+
+
 def test_a_copy_redelivered_on_restart_gets_no_wake_up_until_the_renotify_interval(
     project: Project,
 ) -> None:

@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import Project, wait_for
 from tests.daemon_support import (
     Tmux,
+    events,
+    inbox,
     queue,
     spawn,
     terminate,
@@ -228,3 +230,28 @@ def test_status_shows_each_roles_pane_last_wake_and_last_take_at_a_glance(
     wait_for(lambda: roles(project)["QA"]["pane"] == "gone", what="QA's pane gone")
     assert ok(project, "handoffd", "status", "--roles", "--root", str(project.root)).splitlines()[
         2].startswith("QA       gone  last wake ")  # fmt: skip
+
+
+def test_a_card_waiting_on_a_dependency_is_neither_nagged_nor_red_until_the_dependency_is_done(
+    project: Project, tmux: Tmux, daemon: subprocess.Popen[str]
+) -> None:
+    tmux.session("cleaner")
+    first = queue(project, "QA", ["coder"])
+    wait_for(lambda: inbox(project, "coder"), what="A delivered to coder")
+    ok(project, "ready_for_next", role="coder")
+    age_heartbeat(project, "coder", 61)  # A is taken, its claim expired: an orange card
+    dependency = f"{ident_of(first.name)}@coder"
+    waiting = queue(project, "coder", ["QA"], depends_on=ident_of(first.name))
+    queue(project, "coder", ["cleaner"])  # ready mail elsewhere: it marks the stall window
+
+    wait_for(lambda: red_card(project, "cleaner"), what="cleaner's card to stall")
+    card = board(project)[f"{ident_of(waiting.name)}@QA"]
+    assert card["color"] == "orange", card
+    assert re.fullmatch(rf"waiting \d+s on {dependency}(, 1 wake-up)?", card["detail"]), card
+    assert [e for e in events(project, "renotify") if e["role"] == "QA"] == []
+
+    ok(project, "done_with_current", role="coder")  # A is done: B is ready, and acts so
+    wait_event(project, "renotify", where=lambda e: e["role"] == "QA")
+    card = wait_for(lambda: red_card(project), what="the now ready card to stall")
+    assert card["card"] == f"{ident_of(waiting.name)}@QA"
+    assert card["detail"].startswith("not taken after "), card

@@ -225,6 +225,14 @@ def test_a_card_named_in_a_detail_is_called_by_its_title(project: Project) -> No
     assert 'class="why">inherits from “task-1” @QA: needs the staging password<' in detail
 
 
+def test_an_orange_card_waiting_on_another_says_on_which_by_its_title(project: Project) -> None:
+    """The board says what holds a card back, as `status` does (docs/protocol.md §8)."""
+    put(project, 7, "QA")
+    put(project, 8, "coder", depends_on=ident(7))
+    text = client(project, NOW).get("/").text
+    assert "on “task-7” @QA" in text
+
+
 def test_a_dependency_the_queue_does_not_hold_shows_without_a_colour(project: Project) -> None:
     put(project, 1, "QA", depends_on=ident(42))
     text = client(project).get("/").text

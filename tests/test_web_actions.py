@@ -15,24 +15,36 @@ import pytest
 from starlette.testclient import TestClient
 
 from handoffd.adapters.web import Actions, forms
-from handoffd.board.web.app import COOKIE, Keys, create_app
-from tests.conftest import Project, snapshot
+from handoffd.board.web.app import Keys, create_app
+from tests.conftest import Project, make_project, snapshot
+from tests.daemon_support import handoffd
 from tests.test_web import serve, status_for, stop
 from tests.web_support import KEY, colourful, ident, serving
 
 BASE = "http://127.0.0.1:8765"
-CSRF = Keys(KEY).csrf
+CSRF = Keys(KEY, 8765, "/").csrf
 
 
-def board(project: Project, writable: bool = True, loopback: bool = True) -> TestClient:
-    app = create_app(str(project.root), actions=Actions(str(project.root), by="ann"), key=KEY,
-                     writable=writable, loopback=loopback)  # fmt: skip
-    return TestClient(app, base_url=BASE, follow_redirects=False)
+def board(
+    project: Project,
+    writable: bool = True,
+    loopback: bool = True,
+    port: int = 8765,
+    key: str = KEY,
+) -> TestClient:
+    app = create_app(str(project.root), actions=Actions(str(project.root), by="ann"), key=key,
+                     writable=writable, loopback=loopback, port=port)  # fmt: skip
+    return TestClient(app, base_url=f"http://127.0.0.1:{port}", follow_redirects=False)
+
+
+def keys_of(project: Project, port: int = 8765) -> Keys:
+    return Keys(KEY, port, str(project.root))
 
 
 def keyed(project: Project, **options: bool) -> TestClient:
     client = board(project, **options)
-    client.cookies.set(COOKIE, KEY)
+    keys = keys_of(project)
+    client.cookies.set(keys.cookie, keys.value)
     return client
 
 
@@ -55,11 +67,72 @@ def test_the_key_in_the_url_becomes_an_httponly_strict_cookie_and_leaves_the_url
     answer = board(project).get(f"/?key={KEY}")
     assert (answer.status_code, answer.headers["location"]) == (303, "/")
     cookie = answer.headers["set-cookie"]
-    assert cookie.startswith(f"{COOKIE}={KEY};")
+    keys = keys_of(project)
+    assert cookie.startswith(f"{keys.cookie}={keys.value};") and KEY not in cookie
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
     kept = board(project).get(f"/archive?page=2&key={KEY}")
     assert kept.headers["location"] == "/archive?page=2"
     assert board(project).get("/?key=wrong").status_code == 403
+
+
+def test_two_boards_in_one_browser_keep_their_own_cookies(project: Project, tmp_path: Path) -> None:
+    """Cookies ignore the port: each board names its own (its port, its project), so the
+    second board's key never replaces the first's and both keep their forms."""
+    names = colourful(project)
+    (tmp_path / "other").mkdir()
+    other = make_project(tmp_path.resolve() / "other")
+    first, second = board(project), board(other, port=8767, key="s" * 32)
+    first.get(f"/?key={KEY}")
+    second.cookies = first.cookies  # one browser: every cookie of 127.0.0.1, whatever the port
+    second.get(f"/?key={'s' * 32}")
+    first.cookies = second.cookies
+    assert actions_on(first.get(f"/card/{names['red']}").text, names["red"])
+    done = first.post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
+    assert done.status_code == 303
+    assert keys_of(project).cookie != keys_of(other, 8767).cookie != keys_of(project, 8767).cookie
+
+
+def test_a_cookie_holding_the_key_itself_is_not_the_boards(project: Project) -> None:
+    """The cookie's value is derived from the key, never the key: the key is taken only
+    in the URL, so what the browser sends to every local port is not the key."""
+    names = colourful(project)
+    client = board(project)
+    client.cookies.set(keys_of(project).cookie, KEY)
+    before = snapshot(project.root / ".swarmforge")
+    assert client.post(f"/card/{names['red']}/unblock", data={"csrf": CSRF}).status_code == 403
+    assert snapshot(project.root / ".swarmforge") == before
+
+
+HOW = "open the URL with ?key= that `handoffd web` printed when it started"
+
+
+def test_without_the_key_a_refusal_says_how_to_get_it(project: Project) -> None:
+    names = colourful(project)
+    done = board(project).post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
+    assert done.status_code == 403 and HOW in done.text and "--key-file" in done.text
+    wrong = board(project).get("/?key=wrong")
+    assert wrong.status_code == 403 and HOW in wrong.text
+    closed = board(project, loopback=False).get("/")
+    assert closed.status_code == 403 and HOW in closed.text
+
+
+def test_an_old_key_after_a_restart_shows_on_every_page_how_to_get_the_new_one(
+    project: Project,
+) -> None:
+    """A browser holding the cookie of a board that restarted with a new key sees why its
+    forms are gone, and a POST from a page rendered before the restart says the same."""
+    names = colourful(project)
+    client = board(project)
+    client.cookies.set(keys_of(project).cookie, Keys("o" * 32, 8765, str(project.root)).value)
+    for page in ("/", "/fragment", f"/card/{names['red']}", "/archive", "/card/x@QA"):
+        html = client.get(page).text
+        assert html.count("This browser holds an old key of this board") == 1, page
+        assert HOW in html, page
+        assert "<form" not in html
+    done = client.post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
+    assert done.status_code == 403 and "an old key of this board" in done.text
+    assert "old key" not in board(project).get("/").text  # no cookie at all: nothing to say
+    assert "old key" not in keyed(project).get("/").text
 
 
 def test_forms_appear_only_for_whoever_holds_the_key(project: Project) -> None:
@@ -125,11 +198,6 @@ def test_answer_from_the_board_stores_it_unblocks_and_logs_the_action(project: P
     assert "timestamp" in line
 
 
-# what a stale form on a card done since is told besides the token (docs/protocol.md §13)
-GREEN = ("{card} is completed (a green card), not open: nothing to act on; `handoffd reopen` "
-         "puts it back in its role's new/")  # fmt: skip
-
-
 @pytest.mark.parametrize(
     ("what", "action", "fields", "said"),
     [("red", "answer", {"text": ""}, "INVALID_ANSWER: the answer is empty; give its text"),
@@ -139,8 +207,8 @@ GREEN = ("{card} is completed (a green card), not open: nothing to act on; `hand
      ("orange", "release", {}, "NO_CURRENT_TASK"),
      ("orange", "block", {"reason": ""}, "INVALID_REASON: a blocked reason is one line of 1 "
       "to 200 characters."),
-     ("green", "answer", {"text": "late"}, "UNKNOWN_CARD: {card}\n" + GREEN),
-     ("green", "block", {"reason": "no"}, "UNKNOWN_CARD: {card}\n" + GREEN)],
+     ("green", "answer", {"text": "late"}, "UNKNOWN_CARD: {card}"),
+     ("green", "block", {"reason": "no"}, "UNKNOWN_CARD: {card}")],
 )  # fmt: skip
 def test_a_refused_action_is_409_with_the_commands_message_and_changes_nothing(
     project: Project, what: str, action: str, fields: dict[str, str], said: str
@@ -152,13 +220,73 @@ def test_a_refused_action_is_409_with_the_commands_message_and_changes_nothing(
     client = keyed(project)
     done = client.post(f"/card/{card}/{action}", data={"csrf": CSRF, **fields})
     message = said.format(card=card, name=name)
-    first = message.splitlines()[0]  # what the page shows first, and the log keeps
-    assert done.status_code == 409 and first in done.text
+    assert done.status_code == 409 and message in done.text
     plain = client.post(f"/card/{card}/{action}", data={"csrf": CSRF, **fields},
                         headers={"Accept": "text/plain"})  # fmt: skip
-    assert (plain.status_code, plain.text) == (409, message + "\n")
+    assert (plain.status_code, plain.text.splitlines()[0]) == (409, message)
     assert snapshot(project.root / ".swarmforge" / "handoffs") == before
-    assert web_log(project)[-1]["result"] == first
+    assert web_log(project)[-1]["result"] == message
+
+
+@pytest.mark.parametrize(
+    ("action", "said"),
+    [("block", "INVALID_REASON: a blocked reason is one line of 1 to 200 characters."),
+     ("answer", "INVALID_ANSWER: the answer is empty; give its text")],
+)  # fmt: skip
+def test_a_form_without_its_field_is_refused_as_the_empty_field(
+    project: Project, action: str, said: str
+) -> None:
+    """A required field left out of the POST is the command's refusal (409), not a crash."""
+    names = colourful(project)
+    before = snapshot(project.root / ".swarmforge" / "handoffs")
+    done = keyed(project).post(f"/card/{names['red']}/{action}", data={"csrf": CSRF},
+                               headers={"Accept": "text/plain"})  # fmt: skip
+    assert (done.status_code, done.text) == (409, said + "\n")
+    assert snapshot(project.root / ".swarmforge" / "handoffs") == before
+    assert web_log(project)[-1]["result"] == said
+
+
+def test_release_of_a_card_not_in_process_names_the_card(project: Project) -> None:
+    """The role holds other work: the refusal names the card the person chose, not a file."""
+    from tests.web_support import put
+
+    colourful(project)
+    put(project, 7, "cleaner")
+    card = f"{ident(7)}@cleaner"
+    done = keyed(project).post(f"/card/{card}/release", data={"csrf": CSRF},
+                               headers={"Accept": "text/plain"})  # fmt: skip
+    assert done.status_code == 409
+    assert done.text.splitlines()[0] == f"NOT_IN_PROCESS: {card}"
+
+
+def test_a_form_not_url_encoded_is_415_saying_how_to_send_it(project: Project) -> None:
+    names = colourful(project)
+    before = snapshot(project.root / ".swarmforge")
+    done = keyed(project).post(f"/card/{names['red']}/unblock", data={"csrf": CSRF},
+                               files={"note": ("a.txt", b"x")})  # fmt: skip
+    assert done.status_code == 415
+    assert "application/x-www-form-urlencoded" in done.text and "stale" not in done.text
+    assert snapshot(project.root / ".swarmforge") == before
+
+
+def test_a_stale_form_says_what_became_of_the_card(project: Project) -> None:
+    """An answer posted from a page shown before the card turned green: the command's
+    refusal, then what the card is now, and a way back to it."""
+    names = colourful(project)
+    card = names["green"]
+    client = keyed(project)
+    page = client.post(f"/card/{card}/answer", data={"csrf": CSRF, "text": "late"})
+    assert page.status_code == 409 and f"UNKNOWN_CARD: {card}" in page.text
+    assert "It is GREEN now (completed" in page.text and "and does not offer Answer" in page.text
+    assert 'href="/card/' in page.text and "Back to the card" in page.text
+    plain = client.post(f"/card/{card}/answer", data={"csrf": CSRF, "text": "late"},
+                        headers={"Accept": "text/plain"})  # fmt: skip
+    # the command's lines (its token, and that the card is completed), then the board's
+    first, *_, last = plain.text.splitlines()
+    assert first == f"UNKNOWN_CARD: {card}" and last.startswith("It is GREEN now (completed")
+    gone = client.post(f"/card/{ident(99)}@QA/answer", data={"csrf": CSRF, "text": "x"})
+    assert gone.status_code == 409 and "No card of this name is in the queue now." in gone.text
+    assert "Back to the open cards" in gone.text
 
 
 @pytest.mark.parametrize(
@@ -173,7 +301,8 @@ def test_a_post_without_the_cookie_the_csrf_or_from_another_origin_is_403_and_ch
     names = colourful(project)
     client = board(project)
     if cookie:
-        client.cookies.set(COOKIE, cookie)
+        client.cookies.set(keys_of(project).cookie, keys_of(project).value if cookie == KEY
+                           else cookie)  # fmt: skip
     before = snapshot(project.root / ".swarmforge")
     data = {"text": "hi", **({"csrf": csrf} if csrf else {})}
     headers = {"Origin": origin} if origin else {}
@@ -238,6 +367,20 @@ def test_the_command_prints_the_keyed_url_once_and_keeps_the_key_in_a_0600_file(
     assert err.count(f"?key={key}") == 1
     again, _ = serve(project, "--key-file", str(key_file))
     assert stop(again).count(f"?key={key}") == 1  # the same key, kept
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o620])
+def test_a_key_file_other_users_can_open_is_refused_saying_chmod_600(
+    project: Project, tmp_path: Path, mode: int
+) -> None:
+    key_file = tmp_path / "board.key"
+    key_file.write_text("a" * 32 + "\n")
+    key_file.chmod(mode)
+    refused = handoffd("web", str(project.root), "--port", "0", "--key-file", str(key_file),
+                       timeout=10)  # fmt: skip
+    assert refused.returncode == 1 and refused.stdout == ""
+    [line] = refused.stderr.splitlines()
+    assert f"chmod 600 {key_file}" in line and oct(mode)[2:] in line
 
 
 def test_an_optional_box_left_empty_is_not_given(project: Project) -> None:

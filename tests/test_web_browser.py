@@ -277,12 +277,36 @@ def test_a_refused_action_shows_the_commands_words_on_the_board_and_on_the_card_
         form.locator("button").click()
         refusal = page.locator(f'[data-actions="{card}"] .refusal')
         refusal.wait_for(state="visible", timeout=LIVE_S * 1000)
-        assert refusal.inner_text() == f"UNKNOWN_CARD: {card}"
+        said, moved = refusal.inner_text().splitlines()
+        assert said == f"UNKNOWN_CARD: {card}"
+        assert moved.startswith("It is GREEN now (completed") and "not offer Answer" in moved
         page.goto(url + views.card_url(card))  # green now: its page offers Reopen
         assert project.run("handoffd", "reopen", card, "--root", str(project.root),
                            role=None, cwd=project.root).code == 0  # fmt: skip
         page.locator("form.act-reopen button").click()  # a plain form: the answer is a page
         assert page.locator("p.refusal").inner_text() == f"NOT_COMPLETED: {card}"
+        assert page.locator("p.moved").inner_text().startswith("It is ORANGE now (waiting")
+        page.get_by_text("Back to the card").click()
+        assert page.url.endswith(views.card_url(card))
+
+
+def test_two_boards_opened_in_one_browser_both_keep_their_forms(
+    project: Project, page: Any, tmp_path: Any
+) -> None:
+    """A browser sends 127.0.0.1's cookies to every port: each board's key cookie has its
+    own name, so opening a second board never takes the first one's forms away."""
+    from tests.conftest import make_project
+
+    (tmp_path / "other").mkdir()
+    other = make_project(tmp_path.resolve() / "other")
+    card = blocked_agent(project)
+    with serving(project.root, key=KEY) as first, serving(other.root, key="b" * 32) as second:
+        page.goto(f"{first}/?key={KEY}")
+        page.goto(f"{second}/?key={'b' * 32}")
+        page.goto(first + views.card_url(card))
+        assert page.locator("form.act-unblock").count() == 1  # the first board's key still held
+        page.locator("form.act-unblock button").click()
+        assert page.locator(f'[data-card="{card}"]').get_attribute("data-color") == "yellow"
 
 
 def test_an_answer_carrying_markup_never_runs_on_any_page(project: Project, page: Any) -> None:

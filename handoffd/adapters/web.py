@@ -21,7 +21,7 @@ from handoffd.ops import spec
 from handoffd.ops.context import config_refusal, resolve_context
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import OPS
-from handoffd.outcome import Result, refused
+from handoffd.outcome import Exit, Result, refused
 from handoffd.scan import State
 
 TYPE_CHECKING = False
@@ -106,6 +106,8 @@ class Actions:
         values: dict[str, object] = {}
         for param in op.arguments("cli"):
             given = fields.get(param.name)
+            if given is None and param.required and param.name in FIELDS:
+                given = ""  # a required field left out: refused as left empty, by the command
             if given == "" and not (param.required or param.kind == spec.TEXT):
                 given = None  # an optional box left empty: not given, as on the command line
             if param.name in FIELDS and given is not None:
@@ -125,14 +127,18 @@ class Actions:
 
     def _on_role(self, op: Op, card: str, values: dict[str, object]) -> Result:
         """An operation of §8 for the card's role, on the card's file."""
-        from handoffd.ops.operator import find, unknown
+        from handoffd.ops.operator import find
 
-        board = resolve_context(self.root, needs_role=False)
-        found = find(board, card)
+        found = find(resolve_context(self.root, needs_role=False), card)
         if found is None or found.state not in COPIES:
-            return unknown(card, board).result()  # a stale form: says if it is green now
+            return Result(Exit.REFUSED, "", f"UNKNOWN_CARD: {card}\n")
         context = resolve_context(self.root, role=found.role, agent=self.by)
-        return op.run(context, id=found.entry.name, **values)
+        result = op.run(context, id=found.entry.name, **values)
+        if result.ok:
+            return result
+        # the command names the file it was given; the person chose a card
+        return Result(result.code, result.out, result.err.replace(found.entry.name, card),
+                      result.data)  # fmt: skip
 
     def log(self, **fields: str) -> None:
         """One line in the daemon's log format: never raises, never follows a link."""

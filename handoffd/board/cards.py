@@ -92,7 +92,7 @@ class Card:
     __slots__ = (
         "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
         "detail", "entry", "headers", "id", "latest_report", "red_reason", "role", "state",
-        "wake_failures", "wake_last_at", "wake_submitted", "wakeups",
+        "waiting_on", "wake_at", "wake_failures", "wake_last_at", "wake_submitted", "wakeups",
     )  # fmt: skip
 
     def __init__(self, entry: Entry, age_s: float | None, red_reason: str | None = None) -> None:
@@ -112,7 +112,9 @@ class Card:
         self.wake_failures = 0  # wake-ups the daemon tried and could not deliver
         self.wake_last_at: float | None = None  # the last wake-up since the card arrived
         self.wake_submitted: bool | None = None  # whether that one was seen submitted
+        self.wake_at: list[float] = []  # the times of those wake-ups, oldest first
         self.closure: list[Card] = []
+        self.waiting_on: list[str] = []  # the dependencies it waits for (§13: not ready)
         self.colour = colour.ORANGE
         self.detail = ""
 
@@ -210,8 +212,13 @@ def project(
     _resolve(snapshot, by_id, now)  # adds the green cards of dependencies already done
     named = {id(card) for card in cards}
     naming.assign((c for same in by_id.values() for c in same if id(c) not in named), names)
-    for card in (card for same in by_id.values() for card in same):  # history's too
+    every = [card for same in by_id.values() for card in same]  # history's too
+    for card in every:
         card.closure = closure(card, by_id)
+    for card in cards:  # a stall is rule 2: known for every card before any is painted
+        if card.state == State.NEW:
+            _stall(card, snapshot, now)
+    for card in every:
         card.colour, card.detail = colour.paint(card, card.closure)
         if card.state == State.DISMISSED:  # who put it aside, when and why (§13)
             card.detail = snapshot.dismissal(card.path) or card.detail
@@ -314,22 +321,42 @@ def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
 
 
 def _wakes(card: Card, snapshot: Snapshot, since: float) -> None:
-    """A waiting card's wake-ups since it arrived, and whether they made it red (§14)."""
+    """A waiting card's wake-ups since it arrived (§14)."""
     times = snapshot.wakes.get(card.role, [])
     submitted = snapshot.wake_submitted.get(card.role, [])
     submitted = submitted + [None] * (len(times) - len(submitted))  # a log without the field
     sent = [(at, ok) for at, ok in zip(times, submitted, strict=False) if at >= since]
     card.wakeups = len(sent)
+    card.wake_at = [at for at, _ in sent]
     card.wake_failures = sum(1 for t in snapshot.wake_failures.get(card.role, ()) if t >= since)
     if sent:
         card.wake_last_at, card.wake_submitted = sent[-1]
-    if card.red_reason is None:
-        row = snapshot.roles.get(card.role)
-        pane = snapshot.panes.get(card.role, {}).get("pane")
-        card.red_reason = colour.unanswered(
-            card.role, row.session if row else "", pane if isinstance(pane, str) else None,
-            [at for at, _ in sent], snapshot.took_at.get(card.role), stall_wakes(snapshot),
-        )  # fmt: skip
+
+
+def _stall(card: Card, snapshot: Snapshot, now: float) -> None:
+    """What a waiting card waits on, and whether its wake-ups made it red (§14): only
+    those since it could be taken count, so its closure must be known."""
+    waiting = waiting_on(card.closure, card.depends_on)
+    card.waiting_on = [other.card for other in waiting]
+    if card.red_reason is not None:
+        return
+    done = [other.age_s for other in card.closure if other.id in card.depends_on]
+    ready_at = max((now - age for age in done if age is not None), default=None)
+    row = snapshot.roles.get(card.role)
+    pane = snapshot.panes.get(card.role, {}).get("pane")
+    card.red_reason = colour.unanswered(
+        card.role, row.session if row else "", pane if isinstance(pane, str) else None,
+        card.wake_at, snapshot.took_at.get(card.role), stall_wakes(snapshot),
+        card.waiting_on, ready_at,
+    )  # fmt: skip
+
+
+def waiting_on(closure: Iterable[Card], wanted: list[str]) -> list[Card]:
+    """The cards of the handoffs `wanted` names (a file's `depends_on`) that are not green,
+    among `closure`: while there is one, the file is not ready (docs/protocol.md §13: every
+    card of every handoff it depends on must be green).  The one place that says so: the
+    board's detail, the stall rule and a take (`ops/readiness`) all ask here."""
+    return [other for other in closure if other.id in wanted and other.state not in colour.DONE]
 
 
 def stall_wakes(snapshot: Snapshot) -> int:

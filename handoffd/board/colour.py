@@ -56,12 +56,16 @@ class Painted(Protocol):
     @property
     def wake_failures(self) -> int: ...
 
+    @property
+    def waiting_on(self) -> Sequence[str]: ...
+
 
 RED = "red"
 YELLOW = "yellow"
 ORANGE = "orange"
 GREEN = "green"
 ORDER = (RED, YELLOW, ORANGE, GREEN)  # the order the board shows them in
+DONE = ("completed", "dismissed")  # the states of a green card (rule 1, and a dismissal)
 
 
 def own_red(
@@ -92,15 +96,25 @@ def unanswered(
     wakes: Sequence[float],
     taken_at: float | None,
     stall_wakes: int,
+    waiting_on: Sequence[str] = (),
+    ready_at: float | None = None,
 ) -> str | None:
     """Why a waiting card is red by rule 2 because its role does not answer (docs/protocol.md
     §14), or None: its session is gone (the tmux server answers without it: `pane` is
     "gone"; no server at all is "unknown", never red), or it was sent `stall_wakes`
     wake-ups since the card arrived (`wakes`, oldest first) and took nothing since the
-    first of them.  Taking anything restarts the count: only later wake-ups are counted."""
+    first of them.  Taking anything restarts the count: only later wake-ups are counted.
+
+    Only a card the role could take counts (§13, ready work first): one `waiting_on`
+    dependencies that are not green is never red for its wake-ups (the dependency is what
+    holds it back, and the board says so), and once they are green only the wake-ups
+    after `ready_at`, when the last of them turned green, are counted."""
     if pane == "gone":
         return f"{role}'s session {session} is gone"
-    unanswered = [at for at in wakes if taken_at is None or at > taken_at]
+    if waiting_on:
+        return None
+    since = max((t for t in (taken_at, ready_at) if t is not None), default=None)
+    unanswered = [at for at in wakes if since is None or at > since]
     if stall_wakes < 1 or len(unanswered) < stall_wakes:
         return None
     span = ago(unanswered[-1] - unanswered[0])
@@ -130,11 +144,20 @@ def _waiting(card: Painted) -> str:
     if card.claim:  # in process, but its claim has expired
         return f"claim expired: {card.claim.describe()}"
     detail = f"waiting {ago(card.age_s)}"
+    if card.waiting_on:  # not ready (§13): say what holds it back, not the agent
+        detail += " on " + _listed(card.waiting_on)
     if card.wakeups:
         detail += f", {card.wakeups} wake-up" + ("s" if card.wakeups > 1 else "")
     if card.wake_failures:  # the agent cannot be reached: the log's wake_failed says why
         detail += f", {card.wake_failures} failed (see the daemon's log)"
     return detail
+
+
+def _listed(names: Sequence[str]) -> str:
+    """`a`, `a and b`, `a and 2 more`: a row stays one short line."""
+    if len(names) <= 2:
+        return " and ".join(names)
+    return f"{names[0]} and {len(names) - 1} more"
 
 
 # How a span is spelled: the terminal's compact words, or the web board's (`12 min ago`).

@@ -11,10 +11,16 @@ from __future__ import annotations
 import os
 
 from handoffd import reports
-from handoffd.board import cards, colour
+from handoffd.board import cards
 from handoffd.ops.context import Context
 from handoffd.scan import scan
 from handoffd.terminal import escape
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from handoffd.config import Role
 
 
 class Dependencies:
@@ -30,21 +36,28 @@ class Dependencies:
             self._board = cards.project(snapshot, snapshot.taken_at)
         return self._board
 
-    def first_level(self, path: str, wanted: list[str]) -> list[cards.Card] | None:
-        """The cards of the handoffs `wanted` names, as the board paints them for the role's
-        file at `path` (found by name: the board may have seen it in `new/` just before it
-        was taken); None when the board does not show that file."""
-        role, name = self.context.me.name, os.path.basename(path)
+    def card(self, path: str, role: str | None = None) -> cards.Card | None:
+        """The board's card of `role`'s waiting or taken file at `path` (the role acted for
+        unless named), found by name: the board may have seen it in `new/` just before it
+        was taken; None when the board does not show that file."""
+        role, name = role or self.context.me.name, os.path.basename(path)
         for card in self.board().cards:
             if card.role == role and card.entry.name == name and not card.entry.is_original:
-                return [other for other in card.closure if other.id in wanted]
+                return card
         return None
 
-    def done(self, wanted: list[str], path: str) -> bool:
-        """Whether every card of every handoff in `wanted` is green.  A handoff of which no
-        card is found anywhere (a hand-edited id, or history removed) holds nothing back."""
-        found = self.first_level(path, wanted)
-        return found is None or all(card.colour == colour.GREEN for card in found)
+    def first_level(self, path: str, wanted: list[str]) -> list[cards.Card] | None:
+        """The cards of the handoffs `wanted` names, as the board paints them for the role's
+        file at `path`; None when the board does not show that file."""
+        card = self.card(path)
+        return None if card is None else [other for other in card.closure if other.id in wanted]
+
+    def done(self, wanted: list[str], path: str, role: str | None = None) -> bool:
+        """Whether every card of every handoff in `wanted` is green (`cards.waiting_on` says).
+        A handoff of which no card is found anywhere (a hand-edited id, or history removed)
+        holds nothing back."""
+        card = self.card(path, role)
+        return card is None or not cards.waiting_on(card.closure, wanted)
 
     def lines(self, path: str, wanted: list[str]) -> list[str]:
         """`DEPENDS_ON: <card> <COLOUR>`, one per card of the closure's first level."""
@@ -52,6 +65,15 @@ class Dependencies:
             f"DEPENDS_ON: {escape(card.card)} {card.colour.upper()}"
             for card in self.first_level(path, wanted) or ()
         ]
+
+
+def for_daemon(root: str, roles: dict[str, Role]) -> Callable[[str, str, list[str]], bool]:
+    """For the daemon's re-notify check (docs/protocol.md §14): whether the handoffs
+    `wanted` that role's file at `path` depends on are all done, `(role, path, wanted)`.
+    One board per call of this, made only once a file that depends on something is asked
+    about: the daemon makes one per re-notify check, never per file or per rescan."""
+    dependencies = Dependencies(Context(root, roles))
+    return lambda role, path, wanted: dependencies.done(wanted, path, role)
 
 
 def answer_lines(handoffs: str, ident: str) -> list[str]:

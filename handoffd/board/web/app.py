@@ -10,9 +10,11 @@ non-loopback address every request needs the key.  It also sets the security hea
 Content-Security-Policy allowing our own script, and forms that post to the board only).
 
 The key (docs/protocol.md §13) is a random token: opening the board's URL with `?key=`
-sets it as an HttpOnly, SameSite=Strict cookie and redirects to the URL without it.  Each
-form carries a CSRF token derived from the key; the actions themselves are the table's
-(`handoffd.adapters.web`), handed in as `actions`: this module only guards and renders.
+trades it for an HttpOnly, SameSite=Strict cookie of this board's own name and value (see
+`Keys`) and redirects to the URL without it; an answer that lacks the key says where it
+is.  Each form carries a CSRF token derived from the key; the actions themselves are the
+table's (`handoffd.adapters.web`), handed in as `actions`: this module only guards and
+renders.
 
 Live updates are a fragment poll, not a push: the open page's script asks for
 `/fragment` every second with the ETag of what it shows, and the server answers 304
@@ -48,6 +50,7 @@ from handoffd import config, reports, safeio, scan
 from handoffd import handoff as hf
 from handoffd.board import cards, status
 from handoffd.board.web import views
+from handoffd.scan import Snapshot
 
 STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
 BODY_LIMIT = 1024 * 1024  # bytes of a handoff file shown on its page
@@ -65,10 +68,15 @@ HEADERS = [
 ]
 READ_ONLY = ("GET", "HEAD")
 METHODS = ("GET", "HEAD", "POST")
-COOKIE = "handoffd_key"
+FORM_TYPE = "application/x-www-form-urlencoded"  # what a form without `enctype` sends
 FORM_LIMIT = 128 * 1024  # bytes of a form's body: a 16 KiB answer, percent-encoded, and more
 OTHERS_EVERY = 2.0  # seconds between reads of the other hosts' cards
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+HOW = (  # where the key is, in every answer that lacks it
+    "open the URL with ?key= that `handoffd web` printed when it started (with "
+    "`--key-file F`, the key is the line in F)"
+)
+STALE = f"This browser holds an old key of this board (it restarted with a new key): {HOW}."
 
 Check = Callable[[Scope], Response | None]
 
@@ -138,22 +146,47 @@ def methods(scope: Scope) -> Response | None:
 
 
 class Keys:
-    """The board's key and the CSRF token its forms carry (derived from it, so a page
-    rendered before a restart with a kept `--key-file` still posts)."""
+    """The board's key, the cookie that stands for it and the CSRF token its forms carry
+    (each derived from the key, so a page rendered before a restart with a kept
+    `--key-file` still posts).
 
-    def __init__(self, key: str) -> None:
+    A browser sends a cookie of 127.0.0.1 to every port of 127.0.0.1, so the cookie is
+    named for this board alone (its port, a digest of its project's root): two boards
+    never replace each other's.  Its value is derived from the key, never the key itself:
+    whatever local server it reaches learns a token for this board, not the key the
+    operator keeps in a file or pastes into another browser."""
+
+    def __init__(self, key: str, port: int, root: str) -> None:
         self.key = key
-        self.csrf = hmac.new(key.encode(), b"handoffd csrf", "sha256").hexdigest()
+        self.csrf = _derive(key, "handoffd csrf")
+        self.cookie = cookie_name(port, root)
+        self.value = _derive(key, f"handoffd cookie {self.cookie}")
 
     def held(self, scope: Scope) -> bool:
-        """Whether the request carries the key's cookie."""
-        for name, value in cookies(scope):
-            if name == COOKIE and hmac.compare_digest(value.encode(), self.key.encode()):
-                return True
-        return False
+        """Whether the request carries this board's cookie with the key's value."""
+        return any(hmac.compare_digest(value.encode(), self.value.encode())
+                   for value in self._values(scope))  # fmt: skip
+
+    def stale(self, scope: Scope) -> bool:
+        """Whether the request carries this board's cookie with another key's value (the
+        board restarted with a new key since the browser opened its URL)."""
+        return bool(self._values(scope)) and not self.held(scope)
 
     def csrf_ok(self, token: str) -> bool:
         return hmac.compare_digest(token.encode(), self.csrf.encode())
+
+    def _values(self, scope: Scope) -> list[str]:
+        return [value for name, value in cookies(scope) if name == self.cookie]
+
+
+def _derive(key: str, purpose: str) -> str:
+    return hmac.new(key.encode(), purpose.encode(), "sha256").hexdigest()
+
+
+def cookie_name(port: int, root: str) -> str:
+    """The key cookie's name for the board of `root` on `port`."""
+    digest = hashlib.blake2b(os.path.realpath(root).encode(), digest_size=6).hexdigest()
+    return f"handoffd_key_{port}_{digest}"
 
 
 def cookies(scope: Scope) -> list[tuple[str, str]]:
@@ -180,12 +213,12 @@ def key_check(keys: Keys | None, host: str, port: int, loopback: bool) -> Check:
         held = keys is not None and keys.held(scope)
         if scope["method"] == "POST":
             if not held:
-                return Response("Forbidden: this needs the board's key\n", 403)
+                return _forbidden(keys, scope, "this needs the board's key")
             origin = [v.decode("latin-1") for k, v in scope["headers"] if k == b"origin"]
             if origin and origin[0].lower() not in origins:
                 return Response("Forbidden: a form of another site\n", 403)
         elif not loopback and not held:
-            return Response("Forbidden: open the URL with the board's key\n", 403)
+            return _forbidden(keys, scope, "every page of this board needs its key")
         return None
 
     return check
@@ -195,11 +228,19 @@ def _trade(keys: Keys | None, scope: Scope, query: dict[str, str]) -> Response:
     """The key given in the URL, as a cookie, then the same URL without it."""
     given = query.pop("key")
     if keys is None or not hmac.compare_digest(given.encode(), keys.key.encode()):
-        return Response("Forbidden: not the board's key\n", 403)
+        return Response(f"Forbidden: not the board's key; {HOW}.\n", 403)
     target = scope["path"] + (f"?{urlencode(query)}" if query else "")
     response = Response(status_code=303, headers={"Location": target})
-    response.set_cookie(COOKIE, keys.key, httponly=True, samesite="strict", path="/")
+    response.set_cookie(keys.cookie, keys.value, httponly=True, samesite="strict", path="/")
     return response
+
+
+def _forbidden(keys: Keys | None, scope: Scope, why: str) -> Response:
+    """403 for a request without the key, saying where the key is; for a browser holding
+    an old one, saying so."""
+    if keys is not None and keys.stale(scope):
+        return Response(f"Forbidden: {STALE}\n", 403)
+    return Response(f"Forbidden: {why}; {HOW}.\n", 403)
 
 
 def markdown() -> Callable[[str], Markup]:
@@ -293,7 +334,9 @@ class Board:
         self, template: str, status_code: int = 200, request: Request | None = None, **values: Any
     ) -> HTMLResponse:
         act = self.acting(request) if request is not None else None
-        html = self.env.get_template(template).render(root=self.root, act=act, **values)
+        note = self.key_note(request) if request is not None else ""
+        html = self.env.get_template(template).render(root=self.root, act=act, key_note=note,
+                                                      **values)  # fmt: skip
         return HTMLResponse(html, status_code, headers={"Cache-Control": "no-store"})
 
     def acting(self, request: Request) -> Acting | None:
@@ -301,6 +344,12 @@ class Board:
         if self.actions is None or self.keys is None or not self.keys.held(request.scope):
             return None
         return Acting(self.actions, self.keys.csrf)
+
+    def key_note(self, request: Request) -> str:
+        """Why a page that would carry forms shows none: the browser's key is an old one."""
+        if self.actions is None or self.keys is None or not self.keys.stale(request.scope):
+            return ""
+        return STALE
 
     def chrome(self, board: cards.Board, now: float) -> dict[str, Any]:
         """What the header of every page shows: the daemon's state and the counts."""
@@ -314,29 +363,34 @@ class Board:
 
     # --- the open cards ----------------------------------------------------------------
 
-    def live(self, board: cards.Board, now: float, act: Acting | None = None) -> str:
-        """The part of `/` that updates itself: the header's facts and the three columns."""
+    def live(
+        self, board: cards.Board, now: float, act: Acting | None = None, key_note: str = ""
+    ) -> str:
+        """The part of `/` that updates itself: the header's facts and the three columns
+        (and why the forms went, when the board restarted with a new key under it)."""
         template = self.env.get_template("live.html")
         others, notes = self.others()
         return template.render(board=board, columns=views.columns(board), others=others,
-                               host_notes=notes, act=act, **self.chrome(board, now))  # fmt: skip
+                               host_notes=notes, act=act, key_note=key_note,
+                               **self.chrome(board, now))  # fmt: skip
 
-    def open_html(self, act: Acting | None = None) -> str:
+    def open_html(self, act: Acting | None = None, key_note: str = "") -> str:
         """The whole open page: one scan, one projection, one render."""
         board, now = self.project(include_green=False)
-        live = self.live(board, now, act)
+        live = self.live(board, now, act, key_note)
         template = self.env.get_template("open.html")
         return template.render(root=self.root, live=Markup(live), etag=_etag(live), act=act,
+                               key_note="",  # shown in the live part, which follows it
                                title=views.counts_title(board.counts()))  # fmt: skip
 
     def open_cards(self, request: Request) -> Response:
-        html = self.open_html(self.acting(request))
+        html = self.open_html(self.acting(request), self.key_note(request))
         return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
     def fragment(self, request: Request) -> Response:
         """The live part alone, or 304 when it has not changed since the page's copy."""
         board, now = self.project(include_green=False)
-        live = self.live(board, now, self.acting(request))
+        live = self.live(board, now, self.acting(request), self.key_note(request))
         tag = _etag(live)
         headers = {"ETag": tag, "Cache-Control": "no-store"}
         if tag in request.headers.get("if-none-match", ""):
@@ -363,14 +417,8 @@ class Board:
         name = request.path_params["card"]
         if not views.valid_name(name):
             raise HTTPException(404, "No such card.")
-        snapshot, now = self.scan()
-        # open cards are named first, so a name found among them is the same with history;
-        # only a card not open costs the projection with history
-        board = cards.project(snapshot, now, self.window_s)
-        if name not in board.by_card:
-            snapshot.load_history()
-            board = cards.project(snapshot, now, self.window_s, include_green=True)
-        card = board.by_card.get(name)
+        # open cards are named first, so a name found among them is the same with history
+        card, board, snapshot, now = self.find(name)
         if card is None:
             raise HTTPException(404, "No such card.")
         headers, body = read_file(card.path)
@@ -404,6 +452,10 @@ class Board:
             raise HTTPException(403, "This board takes no actions.")
         if not views.valid_name(name) or action not in self.actions.names:
             raise HTTPException(404, "No such action.")
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != FORM_TYPE:
+            raise HTTPException(415, f"The board's forms are sent as {FORM_TYPE}, not "
+                                f"{kind or 'without a Content-Type'}.")  # fmt: skip
         fields = await form_fields(request)
         if not self.keys.csrf_ok(fields.get("csrf", "")):
             raise HTTPException(403, "The form is stale or not this board's: reload the page.")
@@ -412,14 +464,40 @@ class Board:
         if result.ok:
             return Response(status_code=303, headers={"Location": views.card_url(name)})
         message = (result.err or result.out).strip()
+        card, moved = await run_in_threadpool(self.moved, name, action)
         if "text/plain" in request.headers.get("accept", ""):
-            return PlainTextResponse(message + "\n", 409)
-        return self.render("error.html", 409, code=409, message=message,
-                           back=views.card_url(name), title="409 — handoffd")  # fmt: skip
+            return PlainTextResponse("".join(f"{line}\n" for line in (message, moved) if line),
+                                     409)  # fmt: skip
+        back = views.card_url(name) if card is not None else "/"
+        return self.render("error.html", 409, code=409, message=message, moved=moved,
+                           back=back, title="409 — handoffd")  # fmt: skip
+
+    def moved(self, name: str, action: str) -> tuple[cards.Card | None, str]:
+        """The card as it is now, and what became of it when it no longer offers `action`
+        (a form shown before it moved: a card answered, finished or taken meanwhile)."""
+        card = self.find(name)[0]
+        if card is None:
+            return None, "No card of this name is in the queue now."
+        if any(form.action == action for form in self.actions.forms(card)):
+            return card, ""  # still offered: the refusal was about what the form said
+        return card, (
+            f"It is {views.BADGE[card.colour]} now ({views.since(card)}), and does not "
+            f"offer {action.capitalize()}."
+        )
+
+    def find(self, name: str) -> tuple[cards.Card | None, cards.Board, Snapshot, float]:
+        """The card called `name`, with the board and scan it was found in: the open cards
+        first, so only a card not open costs the projection with history."""
+        snapshot, now = self.scan()
+        board = cards.project(snapshot, now, self.window_s)
+        if name not in board.by_card:
+            snapshot.load_history()
+            board = cards.project(snapshot, now, self.window_s, include_green=True)
+        return board.by_card.get(name), board, snapshot, now
 
     async def error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return self.render("error.html", exc.status_code, code=exc.status_code, back="/",
+        return self.render("error.html", exc.status_code, request, code=exc.status_code, back="/",
                            message=exc.detail, title=f"{exc.status_code} — handoffd")  # fmt: skip
 
 
@@ -493,7 +571,7 @@ def create_app(
     it listens, the only names its requests may carry as `Host`.  With `actions` and a
     `key` a person holding the key acts through forms, unless not `writable`
     (`--read-only`); off `loopback` every request needs the key."""
-    keys = Keys(key) if key else None
+    keys = Keys(key, port, root) if key else None
     pages = Board(root, window_s, clock, all_hosts, actions if writable else None, keys)
     routes = [
         Route("/", pages.open_cards),

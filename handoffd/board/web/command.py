@@ -11,6 +11,7 @@ import ipaddress
 import os
 import secrets
 import socket
+import stat
 import sys
 
 import click
@@ -76,6 +77,12 @@ def _read_key(key_file: str) -> str:
     from handoffd import safeio
 
     try:
+        fd = safeio.open_regular(key_file)  # never a link, nor a FIFO
+        try:
+            mode = os.fstat(fd).st_mode
+        finally:
+            os.close(fd)
+        _private(key_file, mode)
         key = safeio.read_line(key_file, 256)
     except (OSError, ValueError) as error:
         raise click.ClickException(f"cannot read the key in {key_file}: {error}") from None
@@ -85,6 +92,18 @@ def _read_key(key_file: str) -> str:
             "have a new one made"
         )
     return key
+
+
+def _private(key_file: str, mode: int) -> None:
+    """Refuse a key file that another user may read or write: whoever reads the key acts
+    on the board, whoever writes it chooses the key."""
+    if mode & 0o077:
+        import shlex
+
+        raise click.ClickException(
+            f"{key_file} is open to other users (mode {stat.S_IMODE(mode):o}), and the "
+            f"board's key with it: chmod 600 {shlex.quote(key_file)}"
+        )
 
 
 @click.command("web")

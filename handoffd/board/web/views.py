@@ -76,8 +76,9 @@ def since(card: Card) -> str:
 
 
 def why(card: Card) -> str:
-    """The line that says why a card has its colour; empty where `since` says it all."""
-    if card.colour == colour.ORANGE and not card.claim:
+    """The line that says why a card has its colour; empty where `since` says it all (an
+    orange card waiting to be taken, unless it waits on another card: that one is named)."""
+    if card.colour == colour.ORANGE and not card.claim and not card.waiting_on:
         return ""
     return detail(card)
 
