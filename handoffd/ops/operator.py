@@ -46,8 +46,9 @@ def find(context: Context, card: str, history: bool = False) -> Card | None:
 
 
 def unknown(card: str, context: Context | None = None) -> Refusal:
-    """`UNKNOWN_CARD: <card>`; given the `context`, a second line says so when the card is
-    green (done, or put aside): the token is the contract's, the line what a person needs."""
+    """`UNKNOWN_CARD: <card>`; given the `context`, a second line says what the card is
+    when the board shows one that is no agent's open copy (done, put aside, refused or not
+    delivered yet): the token is the contract's, the line what a person needs next."""
     said = f"UNKNOWN_CARD: {_shown(card)}"
     found = find(context, card, history=True) if context is not None else None
     if found is not None and found.state == State.COMPLETED:
