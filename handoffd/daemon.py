@@ -400,16 +400,18 @@ class Daemon:
 
     def _wake_asked(self, roles: dict[str, Role]) -> None:
         """Type the lines commands asked for (`answer`, `reopen`: `H/wake`) the way of every
-        wake-up, once the pane is idle.  The file is untrusted: a line with a control
-        character is never typed."""
-        from handoffd.terminal import has_control
-
+        wake-up, once the pane is idle.  The file is untrusted: what is no one-line request
+        (`heartbeat.take_wake` says why) is never typed, and logged."""
         for name, role in roles.items():
-            text = heartbeat.take_wake(role.handoffs)
+            try:
+                text = heartbeat.take_wake(role.handoffs)
+            except heartbeat.NotARequest as refusal:
+                self.log.warning("wake_refused", role=name, error=str(refusal))
+                continue
             if text is None:
                 continue
-            if has_control(text) or not role.session:
-                self.log.warning("wake_refused", role=name, error="not a one-line request")
+            if not role.session:
+                self.log.warning("wake_refused", role=name, error="no tmux session in roles.tsv")
                 continue
             self.log.info("wake_asked", role=name)
             self.waker.wake([(name, role.session)], text)

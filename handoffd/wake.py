@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 TEXT = "You have new handoff mail. If idle, run ready_for_next.sh."
 REFUSED = "A handoff you sent was refused: see the .error file beside it in {failed}/"
+LABEL_LIMIT = 80  # characters of a name shown in a wake-up line (a draft's task: at most 80)
+# What a name in a wake-up line may keep: the line is typed into a pane, which may hold a
+# shell as well as an agent, so nothing a terminal obeys or a shell expands survives.
+LABEL_PUNCTUATION = frozenset(" -_.,:/@+=")
 SOCKET_FILE = os.path.join(SWARMFORGE, "tmux-socket")
 SOCKET_LIMIT = 4096  # bytes: one path (PATH_MAX); never read more of the socket file
 TMUX_TIMEOUT = 2.0  # seconds for one tmux call
@@ -41,20 +45,46 @@ SHOWN_AFTER = 0.2  # seconds a program gets to take the line and redraw before t
 WRAPPED_TAIL = 8  # characters of the text's end that, alone on the last row, are the text
 
 
+def label(name: str, limit: int = LABEL_LIMIT) -> str:
+    """`name` (a task from a header: untrusted) fit to be shown in a wake-up line: every
+    character but a letter, a digit and ` -_.,:/@+=` as `_` (an escape sequence, a line
+    break, a `$(…)` or a backquote typed into a pane is obeyed by what runs there), and
+    cut to `limit` characters, so the line stays one short line."""
+    kept = "".join(c if c.isalnum() or c in LABEL_PUNCTUATION else "_" for c in name.strip())
+    return kept if len(kept) <= limit else kept[: limit - 1] + "…"
+
+
+def check_line(text: str) -> None:
+    """Refuse (ValueError) a wake-up line that is not one line of text: a control
+    character, a line break or a lone surrogate in it is never typed."""
+    from handoffd.terminal import has_control
+
+    if not text or has_control(text):
+        raise ValueError("the wake-up line is empty or holds a control character: not typed")
+
+
 def send_keys(socket: str, session: str, text: str = TEXT, timeout: float = TMUX_TIMEOUT) -> None:
     """Type `text` into exactly `session`, then C-m and C-j at the older tool's cadence;
-    raises on any failure (and sends nothing more after one).
+    raises on any failure (and sends nothing more after one), and on a `text` that is not
+    one line of text (`check_line`) before anything is sent.
 
     `=name:` matches the session name exactly (a bare name is a prefix match, so
     `coder` would hit `coder-b`); `-l --` sends the text literally, even if it began
     with `-`.
     """
+    check_line(text)
     target = f"={session}:"
     _tmux(socket, timeout, "send-keys", "-t", target, "-l", "--", text)
     time.sleep(BEFORE_RETURN)
     _tmux(socket, timeout, "send-keys", "-t", target, "C-m")
     time.sleep(BEFORE_LINE_FEED)
     _tmux(socket, timeout, "send-keys", "-t", target, "C-j")
+
+
+def refusal(text: str) -> bool:
+    """Whether `text` is the line telling a sender its handoff was refused (the log's
+    `refused`): not the mail line, and not a line a command asked for (an answer's)."""
+    return text.startswith(REFUSED.partition("{")[0])
 
 
 def _tmux(socket: str, timeout: float, *args: str) -> None:
@@ -239,7 +269,7 @@ class Waker:
             queued = self._pending.pop(role, {})
         if self._closing.is_set() and not queued:  # dropped by close(): say so, once each
             for text in asked:
-                self.log.warning("wake_failed", role=role, refused=text != TEXT,
+                self.log.warning("wake_failed", role=role, refused=refusal(text),
                                  error="stopped before the pane went quiet")  # fmt: skip
         for text, where in queued.items():
             self._send(role, where, text, waited, forced)
@@ -310,7 +340,7 @@ class Waker:
                 self._failed(role, text, str(dead))
                 return
             self.panes.woken(role, time.time())
-            self.log.info("wake", role=role, session=session, refused=text != TEXT,
+            self.log.info("wake", role=role, session=session, refused=refusal(text),
                           submitted=submitted, forced=forced, waited=round(waited, 2))  # fmt: skip
 
     def _submitted(self, role: str, socket: str, session: str, text: str) -> bool:
@@ -334,7 +364,7 @@ class Waker:
         return False
 
     def _failed(self, role: str, text: str, error: str) -> None:
-        self.log.warning("wake_failed", role=role, error=error, refused=text != TEXT)
+        self.log.warning("wake_failed", role=role, error=error, refused=refusal(text))
         if self.on_failed is not None:
             self.on_failed(role, text)
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
+
+import pytest
 
 from handoffd import heartbeat
 from tests.conftest import HANG, Project
@@ -98,3 +101,93 @@ def test_the_idle_mark_is_the_mtime_of_h_idle_and_a_link_there_is_no_mark(tmp_pa
     at = heartbeat.idle_at(str(tmp_path))
     assert path == str(tmp_path / "idle") and not os.path.islink(path)
     assert at is not None and at >= before - 1 and target.read_text() == "idle\n"
+
+
+# --- H/wake: a line a command asks the daemon to type ---------------------------------------
+
+LINE = "An operator answered you on parse. Run ready_for_next.sh to see it."
+
+
+def wake_entries(folder: Path) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if "wake" in name)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("typed \x1b[2J then \x07", "empty, or a control character in it"),
+     ("two\nlines", "empty, or a control character in it"), ("", "empty, or a control "
+      "character in it"), ("x" * 600, "over 512 bytes"), ("lone \ud800", "not UTF-8")],
+)  # fmt: skip
+def test_a_request_the_daemon_would_not_type_is_refused_when_asked(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    """What `take_wake` would refuse is refused by `ask_wake` already, so the command that
+    asks can say so (the daemon's refusal is a log line nobody at the command sees)."""
+    with pytest.raises(heartbeat.NotARequest) as refused:
+        heartbeat.ask_wake(str(tmp_path), text)
+    assert str(refused.value) == f"{why}: not asked for"
+    assert wake_entries(tmp_path) == []
+
+
+def test_taking_a_request_tells_nothing_there_from_a_file_that_is_no_request(
+    tmp_path: Path,
+) -> None:
+    """None is "nothing waits"; an oversized, a FIFO or a controlled line is `NotARequest`
+    saying which (removed either way, never typed)."""
+    assert heartbeat.take_wake(str(tmp_path)) is None
+    heartbeat.ask_wake(str(tmp_path), LINE)
+    assert heartbeat.take_wake(str(tmp_path)) == LINE
+    assert heartbeat.take_wake(str(tmp_path)) is None  # taken once
+    control = "empty, or a control character in it"
+    for planted, why in [(b"x" * 513 + b"\n", "over 512 bytes"), (b"rm -rf ~\x1b[2K\n", control)]:
+        (tmp_path / "wake").write_bytes(planted)
+        with pytest.raises(heartbeat.NotARequest, match=re.escape(why)):
+            heartbeat.take_wake(str(tmp_path))
+        assert wake_entries(tmp_path) == []
+    os.mkfifo(tmp_path / "wake")
+    with pytest.raises(heartbeat.NotARequest, match="a FIFO, not a file"):
+        heartbeat.take_wake(str(tmp_path))
+    assert wake_entries(tmp_path) == []
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link", "empty folder"])
+def test_asking_over_a_planted_wake_file_replaces_it_never_following_it(
+    tmp_path: Path, planted: str
+) -> None:
+    handoffs, outside = tmp_path / "H", tmp_path / "outside"
+    handoffs.mkdir()
+    if planted == "fifo":
+        os.mkfifo(handoffs / "wake")
+    elif planted == "link":
+        (handoffs / "wake").symlink_to(outside)
+    else:
+        (handoffs / "wake").mkdir()
+    heartbeat.ask_wake(str(handoffs), LINE)
+    assert (handoffs / "wake").read_text() == LINE + "\n" and not outside.exists()
+    assert wake_entries(handoffs) == ["wake"]
+
+
+def test_asking_over_a_folder_with_something_in_it_says_remove_it_and_leaves_no_temp(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "wake" / "kept").mkdir(parents=True)
+    with pytest.raises(heartbeat.NotARequest) as refused:
+        heartbeat.ask_wake(str(tmp_path), LINE)
+    assert (
+        str(refused.value) == f"{tmp_path / 'wake'} is a folder, not a wake-up request: remove it"
+    )
+    assert wake_entries(tmp_path) == ["wake"] and os.listdir(tmp_path / "wake") == ["kept"]
+    # the daemon's side leaves it too, and says nothing at each of its passes: the request
+    # that meets it says where it is
+    assert heartbeat.take_wake(str(tmp_path)) is None
+    assert heartbeat.take_wake(str(tmp_path)) is None
+    assert os.listdir(tmp_path / "wake") == ["kept"]
+
+
+def test_a_rewrite_whose_rename_fails_leaves_no_temp(tmp_path: Path) -> None:
+    """The heartbeat's way of writing (`_stamp`): a folder that appears where the file goes
+    fails the rename, and the temp written for it is removed, not left for a sweep."""
+    (tmp_path / "heartbeat" / "kept").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError):
+        heartbeat.renew(str(tmp_path), "claude", "")
+    assert sorted(os.listdir(tmp_path)) == ["heartbeat"]

@@ -577,3 +577,75 @@ def test_an_unexpected_exception_in_a_tool_is_a_one_line_tool_error(
 def broken(context: Any) -> Any:
     """An operation with a bug in it (the test above)."""
     raise ValueError("a bug\nover two lines")
+
+
+# --- what the SDK cannot encode ------------------------------------------------------------
+
+
+def wire(project: Project, role: str, *lines: str) -> list[dict[str, Any]]:
+    """The server's replies to raw JSON-RPC `lines` (what a client that escapes a lone
+    surrogate as `\\ud800`, as JSON allows, sends), each awaited at most HANG seconds."""
+    import select
+    import subprocess
+
+    from tests.conftest import BIN, helper_env
+
+    server = subprocess.Popen(
+        [str(Path(BIN) / "handoffd"), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, env=helper_env(role), cwd=project.worktrees[role],
+    )  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None
+    replies = []
+    try:
+        for line in lines:
+            server.stdin.write(line.encode() + b"\n")
+            server.stdin.flush()
+            if '"id"' not in line:  # a notification: no reply
+                continue
+            ready, _, _ = select.select([server.stdout], [], [], HANG)
+            assert ready, f"no reply within {HANG}s to {line}"
+            replies.append(json.loads(server.stdout.readline()))
+    finally:
+        server.kill()
+        server.wait(HANG)
+    return replies
+
+
+INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "raw", "version": "1"}}})  # fmt: skip
+INITIALIZED = '{"jsonrpc": "2.0", "method": "notifications/initialized"}'
+
+
+def test_a_lone_surrogate_in_a_tools_argument_is_answered_with_the_commands_refusal(
+    project: Project,
+) -> None:
+    """Valid JSON (`"\\ud800"`) that the SDK's own parser refuses, and would drop without a
+    reply (the client waiting for ever), is answered: the tool's refusal; the server goes on."""
+    project.put("coder", TAKEN, box="inbox/in_process", id=TAKEN[3:-17], task="t-1")
+    card = f"{TAKEN[3:-17]}@coder"
+    arguments = {"name": "answer", "arguments": {"card": card, "text": "lone HERE surrogate"}}
+    request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": arguments}
+    call = json.dumps(request).replace("HERE", "\\ud800")  # JSON's escape of U+D800
+    again = call.replace('"id": 2', '"id": 3').replace("\\ud800", "ok")
+    _, refused, answered = wire(project, "QA", INITIALIZE, INITIALIZED, call, again)
+    assert refused["id"] == 2 and refused["result"]["isError"] is True
+    assert refused["result"]["content"][0]["text"] == (
+        "INVALID_ANSWER: 'text' is not UTF-8 (it holds a lone surrogate \\ud800); give it as "
+        "UTF-8 text\n"
+    )
+    assert answered["id"] == 3 and answered["result"]["isError"] is False
+
+
+def test_a_result_holding_a_name_that_is_not_utf8_is_sent_with_it_escaped() -> None:
+    """A file name that is not UTF-8 (`os` gives it as a lone surrogate) in a tool's text
+    or structure: the SDK cannot encode it, and a reply it cannot encode is never sent."""
+    from handoffd.adapters import mcp
+    from handoffd.ops.table import TOOLS
+    from handoffd.outcome import Result
+
+    name = os.fsdecode(b"50_\xff.handoff")
+    outcome = Result(0, f"TASK: /h/{name}\n", data=[{"path": f"/h/{name}"}])
+    sent = json.loads(mcp.result(TOOLS["status"], outcome).model_dump_json(by_alias=True))
+    assert sent["content"][0]["text"] == "TASK: /h/50_\\udcff.handoff\n"
+    assert sent["structuredContent"] == {"items": [{"path": "/h/50_\\udcff.handoff"}]}

@@ -15,7 +15,7 @@ import pytest
 from handoffd import heartbeat, reports
 from handoffd.lifecycle import Lock
 from tests.conftest import Project, Result
-from tests.daemon_support import Tmux, open_daemon, tmux_server, use_socket
+from tests.daemon_support import Tmux, events, open_daemon, tmux_server, use_socket
 from tests.mcp_support import agent, texts
 from tests.test_board_commands import ID1, ID2, headers, name, put, run, stored
 
@@ -90,7 +90,12 @@ def test_with_a_daemon_running_the_answer_is_typed_by_it_once_the_pane_is_idle(
     assert not (project.handoffs("coder") / "wake").exists()
 
 
-@pytest.mark.parametrize("planted", ["control", "fifo", "link", "folder", "oversized"])
+PLANTED = {"control": "empty, or a control character in it", "fifo": "a FIFO, not a file",
+           "link": "a symbolic link, not a file", "folder": "a directory, not a file",
+           "oversized": "over 512 bytes"}  # fmt: skip
+
+
+@pytest.mark.parametrize("planted", list(PLANTED))
 def test_a_planted_wake_request_is_never_typed(
     project: Project, tmp_path: Path, planted: str
 ) -> None:
@@ -119,6 +124,8 @@ def test_a_planted_wake_request_is_never_typed(
     assert not os.path.lexists(wake_file)
     if planted == "link":
         assert (tmp_path / "outside").read_text() == "echo pwned\n"
+    [refused] = events(project, "wake_refused")  # each said, an oversized one too
+    assert refused["role"] == "coder" and refused["error"] == PLANTED[planted]
 
 
 def test_a_folder_planted_as_the_wake_request_never_blocks_the_requests_after_it(
@@ -183,6 +190,94 @@ def test_an_answer_on_a_card_not_blocked_keeps_it_as_it_is(project: Project) -> 
     assert done.code == 0 and "UNBLOCKED" not in done.out
     assert (project.box("coder", "inbox/new") / name(ID1)).read_bytes() == before
     assert stored(project, ID1)[0].question == ""
+
+
+HOSTILE_TASK = "evil\x1b[2J\x1b]0;t\x07 clear $(touch pwned) `id`"
+SAFE_TASK = "evil__2J__0_t_ clear __touch pwned_ _id_"
+
+
+def test_a_task_header_with_control_characters_wakes_the_role_with_a_line_made_safe(
+    project: Project, tmux: Tmux
+) -> None:
+    """A hand-made copy's `task` is untrusted, and the line is typed into a pane that may
+    hold a shell: an escape sequence, a BEL, a `$(…)` or a backquote never reach it."""
+    put(project, ID1, task=HOSTILE_TASK, blocked_reason=QUESTION)
+    use_socket(project, tmux.socket)
+    tmux.session("coder")
+    done = operator(project, "answer", CARD, REPLY)
+    assert (done.code, done.err) == (0, "")
+    assert tmux.typed("coder", WOKEN.replace("parse", SAFE_TASK)) == 1
+    assert "\x1b" not in tmux.capture("coder")
+
+
+def test_with_a_daemon_running_a_long_hostile_task_is_asked_for_and_typed_made_safe(
+    project: Project,
+) -> None:
+    """However long the task header, the request fits `H/wake` (over 512 bytes the daemon
+    would take it for a planted file and type nothing)."""
+    put(project, ID1, task=HOSTILE_TASK + "é" * 600, blocked_reason=QUESTION)
+    daemon = open_daemon(project)
+    lock = Lock(str(project.root))
+    lock.acquire()
+    try:
+        done = operator(project, "answer", CARD, REPLY)
+        asked = (project.handoffs("coder") / "wake").read_bytes()
+        daemon.step(time.time() + 60)
+    finally:
+        lock.release()
+        daemon.close()
+    assert (done.code, done.err) == (0, "")
+    line = WOKEN.replace("parse", SAFE_TASK + "é" * (79 - len(SAFE_TASK)) + "…")
+    assert asked == line.encode() + b"\n" and len(asked) <= heartbeat.WAKE_LIMIT
+    assert daemon.waker.texts == [("coder", line)]  # type: ignore[attr-defined]
+    assert events(project, "wake_refused") == []
+
+
+def test_with_a_daemon_running_a_request_that_cannot_be_left_is_wake_failed_and_leaves_no_temp(
+    project: Project,
+) -> None:
+    """A folder with something in it at `H/wake` (nothing removes a person's files): the
+    command says where and what to do, and leaves no temp file of its own behind."""
+    blocked_in_process(project)
+    handoffs = project.handoffs("coder")
+    (handoffs / "wake" / "inside").mkdir(parents=True)
+    daemon = open_daemon(project)
+    lock = Lock(str(project.root))
+    lock.acquire()
+    try:
+        done = operator(project, "answer", CARD, REPLY)
+    finally:
+        lock.release()
+        daemon.close()
+    assert done.code == 0 and done.out.startswith("ANSWERED: ")
+    said = f"{handoffs / 'wake'} is a folder, not a wake-up request: remove it"
+    assert done.err == f"WAKE_FAILED: coder: {said} (the change is made; tell the agent yourself)\n"
+    assert sorted(p.name for p in handoffs.iterdir() if "wake" in p.name) == ["wake"]
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link", "empty folder"])
+def test_with_a_daemon_running_a_planted_wake_file_never_stops_the_answers_request(
+    project: Project, tmp_path: Path, planted: str
+) -> None:
+    blocked_in_process(project)
+    wake_file = project.handoffs("coder") / "wake"
+    if planted == "fifo":
+        os.mkfifo(wake_file)
+    elif planted == "link":
+        wake_file.symlink_to(tmp_path / "outside")
+    else:
+        wake_file.mkdir()
+    daemon = open_daemon(project)
+    lock = Lock(str(project.root))
+    lock.acquire()
+    try:
+        done = operator(project, "answer", CARD, REPLY)
+    finally:
+        lock.release()
+        daemon.close()
+    assert (done.code, done.err) == (0, "")
+    assert wake_file.read_bytes() == WOKEN.encode() + b"\n" and not wake_file.is_symlink()
+    assert not (tmp_path / "outside").exists()
 
 
 def test_a_failed_wake_up_is_one_line_on_stderr_and_the_answer_stands(project: Project) -> None:
@@ -263,6 +358,51 @@ def test_answer_refuses_an_empty_or_oversized_text_and_stores_nothing(
     done = operator(project, "answer", CARD, *args, stdin=stdin)
     assert (done.code, done.err) == (2, said + "\n")
     assert headers(path)["blocked_reason"] == QUESTION and stored(project, ID1) == []
+
+
+NOT_UTF8 = os.fsdecode(b"ok \xc3")  # as Python hands a command line's bytes on
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "said"),
+    [((NOT_UTF8,), b"", "INVALID_ANSWER: TEXT is not UTF-8 (it holds the byte 0xc3)"),
+     (("--file", "-"), b"ok \xff\n", "INVALID_ANSWER: the text is not UTF-8 (it holds the byte "
+      "0xff)"),
+     (("ok", "--by", NOT_UTF8), b"", "INVALID_ARGUMENTS: --by is not UTF-8 (it holds the byte "
+      "0xc3)")],
+)  # fmt: skip
+def test_answer_refuses_text_that_is_not_utf8_and_stores_nothing(
+    project: Project, args: tuple[str, ...], stdin: bytes, said: str
+) -> None:
+    """Never a traceback, never U+FFFD stored in place of what the person typed."""
+    path = blocked_in_process(project)
+    done = operator(project, "answer", CARD, *args, stdin=stdin)
+    assert (done.code, done.out, done.err) == (2, "", said + "; give it as UTF-8 text\n")
+    assert headers(path)["blocked_reason"] == QUESTION and stored(project, ID1) == []
+
+
+def test_dismiss_refuses_a_reason_that_is_not_utf8_saying_so(project: Project) -> None:
+    card, path = refused_original(project)
+    done = operator(project, "dismiss", card, "--reason", NOT_UTF8)
+    assert (done.code, done.err) == (2, "INVALID_REASON: --reason is not UTF-8 (it holds the "
+                                        "byte 0xc3); give it as UTF-8 text\n")  # fmt: skip
+    assert path.exists()
+
+
+@pytest.mark.parametrize("kind", ["missing", "fifo"])
+def test_answer_refuses_a_file_it_cannot_read_as_an_answer_refusal(
+    project: Project, tmp_path: Path, kind: str
+) -> None:
+    """docs/protocol.md §13: every refusal of `answer` is exit 2, and says `INVALID_ANSWER`."""
+    blocked_in_process(project)
+    given = tmp_path / "answer.md"
+    if kind == "fifo":
+        os.mkfifo(given)
+    done = operator(project, "answer", CARD, "--file", str(given))
+    why = "cannot read {}: No such file or directory" if kind == "missing" else (
+        "{}: a FIFO, not a file; give '-' to pipe a text")  # fmt: skip
+    assert (done.code, done.err) == (2, f"INVALID_ANSWER: {why.format(given)}\n")
+    assert stored(project, ID1) == []
 
 
 def test_an_answer_of_exactly_16_kib_is_taken(project: Project) -> None:

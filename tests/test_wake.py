@@ -16,7 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from handoffd.wake import REFUSED, RENOTIFY_CAP, TEXT, Renotifier, Unanswered, Waker
+from handoffd.wake import (
+    REFUSED,
+    RENOTIFY_CAP,
+    TEXT,
+    Renotifier,
+    Unanswered,
+    Waker,
+    label,
+    send_keys,
+)
 from tests.conftest import HANG, HOSTILE, SAID, Project, plant, wait_for
 from tests.daemon_support import (
     HANDOFFD,
@@ -344,6 +353,48 @@ def test_the_refusal_line_is_typed_into_the_senders_session(project: Project, tm
     [woke] = events(project, "wake")
     assert woke["role"] == "coder" and woke["refused"] is True
     daemon.close()
+
+
+def test_the_log_says_refused_only_of_the_line_that_tells_a_sender(
+    project: Project, tmux: Tmux
+) -> None:
+    """`refused: true` marks the refusal line alone, never a line a command asked for (an
+    answer's, which the daemon takes from `H/wake`) nor the mail line."""
+    sessions(tmux, project, "coder")
+    daemon = open_daemon(project, record=False)
+    asked = "An operator answered you on parse. Run ready_for_next.sh to see it."
+    for text in (asked, TEXT, REFUSED.format(failed="/x/failed")):
+        daemon.waker.wake([("coder", "coder")], text)
+        assert daemon.waker.drain(10)
+    daemon.close()
+    assert [e["refused"] for e in events(project, "wake")] == [False, False, True]
+
+
+# --- the line typed is text, never keys -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [("task-1-cave-setup", "task-1-cave-setup"), ("évolution du parseur", "évolution du parseur"),
+     ("evil\x1b[2J\x1b]0;t\x07 clear", "evil__2J__0_t_ clear"), ("a\nb\rc\u202ed", "a_b_c_d"),
+     ("$(rm -rf ~); `id` | x > y", "__rm -rf ___ _id_ _ x _ y"), ("x" * 81, "x" * 79 + "…"),
+     ("x" * 80, "x" * 80)],
+)  # fmt: skip
+def test_a_name_shown_in_a_wake_up_line_keeps_nothing_a_terminal_or_a_shell_obeys(
+    name: str, shown: str
+) -> None:
+    assert label(name) == shown
+
+
+@pytest.mark.parametrize("text", ["clear\x1b[2J", "two\nlines", "bell\x07", ""])
+def test_send_keys_types_nothing_of_a_line_that_is_not_one_line_of_text(
+    tmux: Tmux, text: str
+) -> None:
+    tmux.session("coder")
+    before = tmux.capture("coder")
+    with pytest.raises(ValueError, match="not typed"):
+        send_keys(tmux.socket, "coder", text)
+    assert tmux.capture("coder") == before
 
 
 # --- the wake-up thread survives anything --------------------------------------------------

@@ -228,6 +228,34 @@ def test_a_refused_action_is_409_with_the_commands_message_and_changes_nothing(
     assert web_log(project)[-1]["result"] == message
 
 
+@pytest.mark.parametrize(("action", "field"), [("answer", "text"), ("block", "reason")])
+def test_a_field_that_is_not_utf8_is_refused_as_the_command_refuses_it(
+    project: Project, action: str, field: str
+) -> None:
+    """Bytes that are not UTF-8 in a form are the command's refusal (409), never stored
+    with U+FFFD in their place, never a 500."""
+    card = colourful(project)["red"]
+    before = snapshot(project.root / ".swarmforge" / "handoffs")
+    done = keyed(project).post(
+        f"/card/{card}/{action}", content=f"csrf={CSRF}&{field}=ok%C3".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded", "Accept": "text/plain"},
+    )  # fmt: skip
+    token = "INVALID_ANSWER: the text" if action == "answer" else "INVALID_REASON: --reason"
+    assert (done.status_code, done.text) == (
+        409, f"{token} is not UTF-8 (it holds the byte 0xc3); give it as UTF-8 text\n",
+    )  # fmt: skip
+    assert snapshot(project.root / ".swarmforge" / "handoffs") == before
+
+
+def test_a_csrf_token_that_is_not_utf8_is_403_like_any_wrong_one(project: Project) -> None:
+    card = colourful(project)["red"]
+    done = keyed(project).post(
+        f"/card/{card}/answer", content=f"csrf={CSRF[:-2]}%C3&text=ok".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )  # fmt: skip
+    assert done.status_code == 403
+
+
 @pytest.mark.parametrize(
     ("action", "said"),
     [("block", "INVALID_REASON: a blocked reason is one line of 1 to 200 characters."),

@@ -29,7 +29,7 @@ from handoffd.ops import spec
 from handoffd.ops.context import config_refusal, resolve_context
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import TOOLS
-from handoffd.outcome import Exit, Result, refused
+from handoffd.outcome import Exit, Refusal, Result, refused
 
 INSTRUCTIONS = """\
 handoffd's queue for your role (the same files and rules as the *.sh helpers).
@@ -136,6 +136,10 @@ def unexpected(name: str, error: Exception) -> str:
 def run(op: Op, root: str, args: dict[str, Any]) -> Result:
     """The operation the tool stands for, run as its command runs it."""
     values = dict(args)
+    try:
+        spec.not_text(op.arguments("tool"), values, tool=True)
+    except Refusal as refusal:
+        return refusal.result()
     who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
     try:
         context = resolve_context(root, **who, needs_role=op.needs == "role", card=values.get("id"))
@@ -149,8 +153,8 @@ def run(op: Op, root: str, args: dict[str, Any]) -> Result:
 
 def result(op: Op, outcome: Result) -> types.CallToolResult:
     """The result as a tool result: stdout, then stderr, each one text block."""
-    texts = [text for text in (outcome.out, outcome.err) if text] or [""]
-    data = outcome.data
+    texts = [sendable(text) for text in (outcome.out, outcome.err) if text] or [""]
+    data = sendable(outcome.data)
     structured = {"items": data} if isinstance(data, list) else data
     return types.CallToolResult(
         content=[types.TextContent(text=text) for text in texts],
@@ -158,6 +162,83 @@ def result(op: Op, outcome: Result) -> types.CallToolResult:
         is_error=not outcome.ok,
         _meta={"exit_code": outcome.code},
     )
+
+
+def sendable(value: Any) -> Any:
+    """`value` with every lone surrogate (a file name that is not UTF-8, as `os` decodes
+    it) spelled as its escape `\\udcc3`: the SDK cannot encode one, and a reply it cannot
+    encode is never sent at all, so the client would wait for it for ever."""
+    if isinstance(value, str):
+        if value.isprintable() or value.isascii():  # nearly always
+            return value
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {sendable(key): sendable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [sendable(item) for item in value]
+    return value
+
+
+# --- the wire ---------------------------------------------------------------------------------
+
+
+class Reparsed:
+    """The SDK's stream of incoming messages, with the lines its JSON parser refuses read
+    again by Python's.  A JSON string may spell a lone surrogate (`"\\ud800"`): valid JSON
+    to Python, invalid to the SDK, which then drops the line without a word, so the
+    client waits for ever for its reply.  Read again, the call reaches its tool, and the
+    operation refuses the text (`spec.not_text`) with the command's message."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @property
+    def last_context(self) -> Any:  # the sender's context, which the SDK reads back
+        return getattr(self.inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        return reparsed(await self.inner.receive())
+
+    def __aiter__(self) -> Reparsed:
+        return self
+
+    async def __anext__(self) -> Any:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> Reparsed:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def reparsed(item: Any) -> Any:
+    """A line the SDK refused as invalid JSON, as the message Python's parser reads in it;
+    anything else (a message, or a line no parser reads) as it came."""
+    import json
+
+    from mcp.shared.message import SessionMessage
+    from pydantic import ValidationError
+
+    if not isinstance(item, ValidationError):
+        return item
+    errors = item.errors()
+    line = errors[0]["input"] if errors and errors[0]["type"] == "json_invalid" else None
+    if not isinstance(line, str | bytes):
+        return item
+    try:
+        message = json.loads(line)
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(message, by_name=False))
+    except (ValueError, ValidationError):  # not JSON to Python either: the SDK's own way
+        return item
 
 
 def server(root: str) -> Server[Any]:
@@ -190,6 +271,6 @@ def serve(root: str) -> None:
 
     async def main() -> None:
         async with stdio_server() as (read, write):
-            await app.run(read, write, app.create_initialization_options())
+            await app.run(Reparsed(read), write, app.create_initialization_options())
 
     anyio.run(main)

@@ -54,10 +54,17 @@ def read_text(source: str, param: Param) -> str | Result:
     except safeio.TooLarge:
         return _over(param)
     except safeio.Refused as refusal:
-        return refused(f"REPORT_FILE_INVALID: {refusal}")
+        return refused(f"{_token(param, 'REPORT_FILE_INVALID')}: {refusal}")
     except OSError as error:
-        return refused(f"Cannot read report file: {source}: {error.strerror}", Exit.FAILED)
+        if param.token == spec.INVALID_ARGUMENTS:  # a report's file, as it always was
+            return refused(f"Cannot read report file: {source}: {error.strerror}", Exit.FAILED)
+        return refused(f"{param.token}: cannot read {source}: {error.strerror}")  # an answer's
     return _decoded(data, param)
+
+
+def _token(param: Param, default: str) -> str:
+    """The refusal's token for `param`'s file: its own (INVALID_ANSWER), else `default`."""
+    return default if param.token == spec.INVALID_ARGUMENTS else param.token
 
 
 def read_inside(source: str, worktree: str, param: Param) -> str | Result:
@@ -77,11 +84,17 @@ def read_inside(source: str, worktree: str, param: Param) -> str | Result:
         return refused(OUTSIDE)
     except OSError as error:
         return refused(f"Cannot read report file: {source}: {error.strerror}", Exit.FAILED)
-    return data.decode("utf-8", "replace")
+    return _text(data)
 
 
 def _decoded(data: bytes, param: Param) -> str | Result:
-    return _over(param) if len(data) > param.limit else data.decode("utf-8", "replace")
+    return _over(param) if len(data) > param.limit else _text(data)
+
+
+def _text(data: bytes) -> str:
+    """A file's text, its bytes kept: one that is not UTF-8 is refused by the operation
+    (`spec.not_text`), never stored with U+FFFD in place of what it held."""
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _over(param: Param) -> Result:

@@ -111,7 +111,10 @@ class Actions:
             if given == "" and not (param.required or param.kind == spec.TEXT):
                 given = None  # an optional box left empty: not given, as on the command line
             if param.name in FIELDS and given is not None:
-                if param.kind == spec.TEXT and len(given.encode()) > param.limit:
+                if (
+                    param.kind == spec.TEXT
+                    and len(given.encode("utf-8", "surrogatepass")) > param.limit
+                ):
                     return refused(param.over.format(limit=param.limit))
                 values[param.name] = given
         try:

@@ -109,12 +109,19 @@ def answer(
         role, card, found.entry.name, text, who, time.time() if now is None else now
     )
     live.after_step(role, force=True)  # its Open Questions show the question answered
-    label = found.headers.get("task") or found.id
-    return Result(Exit.OK, out, note + wake_role(context.root, role, ANSWERED.format(label)))
+    return Result(Exit.OK, out, note + wake_role(context.root, role, answered(found)))
+
+
+def answered(found: Card) -> str:
+    """The line that wakes the role: the card's task (or id) shown safely, since a task
+    header is untrusted and the line is typed into a pane (`wake.label`)."""
+    from handoffd import wake
+
+    return ANSWERED.format(wake.label(found.headers.get("task") or found.id))
 
 
 def _check_answer(text: str) -> None:
-    size = len(text.encode("utf-8", "surrogateescape"))
+    size = len(text.encode("utf-8"))  # UTF-8 already (`spec.not_text`), as it is stored
     if not text.strip():
         raise Refusal(Exit.REFUSED, "INVALID_ANSWER: the answer is empty; give its text")
     if size > ANSWER_LIMIT:

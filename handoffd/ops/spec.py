@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 STR, INT, FLOAT, FLAG, CHOICE, NAMES, TEXT, DRAFT = (
     "str", "int", "float", "flag", "choice", "names", "text", "draft",
 )  # fmt: skip
+INVALID_ARGUMENTS = "INVALID_ARGUMENTS"  # the refusal of a value that is no text, by default
 
 
 class Param:
@@ -29,7 +30,7 @@ class Param:
 
     __slots__ = (
         "choices", "cli", "default", "flag", "help", "kind", "limit", "metavar", "minimum",
-        "name", "open_minimum", "over", "positional", "required", "schema", "tool",
+        "name", "open_minimum", "over", "positional", "required", "schema", "token", "tool",
     )  # fmt: skip
 
     def __init__(
@@ -51,6 +52,7 @@ class Param:
         cli: bool = True,
         tool: bool = True,
         schema: dict[str, Any] | None = None,
+        token: str = INVALID_ARGUMENTS,
     ) -> None:
         self.name = name
         self.kind = kind
@@ -68,11 +70,19 @@ class Param:
         self.cli = cli  # on the command line
         self.tool = tool  # an argument of the MCP tool
         self.schema = schema  # the tool's JSON schema of it, where the kind's is not right
+        self.token = token  # the refusal's token when its value is no text (not UTF-8)
 
     @property
     def option(self) -> str:
         """The long option of the command line: `--max-lines` for `max_lines`."""
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def shown(self) -> str:
+        """How a refusal names it: `--reason`, `CARD`, `the text` (a file's or a tool's)."""
+        if self.kind == TEXT:
+            return "the text"
+        return (self.metavar or self.name).strip("[]") if self.positional else self.option
 
     def __repr__(self) -> str:
         return f"Param({self.name!r}, {self.kind})"
@@ -150,6 +160,7 @@ class Op:
         from handoffd.outcome import Exit, Refusal, Result
 
         try:
+            not_text(self.params, values)
             return self.function()(context, **values)
         except Refusal as refusal:
             return refusal.result()
@@ -160,3 +171,44 @@ class Op:
 
     def __repr__(self) -> str:
         return f"Op({self.name!r})"
+
+
+# --- what every text a parameter holds must be -----------------------------------------------
+
+
+def not_text(params: tuple[Param, ...], values: dict[str, Any], tool: bool = False) -> None:
+    """Refuse a value that is not UTF-8 text, whichever adapter it came through: a command
+    line's argument or file with bytes that are not UTF-8 (Python keeps them as lone
+    surrogates, `surrogateescape`), a tool's JSON string with a lone `\\ud800`.  Nothing
+    below could store, print or send it (the encoder raises), so it never gets there.
+    A tool's arguments are named as the tool names them (`tool`)."""
+    from handoffd.outcome import Exit, Refusal
+
+    named = {param.name: param for param in params}
+    for name, value in values.items():
+        param = named.get(name)  # not one: what an adapter made (a draft's path, a callback)
+        bad = None if param is None else _first_surrogate(value)
+        if param is None or bad is None:
+            continue
+        shown = f"'{name}'" if tool else param.shown
+        raise Refusal(Exit.REFUSED, f"{param.token}: {shown} is not UTF-8 ({_which(bad)}); "
+                      "give it as UTF-8 text")  # fmt: skip
+
+
+def _first_surrogate(value: object) -> str | None:
+    """The first lone surrogate in a text, or in a list of texts (None: none)."""
+    if isinstance(value, str):
+        if value.isprintable() or value.isascii():  # nearly always: nothing to look for
+            return None
+        return next((char for char in value if "\ud800" <= char <= "\udfff"), None)
+    if isinstance(value, list | tuple):
+        return next((bad for item in value if (bad := _first_surrogate(item))), None)
+    return None
+
+
+def _which(char: str) -> str:
+    """What a person can look for: the byte a command line or a file held, or the escape."""
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, as `surrogateescape` keeps it
+        return f"it holds the byte 0x{code - 0xDC00:02x}"
+    return f"it holds a lone surrogate \\u{code:04x}"

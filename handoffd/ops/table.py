@@ -24,6 +24,7 @@ ID = Param("id", STR, "A handoff id (its `id` header, or its card). Default: the
 JSON = Param("json", FLAG, "The command's --json output as the text.", default=False)
 WINDOW = Param("window", FLOAT, "A claim is live while its heartbeat is younger than this.",
                default=60.0, minimum=0, open_minimum=True, metavar="MINUTES")  # fmt: skip
+INVALID_REASON = "INVALID_REASON"  # a reason's refusal (the other texts': INVALID_ARGUMENTS)
 REPORT_LIMIT = 64 * 1024
 REPORT_TOO_LARGE = "REPORT_TOO_LARGE: more than {limit} bytes; at most {limit}"
 
@@ -91,7 +92,8 @@ CARD = Param("card", STR, "The card, <id>@<role>, as the board names it.", posit
              required=True, metavar="CARD")  # fmt: skip
 BY = Param("by", STR, "Who acts (default: $USER, else operator).")
 ANSWER_LIMIT = 16 * 1024
-ANSWER_TOO_LARGE = "INVALID_ANSWER: more than {limit} bytes; at most {limit}"
+INVALID_ANSWER = "INVALID_ANSWER"
+ANSWER_TOO_LARGE = INVALID_ANSWER + ": more than {limit} bytes; at most {limit}"
 
 QUEUE = "handoffd.ops.queue:"
 CLAIMS = "handoffd.ops.claims:"
@@ -147,7 +149,7 @@ OPS = (
     Op("block", CLAIMS + "block",
        "Set blocked_reason on the role's copy of ID (default: the work in process).",
        (ID, Param("reason", STR, "Why it is blocked: one line, 1 to 200 characters.",
-                  required=True), *WHO, ROOT),
+                  required=True, token=INVALID_REASON), *WHO, ROOT),
        about="Mark your work in process (or the handoff id in your inbox) blocked, with the "
        "reason the operator sees in red on the board. Undo with unblock.",
        form="block", offer=("open",)),
@@ -164,7 +166,8 @@ OPS = (
               choices=("RUNNING", "BLOCKED", "DONE"), required=True),
         Param("text", TEXT, "The report, Markdown (at most 64 KiB).", limit=REPORT_LIMIT,
               over=REPORT_TOO_LARGE, default=""),
-        Param("reason", STR, "For BLOCKED (default: the report's first 'Blockers:' line)."),
+        Param("reason", STR, "For BLOCKED (default: the report's first 'Blockers:' line).",
+              token=INVALID_REASON),
         *WHO, ROOT),
        about="Report on your work in Markdown. RUNNING: progress (takes work first if you hold "
        "none); BLOCKED: sets the blocked reason (reason, else the report's first 'Blockers:' "
@@ -225,13 +228,13 @@ OPS = (
        "Answer an agent on an open card: stored with its reports, its block lifted, it is woken.",
        (CARD,
         Param("said", STR, "The answer, inline (or give --file).", positional=True,
-              metavar="[TEXT]", tool=False),
+              metavar="[TEXT]", tool=False, token=INVALID_ANSWER),
         Param("text", TEXT, "The answer, Markdown (1 byte to 16 KiB).", limit=ANSWER_LIMIT,
-              over=ANSWER_TOO_LARGE, default=""),
+              over=ANSWER_TOO_LARGE, default="", token=INVALID_ANSWER),
         BY, ROOT),
        needs="project", form="answer", offer=("red",),
        tool_params=(CARD, Param("text", STR, "The answer, Markdown (1 byte to 16 KiB).",
-                                required=True), BY),
+                                required=True, token=INVALID_ANSWER), BY),
        about="Answer another agent's open card (as `handoffd answer`): the text is stored as "
        "an ANSWER report on it, its blocked reason is removed, and its role is woken to read "
        "the answer in its TASK block. Prints ANSWERED: <report path>."),
@@ -243,11 +246,13 @@ OPS = (
        (CARD, ROOT), needs="project", tool=False, form="retry", offer=("failed",)),
     Op("dismiss", OPERATOR + "dismiss",
        "Put a refused original aside in failed/dismissed/: a green card, off the open board.",
-       (CARD, Param("reason", STR, "Why (default: dismissed)."), BY, ROOT),
+       (CARD, Param("reason", STR, "Why (default: dismissed).", token=INVALID_REASON), BY,
+        ROOT),
        needs="project", tool=False, form="dismiss", offer=("failed",)),
     Op("reopen", OPERATOR + "reopen",
        "Move a completed copy back into its role's new/ (orange until taken); wake the role.",
-       (CARD, Param("reason", STR, "Why it is reopened (kept as reopened_reason)."), ROOT),
+       (CARD, Param("reason", STR, "Why it is reopened (kept as reopened_reason).",
+                    token=INVALID_REASON), ROOT),
        needs="project", tool=False, form="reopen", offer=("completed",)),
 )  # fmt: skip
 

@@ -173,7 +173,7 @@ class Keys:
         return bool(self._values(scope)) and not self.held(scope)
 
     def csrf_ok(self, token: str) -> bool:
-        return hmac.compare_digest(token.encode(), self.csrf.encode())
+        return hmac.compare_digest(token.encode(errors="surrogatepass"), self.csrf.encode())
 
     def _values(self, scope: Scope) -> list[str]:
         return [value for name, value in cookies(scope) if name == self.cookie]
@@ -520,7 +520,10 @@ async def form_fields(request: Request) -> dict[str, str]:
         if len(body) > FORM_LIMIT:
             raise HTTPException(413, "The form is too large.")
     fields: dict[str, str] = {}
-    for key, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+    # bytes that are not UTF-8 are kept (as lone surrogates) for the action to refuse with
+    # the command's message, never turned into U+FFFD and stored
+    text = body.decode("utf-8", "surrogateescape")
+    for key, value in parse_qsl(text, keep_blank_values=True, errors="surrogateescape"):
         fields.setdefault(key, value)
     return fields
 
