@@ -420,18 +420,6 @@ class Inbox:
             self._changed(work.path)
         return targets
 
-    def completed_named(self, ident: str) -> str | None:
-        """The completed copy `ident` names (in `completed/` or a completed batch folder;
-        names only, no file opened), or None."""
-        for entry in hf.visible(self.completed):
-            if hf.is_item_entry(entry) and names_match(entry.name, ident):
-                return entry.path
-            if entry.name.startswith("batch_") and entry.is_dir(follow_symlinks=False):
-                for inner in hf.visible(entry.path):
-                    if hf.is_item_entry(inner) and names_match(inner.name, ident):
-                        return inner.path
-        return None
-
     def held(self, name: str) -> bool:
         """Whether a file called `name` waits in `new/` or is in process (a batch's too)."""
         listing = self.listing()

@@ -214,8 +214,11 @@ def _own_folder(parent: int, name: str, shown: str) -> int:
         except FileNotFoundError:
             pass
         except safeio.NotRegular:
-            if not stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode):
-                raise  # a file or a FIFO by that name: refused, never removed
+            mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+            if not stat.S_ISLNK(mode):  # a file or a FIFO by that name: refused, never removed
+                what = safeio.kind(mode) or "a regular file"
+                raise safeio.NotRegular(shown, f"{what}, not a folder: remove it, then run "
+                                        "this again (no report was written)") from None  # fmt: skip
             durable.unlink_quietly(name, dir_fd=parent)
         try:
             os.mkdir(name, 0o755, dir_fd=parent)

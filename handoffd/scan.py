@@ -211,6 +211,7 @@ class Snapshot:
         self._once = once
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
+        self._hand_made_ids: dict[str, list[Entry]] | None = None  # see `_hand_made`
         self._green: list[Green] | None = None
         self._reports: dict[tuple[str, str], list[str]] = {}
         self.heads: dict[tuple[str, str], Head] = {}  # (role, id) -> its latest report's
@@ -248,7 +249,26 @@ class Snapshot:
                 if hf.is_item(name) and hf.name_id(name) == ident:
                     path, where = os.path.join(folder, relative), batch and folder + "/" + batch
                     found.append(Entry(role, State.COMPLETED, path, where or None))
-        return found
+        return found or self._hand_made().get(ident, [])
+
+    def _hand_made(self) -> dict[str, list[Entry]]:
+        """The completed copies whose names are not in the §2 form, by their `id` header:
+        a hand-made `10_manual.handoff` with `id: manual-1` is done as `manual-1`, as the
+        board names it.  Read on the first look-up that names spell no answer to, and only
+        such names: a §2 name says its id without opening the file."""
+        if self._hand_made_ids is None:
+            self._hand_made_ids = {}
+            for role, joined in (self._completed_names or {}).items():
+                folder = self.roles[role].path(Box.COMPLETED)
+                for relative in joined.split("\n"):
+                    batch, _, name = relative.rpartition("/")
+                    if not hf.is_item(name) or hf.parse_name(name) is not None:
+                        continue
+                    path, where = os.path.join(folder, relative), batch and folder + "/" + batch
+                    entry = Entry(role, State.COMPLETED, path, where or None)
+                    if entry.load().get("id"):
+                        self._hand_made_ids.setdefault(entry.id, []).append(entry)
+        return self._hand_made_ids
 
     def _drop_moved_on(self) -> None:
         """An open file found in history too was completed or sent while we read: it is
@@ -640,8 +660,16 @@ def _scandir(directory: str) -> list[os.DirEntry[str]]:
 
 
 def _dedupe(entries: Iterable[Entry]) -> list[Entry]:
-    """`dedupe`, in life order."""
-    return sorted(dedupe(entries), key=_in_order)
+    """`dedupe`, in life order; then each file `dedupe` set aside that is still at its
+    earlier place: seen at its later place, a file caught mid-rename has left the earlier
+    one (a rename is atomic), so a name still there is a second file of that name, such
+    as an outbox original beside a refused one in `failed/`.  It comes last, so the file
+    that was there first keeps its card's name (docs/protocol.md §8)."""
+    listed = list(entries)
+    kept = dedupe(listed)
+    chosen = {id(entry) for entry in kept}
+    twins = [e for e in listed if id(e) not in chosen and os.path.lexists(e.path)]
+    return sorted(kept, key=_in_order) + sorted(twins, key=_in_order)
 
 
 def dedupe(entries: Iterable[Entry]) -> list[Entry]:

@@ -729,3 +729,46 @@ def test_naming_the_file_or_blocking_a_single_task_sets_the_new_reason(project: 
     run(project, "block", "--reason", "R1")
     assert run(project, "block", "--reason", "R2").out == f"BLOCKED: {task}\n"
     assert headers(task)["blocked_reason"] == "R2"
+
+
+# --- an operator names the card, the card names the role -------------------------------------
+
+
+def test_an_operator_blocks_unblocks_and_releases_the_role_the_card_names(
+    project: Project, tmp_path: Path
+) -> None:
+    """From the project root (coder's worktree) or from anywhere with --root, without
+    SWARMFORGE_ROLE: `<id>@cleaner` acts on cleaner, as answer and reopen take the card."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    put(project, ID1, to="cleaner")
+    assert run(project, "ready_for_next", role="cleaner").code == 0
+    card, root = f"{ID1}@cleaner", ("--root", str(project.root))
+    taken = project.box("cleaner", "inbox/in_process")
+    [batch] = list(taken.iterdir())
+    blocked = run(project, "block", card, "--reason", "which schema?", role=None, cwd=project.root)
+    assert (blocked.code, blocked.out) == (0, f"BLOCKED: {batch / name(ID1, 'cleaner')}\n")
+    unblocked = run(project, "unblock", card, *root, role=None, cwd=outside)
+    assert (unblocked.code, unblocked.err) == (0, "")
+    assert "blocked_reason" not in headers(batch / name(ID1, "cleaner"))
+    released = run(project, "release", card, *root, role=None, cwd=outside)
+    assert (released.code, released.err) == (0, "")
+    assert listing(project.box("cleaner", "inbox/new")) == [name(ID1, "cleaner")]
+
+
+def test_a_bare_id_of_another_roles_card_is_refused_naming_the_card_to_give(
+    project: Project, tmp_path: Path
+) -> None:
+    """The §8 token line stays, and a second line says which role's card the ID is."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    put(project, ID1, to="cleaner")
+    hint = f"{ID1} is a card of cleaner: give it as {ID1}@cleaner.\n"
+    here = run(project, "block", ID1, "--reason", "x", role=None, cwd=project.root)
+    assert (here.code, here.err) == (2, f"UNKNOWN_HANDOFF: {ID1}\n{hint}")
+    root = ("--root", str(project.root))
+    nowhere = run(project, "unblock", ID1, *root, role=None, cwd=outside)
+    assert (nowhere.code, nowhere.err) == (1, f"Set SWARMFORGE_ROLE. {hint}")
+    assert "blocked_reason" not in headers(
+        project.box("cleaner", "inbox/new") / name(ID1, "cleaner")
+    )

@@ -287,6 +287,33 @@ def test_a_failed_wake_up_is_one_line_on_stderr_and_the_answer_stands(project: P
     assert done.err.startswith("WAKE_FAILED: coder: ") and done.err.count("\n") == 1
 
 
+def test_two_answers_at_once_are_both_kept_and_the_second_learns_of_the_first(
+    project: Project,
+) -> None:
+    """Two operators answer one blocked card at the same moment.  The role's lock orders
+    them: both answers are stored (an answer is never lost), both with the question they
+    answer, and the one that came second says, on stderr, who answered first; the agent
+    is shown the newest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocked_in_process(project)
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(operator, project, "answer", CARD, f"{who} says", "--by", who)
+                for who in ("alice", "bob")]  # fmt: skip
+        done = {who: run.result() for who, run in zip(("alice", "bob"), runs, strict=True)}
+    assert [r.code for r in done.values()] == [0, 0], [r.err for r in done.values()]
+    first, second = sorted(stored(project, ID1), key=lambda r: r.reported_at)
+    late = done[second.agent]
+    assert late.err.startswith(
+        f"ALREADY_ANSWERED: {CARD}: {first.agent} answered it at {first.reported_at} "
+        f"({first.path}); both answers are kept"
+    ), late.err
+    assert "ALREADY_ANSWERED" not in done[first.agent].err
+    assert first.question == second.question == QUESTION
+    taken = run(project, "ready_for_next")
+    assert f"ANSWER: {second.agent} says ({second.agent}, {second.reported_at})" in taken.out
+
+
 @pytest.mark.parametrize(
     ("card", "setup"),
     [("20990101T000000Z_000009_from_QA@coder", "none"), ("garbage", "none"),
@@ -298,8 +325,21 @@ def test_answer_refuses_a_card_that_is_not_open_as_unknown(
     if setup == "completed":
         put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
     done = operator(project, "answer", card, REPLY)
-    assert (done.code, done.out, done.err) == (2, "", f"UNKNOWN_CARD: {card}\n")
+    assert (done.code, done.out) == (2, "")
+    assert done.err.splitlines()[0] == f"UNKNOWN_CARD: {card}"
+    assert len(done.err.splitlines()) == (2 if setup == "completed" else 1)
     assert not (project.handoffs("coder") / "reports").exists()
+
+
+def test_answering_a_completed_card_says_it_is_completed(project: Project) -> None:
+    """The token stays the contract's `UNKNOWN_CARD`, and a second line says what the card
+    is instead of leaving the person to guess: completed, and how to open it again."""
+    put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
+    done = operator(project, "answer", CARD, REPLY)
+    assert done.err == (
+        f"UNKNOWN_CARD: {CARD}\n{CARD} is completed (a green card), not open: nothing to act "
+        "on; `handoffd reopen` puts it back in its role's new/\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -427,7 +467,11 @@ def test_retry_sends_a_refused_original_back_and_the_daemon_delivers_it_once_fix
     add_role(project, "designer", tmp_path / "designer")  # what the refusal said was missing
     done = operator(project, "retry", card)
     outbox = project.box("QA", "outbox") / path.name
-    assert (done.code, done.out, done.err) == (0, f"RETRIED: {outbox}\n", "")
+    assert (done.code, done.out) == (0, f"RETRIED: {outbox}\n")
+    # no daemon runs: nothing checks the original until one starts, as swarm_handoff says
+    assert done.err == (f"WARNING: no handoffd daemon is running for {project.root}; this "
+                        "handoff waits in outbox/ until one does. Start it with: handoffd "
+                        f"start {project.root}\n")  # fmt: skip
     assert not path.exists() and not Path(f"{path}.error").exists() and outbox.exists()
     assert run(project, "run", "--once", str(project.root), role=None, cwd=project.root).code == 0
     assert (tmp_path / "designer/.swarmforge/handoffs/inbox/new" / path.name).exists()
@@ -466,6 +510,15 @@ def test_retry_and_dismiss_refuse_a_card_that_is_not_a_failed_original(
     for card in (CARD, "nope@QA", "garbage"):
         done = operator(project, command, card)
         assert (done.code, done.out, done.err) == (2, "", f"NOT_FAILED: {card}\n")
+
+
+def test_answering_a_refused_original_says_what_to_do_with_it(project: Project) -> None:
+    card, _ = refused_original(project)
+    done = operator(project, "answer", card, REPLY)
+    assert done.err == (
+        f"UNKNOWN_CARD: {card}\n{card} is a refused original in its sender's failed/, no "
+        "agent's copy: `handoffd retry` or `handoffd dismiss` it\n"
+    )
 
 
 def test_a_second_retry_of_the_same_card_is_refused_and_moves_nothing(project: Project) -> None:
@@ -517,3 +570,17 @@ def test_reopen_refuses_a_card_not_green_and_a_name_already_waiting(project: Pro
     done = operator(project, "reopen", CARD)
     assert (done.code, done.err) == (2, f"REOPEN_CONFLICT: {CARD}\n")
     assert (project.box("coder", "inbox/completed") / name(ID1)).exists()
+
+
+def test_reopen_finds_a_card_whose_id_its_file_name_does_not_spell(project: Project) -> None:
+    """A hand-made file named `10_manual.handoff` with `id: manual-1` is the green card
+    `manual-1@coder` on the board once done: reopen finds it by that name, as the board
+    (and answer, retry, dismiss) does, not by file names alone."""
+    project.put("coder", "10_manual.handoff", id="manual-1", task="by hand")
+    run(project, "ready_for_next")
+    assert run(project, "done_with_current").code == 0
+    assert board(project, "--all")["manual-1@coder"]["color"] == "green"
+    done = operator(project, "reopen", "manual-1@coder")
+    target = project.box("coder", "inbox/new") / "10_manual.handoff"
+    assert (done.code, done.out) == (0, f"REOPENED: {target}\n"), done.err
+    assert board(project)["manual-1@coder"]["color"] == "orange"

@@ -162,3 +162,27 @@ def test_storing_a_report_sweeps_the_temp_a_killed_writer_left_in_its_folder(
     live.write_text("being written")
     reports.store(handoffs, "id1", "RUNNING", "coder", "a", "", "two", 2.0)
     assert not gone.exists() and live.exists()
+
+
+@pytest.mark.parametrize("planted", ["fifo", "file"])
+@pytest.mark.parametrize("where", ["reports", f"reports/{ID}"])
+def test_a_fifo_or_file_where_a_report_folder_should_be_is_refused_naming_it(
+    tmp_path: Path, planted: str, where: str
+) -> None:
+    """Nothing can be written through a FIFO or a file (it is no link, and it may be
+    someone's): it is left as it is, and the refusal is one line with its full path and
+    what to do, never a bare `<id>: …` that leaves the person to find it."""
+    handoffs = tmp_path / "H"
+    path = handoffs / where
+    path.parent.mkdir(parents=True)
+    if planted == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text("notes\n")
+    with pytest.raises(OSError) as raised:
+        reports.store(str(handoffs), ID, "ANSWER", "coder", "ann", "", "x", NOW)
+    what = "a FIFO" if planted == "fifo" else "a regular file"
+    assert str(raised.value) == (
+        f"{path}: {what}, not a folder: remove it, then run this again (no report was written)"
+    )
+    assert path.is_fifo() if planted == "fifo" else path.read_text() == "notes\n"

@@ -225,3 +225,47 @@ def test_the_archive_lists_green_names_newest_first_and_lists_again_only_what_ch
     project.put("QA", "50_20260103T000000Z_000004_from_coder_to_QA.handoff", box="inbox/completed")
     again = kept.rows(roles)
     assert again is not rows and Path(again[0][3]).name.startswith("50_20260103T")
+
+
+def test_a_done_dependency_is_found_by_its_id_header_when_its_name_is_hand_made(
+    project: Project,
+) -> None:
+    """`depends_on: manual-1` names a handoff done as `completed/10_manual.handoff` with
+    `id: manual-1`: the look-up finds it by that header (the name spells no id), so the
+    dependent's TASK block shows it green, as the board names it."""
+    from tests.test_board_commands import run
+
+    project.put("QA", "10_manual.handoff", box="inbox/completed", id="manual-1",
+                completed_at="2026-01-01T00:00:00Z")  # fmt: skip
+    project.put("coder", "50_20260101T000000Z_000001_from_QA_to_coder.handoff",
+                id="20260101T000000Z_000001_from_QA", depends_on="manual-1")  # fmt: skip
+    [done] = scan.scan(str(project.root)).done("manual-1")
+    assert (done.role, done.name, done.id) == ("QA", "10_manual.handoff", "manual-1")
+    taken = run(project, "ready_for_next")
+    assert "DEPENDS_ON: manual-1@QA GREEN\n" in taken.out, taken.out
+
+
+def test_an_outbox_original_beside_a_failed_one_of_its_name_is_a_card_of_its_own(
+    project: Project,
+) -> None:
+    """Not a file caught mid-rename (that one has left the outbox once seen in failed/):
+    both are on the board, the refused one keeping its card's name, and retry still
+    refuses to put one over the other."""
+    from tests.test_board_commands import run
+
+    name = "50_20260101T000000Z_000900_from_QA_to_designer.handoff"
+    ident = "20260101T000000Z_000900_from_QA"
+    failed = project.put("QA", name, box="failed", id=ident)
+    (failed.parent / (name + ".error")).write_text("Unknown recipient role: designer\n")
+    outbox = project.put("QA", name, box="outbox", id=ident)
+    found = scan.scan(str(project.root))
+    assert [(e.state, e.path) for e in found.open if e.role == "QA"] == [
+        (State.FAILED, str(failed)), (State.OUTBOX, str(outbox)),
+    ]  # fmt: skip
+    import json
+
+    shown = run(project, "status", "--json", role=None, cwd=project.root)
+    cards = {card["card"]: card["state"] for card in json.loads(shown.out)}
+    assert cards[f"{ident}@QA"] == "failed" and cards[f"{name}@QA"] == "outbox"
+    retried = run(project, "retry", f"{ident}@QA", role=None, cwd=project.root)
+    assert retried.err.startswith(f"RETRY_CONFLICT: {ident}@QA")

@@ -130,7 +130,7 @@ def run(op: Op, root: str | None, values: dict[str, Any], colours: bool | None =
     who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
     try:
         context = resolve_context(
-            root, **who, needs_role=op.needs == "role",
+            root, **who, needs_role=op.needs == "role", card=values.get("id"),
             colours=use_colours() if colours is None else colours,
         )  # fmt: skip
     except config.ConfigError as error:

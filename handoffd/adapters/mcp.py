@@ -142,7 +142,7 @@ def run(op: Op, root: str, args: dict[str, Any]) -> Result:
         return refusal.result()
     who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
     try:
-        context = resolve_context(root, **who, needs_role=op.needs == "role")
+        context = resolve_context(root, **who, needs_role=op.needs == "role", card=values.get("id"))
     except config.ConfigError as error:
         return config_refusal(error, op.unknown_role)
     fetched = sources.from_tool(op, values, context)

@@ -40,7 +40,7 @@ def release(context: Context, id: str | None = None) -> Result:
     def step(context: Context, inbox: Inbox) -> Result:
         return Result(Exit.OK, "".join(f"RELEASED: {p}\n" for p in inbox.release(ident)))
 
-    return locked(context, step, alive=False)
+    return _hinted(context, ident, locked(context, step, alive=False))
 
 
 def block(context: Context, reason: str, id: str | None = None) -> Result:
@@ -53,7 +53,7 @@ def block(context: Context, reason: str, id: str | None = None) -> Result:
     def step(context: Context, inbox: Inbox) -> Result:
         return Result(Exit.OK, blocked_lines(inbox, ident, reason.strip()))
 
-    return locked(context, step, alive=False)
+    return _hinted(context, ident, locked(context, step, alive=False))
 
 
 def blocked_lines(inbox: Inbox, ident: str | None, reason: str) -> str:
@@ -75,7 +75,19 @@ def unblock(context: Context, id: str | None = None) -> Result:
         paths = inbox.set_header(ident, BLOCKED, None)
         return Result(Exit.OK, "".join(f"UNBLOCKED: {p}\n" for p in paths))
 
-    return locked(context, step, alive=False)
+    return _hinted(context, ident, locked(context, step, alive=False))
+
+
+def _hinted(context: Context, ident: str | None, result: Result) -> Result:
+    """An ID the role does not hold, that names another role's card: the refusal's token
+    line stays as §8 gives it, and a second line says which card to give."""
+    if ident is None or not result.err.startswith(("UNKNOWN_HANDOFF:", "NOT_IN_PROCESS:")):
+        return result
+    from handoffd.ops.context import card_hint
+
+    others = {name: role for name, role in context.roles.items() if name != context.me.name}
+    hint = card_hint(context.root, others, ident)
+    return Result(result.code, result.out, result.err + hint + "\n") if hint else result
 
 
 def reason_problem(reason: str) -> str | None:

@@ -54,19 +54,66 @@ def resolve_context(
     *,
     needs_role: bool = True,
     colours: bool = False,
+    card: str | None = None,
 ) -> Context:
     """The context the options name.  Raises `config.ConfigError` (exit 1) when there is no
-    project, or (if `needs_role`) no role to act for."""
+    project, or (if `needs_role`) no role to act for.  `card`: the ID the operation was
+    given; named as the board names a card, `<id>@<role>`, it names the role acted for
+    (docs/protocol.md §8) unless `--role` or `$SWARMFORGE_ROLE` does: an agent says who it
+    is, while an operator's working directory (the project root is a worktree too) is
+    only a guess at a role."""
     root = project_root(root)
     roles = config.load_roles(root)
     if not needs_role:
         return Context(root, roles, colours=colours)
-    me = config.calling_role(roles, role or os.environ.get("SWARMFORGE_ROLE"))
+    try:
+        me = config.calling_role(
+            roles, role or os.environ.get("SWARMFORGE_ROLE") or card_role(card, roles)
+        )
+    except config.UnknownRole:
+        raise
+    except config.ConfigError as error:  # no role: say which one the ID is a card of
+        if not card:
+            raise
+        raise config.ConfigError(f"{error} {card_hint(root, roles, card)}".strip()) from None
     _refuse_elsewhere(root, me)
     agent = agent or os.environ.get("SWARMFORGE_AGENT") or me.agent
     if conversation is None:
         conversation = os.environ.get("SWARMFORGE_CONVERSATION", "")
     return Context(root, roles, me, agent, conversation, colours)
+
+
+def card_role(card: str | None, roles: dict[str, config.Role]) -> str | None:
+    """The role an ID written as a card, `<id>@<role>`, names (None: no such role)."""
+    ident, _, name = (card or "").rpartition("@")
+    return name if ident and name in roles else None
+
+
+def card_hint(root: str, roles: dict[str, config.Role], ident: str) -> str:
+    """For an ID no role was found for: the open cards of the board it names, as
+    `<id> is a card of cleaner: give it as <id>@cleaner.`; '' when it names none.  Only a
+    refusal pays for this scan."""
+    from handoffd.board import cards
+    from handoffd.inbox import names_match
+    from handoffd.scan import State, scan
+    from handoffd.terminal import escape
+
+    snapshot = scan(root, roles)
+    board = cards.project(snapshot, snapshot.taken_at)
+    found = [
+        card
+        for card in board.cards
+        if card.state in (State.NEW, State.IN_PROCESS)
+        and (card.id == ident or card.card == ident or names_match(card.entry.name, ident))
+    ]
+    if not found:
+        return ""
+    if any(card.card == ident for card in found):  # the card, given with another --role
+        role = found[0].role
+        return f"{escape(ident)} is a card of {role}: act for {role} (--role {role}, or none)."
+    where = " and ".join(sorted({card.role for card in found}))
+    named = " or ".join(escape(card.card) for card in found)
+    return f"{escape(ident)} is a card of {where}: give it as {named}."
 
 
 def _refuse_elsewhere(root: str, role: config.Role) -> None:

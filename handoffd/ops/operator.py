@@ -34,17 +34,34 @@ OPEN = (State.NEW, State.IN_PROCESS)
 # --- finding the card ---------------------------------------------------------------------
 
 
-def find(context: Context, card: str) -> Card | None:
-    """The open card the board names `card` (None: green, unknown or malformed)."""
+def find(context: Context, card: str, history: bool = False) -> Card | None:
+    """The card the board names `card` (None: unknown or malformed): an open one, or with
+    `history` any card `status --all` shows, green ones too (a file both open and in
+    history is then the history's: it moved on while the scan read)."""
     from handoffd.board import cards
     from handoffd.scan import scan
 
-    snapshot = scan(context.root, context.roles)
-    return cards.project(snapshot, snapshot.taken_at).by_card.get(card)
+    snapshot = scan(context.root, context.roles, history=history)
+    return cards.project(snapshot, snapshot.taken_at, include_green=history).by_card.get(card)
 
 
-def unknown(card: str) -> Refusal:
-    return Refusal(Exit.REFUSED, f"UNKNOWN_CARD: {_shown(card)}")
+def unknown(card: str, context: Context | None = None) -> Refusal:
+    """`UNKNOWN_CARD: <card>`; given the `context`, a second line says what the card is
+    when the board shows one that is no agent's open copy (done, put aside, refused or not
+    delivered yet): the token is the contract's, the line what a person needs next."""
+    said = f"UNKNOWN_CARD: {_shown(card)}"
+    found = find(context, card, history=True) if context is not None else None
+    if found is not None and found.state == State.COMPLETED:
+        said += (f"\n{_shown(card)} is completed (a green card), not open: nothing to act on; "
+                 "`handoffd reopen` puts it back in its role's new/")  # fmt: skip
+    elif found is not None and found.state == State.DISMISSED:
+        said += f"\n{_shown(card)} is a dismissed original (a green card), not open"
+    elif found is not None and found.state == State.FAILED:
+        said += (f"\n{_shown(card)} is a refused original in its sender's failed/, no "
+                 "agent's copy: `handoffd retry` or `handoffd dismiss` it")  # fmt: skip
+    elif found is not None and found.state == State.OUTBOX:
+        said += f"\n{_shown(card)} is an original not delivered yet, no agent's copy"
+    return Refusal(Exit.REFUSED, said)
 
 
 def _shown(card: str) -> str:
@@ -86,11 +103,13 @@ def answer(
     who = operator_name(by)
     found = find(context, card)
     if found is None or found.state not in OPEN:
-        raise unknown(card)
+        raise unknown(card, context)
     role = context.roles[found.role]
-    out = _answer(role, card, found.entry.name, text, who, time.time() if now is None else now)
+    out, note = _answer(
+        role, card, found.entry.name, text, who, time.time() if now is None else now
+    )
     live.after_step(role, force=True)  # its Open Questions show the question answered
-    return Result(Exit.OK, out, wake_role(context.root, role, answered(found)))
+    return Result(Exit.OK, out, note + wake_role(context.root, role, answered(found)))
 
 
 def answered(found: Card) -> str:
@@ -109,21 +128,36 @@ def _check_answer(text: str) -> None:
         raise Refusal(Exit.REFUSED, ANSWER_TOO_LARGE.format(limit=ANSWER_LIMIT))
 
 
-def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -> str:
+def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -> tuple[str, str]:
     """Under the role's lock: the report first (an answer stored and the block still on is
-    a state a second `answer` or an `unblock` finishes), then the block lifted."""
+    a state a second `answer` or an `unblock` finishes), then the block lifted.  Its lines,
+    and the stderr line that says another answer came first (two operators at once: the
+    lock orders them, and the second learns of the first)."""
     with Inbox(role.handoffs) as inbox:
         paths = inbox.copies_named(name)
         if not paths:
             raise unknown(card)  # taken and finished since the scan
-        question = hf.read(paths[0]).get(BLOCKED) or ""
-        ident, extra = report_id(paths[0]), {"question": question}
+        ident = report_id(paths[0])
+        earlier = reports.latest_answer(role.handoffs, ident)  # one the agent has not met
+        blocked = hf.read(paths[0]).get(BLOCKED) or ""
+        question = blocked or (earlier.question if earlier else "")  # what it answers too
         stored = reports.store(role.handoffs, ident, reports.ANSWER, role.name, who, "", text,
-                               now, extra)  # fmt: skip
+                               now, {"question": question})  # fmt: skip
         out = f"ANSWERED: {stored}\n"
-        if question:
+        if blocked:
             out += "".join(f"UNBLOCKED: {p}\n" for p in inbox.set_header(name, BLOCKED, None))
-    return out
+    return out, _also_answered(card, earlier)
+
+
+def _also_answered(card: str, earlier: reports.Report | None) -> str:
+    """`ALREADY_ANSWERED: …` when an answer the agent has not replied to was there first."""
+    from handoffd.terminal import escape
+
+    if earlier is None:
+        return ""
+    return (f"ALREADY_ANSWERED: {_shown(card)}: {escape(earlier.agent)} answered it at "
+            f"{escape(earlier.reported_at)} ({earlier.path}); both answers are kept, the "
+            "agent is shown the newest, this one\n")  # fmt: skip
 
 
 # --- waking the role ----------------------------------------------------------------------
@@ -184,7 +218,9 @@ def retry(context: Context, card: str) -> Result:
         except FileExistsError:
             raise Refusal(Exit.REFUSED, f"RETRY_CONFLICT: {_shown(card)}: a file of that "
                           "name is in the outbox already") from None  # fmt: skip
-    return Result(Exit.OK, f"RETRIED: {path}\n")
+    from handoffd.ops.queue import no_daemon_warning
+
+    return Result(Exit.OK, f"RETRIED: {path}\n", no_daemon_warning(context.root))
 
 
 def dismiss(
@@ -211,23 +247,34 @@ def dismiss(
 # --- completed copies: reopen -----------------------------------------------------------------
 
 
+def _regular(path: str) -> bool:
+    """Whether a regular file (no link) is at `path`."""
+    import stat
+
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def reopen(context: Context, card: str, reason: str | None = None) -> Result:
-    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken."""
+    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken.  The
+    card is found as the board names it (`find`), so one whose `id` its file name does
+    not spell is reopened too."""
     from handoffd import wake
     from handoffd.ops.claims import reason_problem
 
     if reason is not None and (problem := reason_problem(reason)):
         raise Refusal(Exit.REFUSED, problem.replace("a blocked reason", "a reason"))
-    ident, _, name = card.rpartition("@")
-    role = context.roles.get(name)
-    if not ident or role is None:
+    found = find(context, card, history=True)
+    if found is None or found.state != State.COMPLETED:
         raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
+    role = context.roles[found.role]
     with Inbox(role.handoffs) as inbox:
-        path = inbox.completed_named(ident)
-        if path is None:
+        if not _regular(found.path):  # reopened or removed since the scan
             raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
-        if inbox.held(os.path.basename(path)):
+        if inbox.held(found.entry.name):
             raise Refusal(Exit.REFUSED, f"REOPEN_CONFLICT: {_shown(card)}")
-        target = inbox.reopen(path, reason.strip() if reason else None)
+        target = inbox.reopen(found.path, reason.strip() if reason else None)
     live.after_step(role)
     return Result(Exit.OK, f"REOPENED: {target}\n", wake_role(context.root, role, wake.TEXT))

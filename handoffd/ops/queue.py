@@ -228,7 +228,7 @@ def _queue(
 
 def queued(root: str, path: str) -> Result:
     """What queueing prints: the token, and a warning when no daemon will deliver it."""
-    return Result(Exit.OK, f"HANDOFF QUEUED: {path}\n", _no_daemon_warning(root))
+    return Result(Exit.OK, f"HANDOFF QUEUED: {path}\n", no_daemon_warning(root))
 
 
 def invalid(context: Context, errors: list[str], text: str, name: str) -> str:
@@ -248,9 +248,10 @@ def _packet_usage() -> str:
     return packet.USAGE
 
 
-def _no_daemon_warning(root: str) -> str:
+def no_daemon_warning(root: str) -> str:
     """One line when nothing will deliver the handoff (the exit code stays 0: prompts rely
-    on it); empty when a daemon holds the project's lock."""
+    on it); empty when a daemon holds the project's lock.  `retry` says it too: a retried
+    original waits in the outbox like a new one."""
     from handoffd import lifecycle  # ~2 ms (socket, select), paid only by swarm_handoff
 
     if lifecycle.holder(root) is not None:
