@@ -281,8 +281,9 @@ def test_a_refused_action_shows_the_commands_words_on_the_board_and_on_the_card_
         form.locator("button").click()
         refusal = page.locator(f'[data-actions="{card}"] .refusal')
         refusal.wait_for(state="visible", timeout=LIVE_S * 1000)
-        said, moved = refusal.inner_text().splitlines()
-        assert said == f"UNKNOWN_CARD: {card}"
+        lines = refusal.inner_text().splitlines()  # the command's words, then the board's
+        said, moved = lines[0], lines[-1]
+        assert said == f"UNKNOWN_CARD: {card}" and "is completed" in lines[1]
         assert moved.startswith("It is GREEN now (completed") and "not offer Answer" in moved
         page.goto(url + views.card_url(card))  # green now: its page offers Reopen
         assert project.run("handoffd", "reopen", card, "--root", str(project.root),
