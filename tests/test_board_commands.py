@@ -772,3 +772,38 @@ def test_a_bare_id_of_another_roles_card_is_refused_naming_the_card_to_give(
     assert "blocked_reason" not in headers(
         project.box("cleaner", "inbox/new") / name(ID1, "cleaner")
     )
+
+
+def test_report_given_another_roles_card_never_takes_or_finishes_that_roles_work(
+    project: Project,
+) -> None:
+    """Only an operator's actions (the board's forms) read the role off `<id>@<role>`:
+    `report RUNNING` takes work and `DONE` finishes it, so from the project root (coder's
+    worktree) it acts for coder, who holds no such copy, and cleaner's file stays put."""
+    put(project, ID1, to="cleaner")
+    done = run(project, "report", f"{ID1}@cleaner", "--status", "RUNNING", "--file", "-",
+               role=None, stdin=b"x\n", cwd=project.root)  # fmt: skip
+    assert (done.code, done.out) == (2, "") and "NOT_IN_PROCESS" in done.err, done
+    assert listing(project.box("cleaner", "inbox/new")) == [name(ID1, "cleaner")]
+    assert listing(project.box("cleaner", "inbox/in_process")) == []
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_an_agent_name_that_is_not_utf8_is_refused_before_anything_moves(
+    project: Project, how: str
+) -> None:
+    put(project, ID1, to="coder")
+    if how == "option":
+        done = run(project, "heartbeat", "--agent", "bad\udcff")
+        assert (done.code, done.err) == (
+            2, "INVALID_ARGUMENTS: --agent is not UTF-8 (it holds the byte 0xff); give it as "
+            "UTF-8 text\n",
+        )  # fmt: skip
+    else:
+        done = run(project, "ready_for_next", env={"SWARMFORGE_AGENT": "bad\udcff"})
+        assert (done.code, done.err) == (
+            1,
+            "$SWARMFORGE_AGENT is not UTF-8: set it to UTF-8 text\n",
+        )
+        assert listing(project.box("coder", "inbox/new")) == [name(ID1, "coder")]
+    assert "Traceback" not in done.err

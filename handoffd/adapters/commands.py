@@ -22,7 +22,7 @@ from handoffd.adapters import sources
 from handoffd.ops import spec
 from handoffd.ops.context import config_refusal, resolve_context
 from handoffd.ops.spec import Op, Param
-from handoffd.outcome import Result
+from handoffd.outcome import Refusal, Result
 
 WATCH_EVERY = 2.0  # seconds between redraws under --watch
 ROLE_KEYS = ("role", "agent", "conversation")
@@ -127,10 +127,15 @@ _ROOT_HELP = "Project root (default: found from the working directory)."
 
 def run(op: Op, root: str | None, values: dict[str, Any], colours: bool | None = None) -> Result:
     """Resolve the context the options name, fetch the texts, run `op`."""
+    try:
+        spec.not_text(op.params, values)  # the role's options too, before they are taken out
+    except Refusal as refusal:
+        return refusal.result()
     who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
+    card = values.get("id") if op.card_names_role else None
     try:
         context = resolve_context(
-            root, **who, needs_role=op.needs == "role", card=values.get("id"),
+            root, **who, needs_role=op.needs == "role", card=card,
             colours=use_colours() if colours is None else colours,
         )  # fmt: skip
     except config.ConfigError as error:

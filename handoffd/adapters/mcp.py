@@ -142,7 +142,8 @@ def run(op: Op, root: str, args: dict[str, Any]) -> Result:
         return refusal.result()
     who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
     try:
-        context = resolve_context(root, **who, needs_role=op.needs == "role", card=values.get("id"))
+        card = values.get("id") if op.card_names_role else None
+        context = resolve_context(root, **who, needs_role=op.needs == "role", card=card)
     except config.ConfigError as error:
         return config_refusal(error, op.unknown_role)
     fetched = sources.from_tool(op, values, context)

@@ -77,10 +77,22 @@ def resolve_context(
             raise
         raise config.ConfigError(f"{error} {card_hint(root, roles, card)}".strip()) from None
     _refuse_elsewhere(root, me)
-    agent = agent or os.environ.get("SWARMFORGE_AGENT") or me.agent
+    agent = agent or _text_from_env("SWARMFORGE_AGENT") or me.agent
     if conversation is None:
-        conversation = os.environ.get("SWARMFORGE_CONVERSATION", "")
+        conversation = _text_from_env("SWARMFORGE_CONVERSATION") or ""
     return Context(root, roles, me, agent, conversation, colours)
+
+
+def _text_from_env(name: str) -> str | None:
+    """A variable stamped into files as text: bytes that are not UTF-8 (kept by `os` as
+    lone surrogates) are refused before anything moves, never a traceback half-way."""
+    value = os.environ.get(name)
+    if value is not None and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise config.ConfigError(f"${name} is not UTF-8: set it to UTF-8 text") from None
+    return value
 
 
 def card_role(card: str | None, roles: dict[str, config.Role]) -> str | None:

@@ -137,6 +137,13 @@ class Op:
         self.offer = offer
 
     @property
+    def card_names_role(self) -> bool:
+        """Whether an ID written as a card, `<id>@<role>`, names the role acted for: only
+        for an operator's action, one the board offers as a form (docs/protocol.md §8),
+        never for an agent's own step such as `report`, which may take or finish work."""
+        return bool(self.form)
+
+    @property
     def tool_name(self) -> str:
         return self.name.replace("-", "_")
 
