@@ -372,6 +372,19 @@ class Daemon:
             self.renotifier.woken(name, now)
         self._send(due, roles, stamps)
 
+    def _not_ready(self, due: list[str], roles: dict[str, Role]) -> list[str]:
+        """The roles among `due` with nothing ready in `new/`.  Whatever goes wrong in
+        telling (the board is read from untrusted files) counts as ready: a wake-up too
+        many, never the pass that delivers lost to it."""
+        try:
+            check = None if self.dependencies is None else self.dependencies(
+                self.root, self.roles.current
+            )  # fmt: skip
+            return [name for name in due if not _has_ready(roles[name], check)]
+        except Exception as error:  # logged, and the wake-ups go out
+            self.log.warning("readiness_failed", error=f"{type(error).__name__}: {error}")
+            return []
+
     def _renotify(self, roles: dict[str, Role], states: dict[str, set[str]], now: float) -> None:
         """Wake again a role that sits on mail it could take (§5, §13): a role whose `new/`
         holds only files that are not ready (blocked, or waiting on a dependency) is not
@@ -382,10 +395,7 @@ class Daemon:
             name, states[name] == {State.NEW}, now
         )]  # fmt: skip
         if due:
-            check = None if self.dependencies is None else self.dependencies(
-                self.root, self.roles.current
-            )  # fmt: skip
-            waiting = [name for name in due if not _has_ready(roles[name], check)]
+            waiting = self._not_ready(due, roles)
             for name in waiting:
                 self.renotifier.observe(name, False, now)  # its clock starts again
             due = [name for name in due if name not in waiting]

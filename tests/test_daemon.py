@@ -147,6 +147,27 @@ def test_mail_waiting_on_a_dependency_is_woken_again_only_once_the_dependency_is
     assert times and times[0] <= 81 + 10 + daemon.rescan_every, times
 
 
+def test_a_readiness_check_that_fails_costs_a_wake_up_too_many_never_the_pass(
+    project: Project,
+) -> None:
+    """The board behind the dependency check reads untrusted files: whatever it raises is
+    logged and the mail counts as ready; the pass still delivers what came meanwhile."""
+
+    def broken(root: str, roles: object) -> object:
+        raise ValueError("a header nobody expected")
+
+    queue(project, "coder", ["QA"], depends_on="20260101T000000Z_000009_from_coder")
+    daemon = open_daemon(project, renotify_after=10)
+    daemon.dependencies = broken  # type: ignore[assignment]
+    daemon.step(0)
+    later = queue(project, "coder", ["cleaner"])
+    times = renotify_times(daemon, "QA", 1, 20)
+    assert times and times[0] <= 1 + 10 + daemon.rescan_every, times
+    assert (project.box("cleaner", "inbox/new") / later.name).exists()
+    [failed] = events(project, "readiness_failed")[:1]
+    assert failed["error"] == "ValueError: a header nobody expected"
+
+
 def test_a_copy_redelivered_on_restart_gets_no_wake_up_until_the_renotify_interval(
     project: Project,
 ) -> None:
