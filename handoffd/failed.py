@@ -118,7 +118,8 @@ def dismiss(sender: Role, name: str, note: str) -> str:
     failed, aside = sender.path(Box.FAILED), sender.path(Box.DISMISSED)
     durable.makedirs(aside)
     for temp in durable.temp_files(aside):  # a killed dismissal's: ours is the role's lock
-        durable.unlink_quietly(temp)
+        if _regular(aside, os.path.basename(temp)):  # a planted folder stays, in no one's way
+            durable.unlink_quietly(temp)
     # The first name whose original is not there yet: a note or a reason there without it
     # is what a dismissal of this file left when it was killed, and is taken over.
     kept = durable.free_name(aside, name)

@@ -495,6 +495,16 @@ def test_dismiss_puts_a_refused_original_aside_as_a_green_card(project: Project)
     assert shown["detail"] == note.strip()
 
 
+def test_a_folder_planted_as_a_dismissal_temp_never_stops_a_dismissal(project: Project) -> None:
+    """A killed dismissal's temp files are swept; a folder of that shape is not one."""
+    card, _ = refused_original(project)
+    planted = project.box("QA", "failed/dismissed") / ".x.tmp"
+    (planted / "inside").mkdir(parents=True)
+    done = operator(project, "dismiss", card, "--reason", "sent by mistake")
+    assert done.code == 0 and done.out.startswith("DISMISSED: "), done
+    assert (planted / "inside").is_dir()
+
+
 def test_dismiss_without_a_reason_says_dismissed_by_the_name_given(project: Project) -> None:
     card, path = refused_original(project)
     assert operator(project, "dismiss", card, "--by", "bo").code == 0
