@@ -18,7 +18,6 @@ name again; once the file is delivered, the daemon's next start removes its reas
 from __future__ import annotations
 
 import os
-import stat
 
 from handoffd import durable, safeio
 from handoffd import handoff as hf
@@ -73,24 +72,17 @@ def sweep(sender: Role) -> list[str]:
     removed = []
     for name in names:
         original = name.removesuffix(ERROR)
-        if original == name or not hf.is_visible(name) or not _regular(failed, name):
+        path = os.path.join(failed, name)
+        if original == name or not hf.is_visible(name) or not safeio.is_regular(path):
             continue
         if not os.path.lexists(os.path.join(failed, original)) and os.path.lexists(
             os.path.join(sent, original)
         ):
-            durable.unlink_quietly(os.path.join(failed, name))
-            removed.append(os.path.join(failed, name))
+            durable.unlink_quietly(path)
+            removed.append(path)
     if removed:  # flushed, or a power cut brings one back after its original's next start
         durable.fsync_dir(failed)
     return removed
-
-
-def _regular(folder: str, name: str) -> bool:
-    """Whether `folder/name` is a regular file (nothing planted there is taken for one)."""
-    try:
-        return stat.S_ISREG(os.lstat(os.path.join(folder, name)).st_mode)
-    except FileNotFoundError:
-        return False
 
 
 def retry(sender: Role, name: str) -> str:
@@ -118,7 +110,7 @@ def dismiss(sender: Role, name: str, note: str) -> str:
     failed, aside = sender.path(Box.FAILED), sender.path(Box.DISMISSED)
     durable.makedirs(aside)
     for temp in durable.temp_files(aside):  # a killed dismissal's: ours is the role's lock
-        if _regular(aside, os.path.basename(temp)):  # a planted folder stays, in no one's way
+        if safeio.is_regular(temp):  # a planted folder stays, in no one's way
             durable.unlink_quietly(temp)
     # The first name whose original is not there yet: a note or a reason there without it
     # is what a dismissal of this file left when it was killed, and is taken over.

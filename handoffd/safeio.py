@@ -228,3 +228,12 @@ def _link_refusal(error: OSError, path: str) -> OSError:
     if error.errno == errno.ELOOP:
         return NotRegular(path, "a symbolic link on the way; it was not followed")
     return error
+
+
+def is_regular(path: str) -> bool:
+    """Whether a regular file stands at `path` itself (a link, a FIFO or a folder there is
+    not one, and is never followed); False when nothing is there."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False

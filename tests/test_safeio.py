@@ -194,3 +194,15 @@ def test_a_rewrite_replaces_a_fifo_heartbeat_and_live_file_with_files_of_its_own
     assert (project.handoffs("coder") / "heartbeat").is_file()
     live = project.worktrees["coder"] / ".swarmforge" / "HANDOFF.md"
     assert live.is_file() and live.read_text().startswith("# HANDOFF — ")
+
+
+def test_is_regular_says_yes_of_a_regular_file_alone_never_following_a_link(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    shown = {name: safeio.is_regular(str(tmp_path / name))
+             for name in ("file", "folder", "fifo", "link", "nothing")}  # fmt: skip
+    assert shown == {"file": True, "folder": False, "fifo": False, "link": False, "nothing": False}

@@ -77,7 +77,7 @@ def own_red(
     daemon_running: bool,
 ) -> str | None:
     """Why a card is red by rule 2 (its own doing), or None."""
-    if state in ("completed", "dismissed"):
+    if state in DONE:
         return None
     if blocked_reason:
         return blocked_reason

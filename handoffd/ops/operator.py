@@ -14,7 +14,7 @@ import os
 import time
 
 from handoffd import handoff as hf
-from handoffd import live, reports
+from handoffd import live, reports, safeio
 from handoffd.config import Role
 from handoffd.inbox import BLOCKED, Inbox
 from handoffd.ops.claims import report_id
@@ -247,16 +247,6 @@ def dismiss(
 # --- completed copies: reopen -----------------------------------------------------------------
 
 
-def _regular(path: str) -> bool:
-    """Whether a regular file (no link) is at `path`."""
-    import stat
-
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def reopen(context: Context, card: str, reason: str | None = None) -> Result:
     """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken.  The
     card is found as the board names it (`find`), so one whose `id` its file name does
@@ -271,7 +261,7 @@ def reopen(context: Context, card: str, reason: str | None = None) -> Result:
         raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
     role = context.roles[found.role]
     with Inbox(role.handoffs) as inbox:
-        if not _regular(found.path):  # reopened or removed since the scan
+        if not safeio.is_regular(found.path):  # reopened or removed since the scan
             raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
         if inbox.held(found.entry.name):
             raise Refusal(Exit.REFUSED, f"REOPEN_CONFLICT: {_shown(card)}")
