@@ -5,10 +5,12 @@ wake-up typed into the role's real tmux session."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,6 +66,20 @@ def test_answer_stores_the_reply_lifts_the_block_and_wakes_the_role(
     assert tmux.typed("coder", WOKEN) == 1
 
 
+@contextlib.contextmanager
+def daemon_running(project: Project) -> Iterator[Any]:
+    """A daemon stepped by the test, with the project's lock held as `handoffd run` holds
+    it: the commands see a running daemon and leave their wake-up requests to it."""
+    daemon = open_daemon(project)
+    lock = Lock(str(project.root))
+    lock.acquire()
+    try:
+        yield daemon
+    finally:
+        lock.release()
+        daemon.close()
+
+
 def test_with_a_daemon_running_the_answer_is_typed_by_it_once_the_pane_is_idle(
     project: Project, tmux: Tmux
 ) -> None:
@@ -74,18 +90,12 @@ def test_with_a_daemon_running_the_answer_is_typed_by_it_once_the_pane_is_idle(
     blocked_in_process(project)
     use_socket(project, tmux.socket)
     tmux.session("coder")
-    daemon = open_daemon(project)
-    lock = Lock(str(project.root))
-    lock.acquire()
-    try:
+    with daemon_running(project) as daemon:
         done = operator(project, "answer", CARD, REPLY)
         assert (done.code, done.err) == (0, "")
         assert tmux.typed("coder", WOKEN) == 0
         daemon.step(time.time() + 60)  # a rescan pass
         daemon.step(time.time() + 120)  # and the next: the request was taken
-    finally:
-        lock.release()
-        daemon.close()
     assert daemon.waker.texts == [("coder", WOKEN)]  # type: ignore[attr-defined]
     assert not (project.handoffs("coder") / "wake").exists()
 
@@ -216,16 +226,10 @@ def test_with_a_daemon_running_a_long_hostile_task_is_asked_for_and_typed_made_s
     """However long the task header, the request fits `H/wake` (over 512 bytes the daemon
     would take it for a planted file and type nothing)."""
     put(project, ID1, task=HOSTILE_TASK + "é" * 600, blocked_reason=QUESTION)
-    daemon = open_daemon(project)
-    lock = Lock(str(project.root))
-    lock.acquire()
-    try:
+    with daemon_running(project) as daemon:
         done = operator(project, "answer", CARD, REPLY)
         asked = (project.handoffs("coder") / "wake").read_bytes()
         daemon.step(time.time() + 60)
-    finally:
-        lock.release()
-        daemon.close()
     assert (done.code, done.err) == (0, "")
     line = WOKEN.replace("parse", SAFE_TASK + "é" * (79 - len(SAFE_TASK)) + "…")
     assert asked == line.encode() + b"\n" and len(asked) <= heartbeat.WAKE_LIMIT
@@ -241,14 +245,8 @@ def test_with_a_daemon_running_a_request_that_cannot_be_left_is_wake_failed_and_
     blocked_in_process(project)
     handoffs = project.handoffs("coder")
     (handoffs / "wake" / "inside").mkdir(parents=True)
-    daemon = open_daemon(project)
-    lock = Lock(str(project.root))
-    lock.acquire()
-    try:
+    with daemon_running(project):
         done = operator(project, "answer", CARD, REPLY)
-    finally:
-        lock.release()
-        daemon.close()
     assert done.code == 0 and done.out.startswith("ANSWERED: ")
     said = f"{handoffs / 'wake'} is a folder, not a wake-up request: remove it"
     assert done.err == f"WAKE_FAILED: coder: {said} (the change is made; tell the agent yourself)\n"
@@ -267,14 +265,8 @@ def test_with_a_daemon_running_a_planted_wake_file_never_stops_the_answers_reque
         wake_file.symlink_to(tmp_path / "outside")
     else:
         wake_file.mkdir()
-    daemon = open_daemon(project)
-    lock = Lock(str(project.root))
-    lock.acquire()
-    try:
+    with daemon_running(project):
         done = operator(project, "answer", CARD, REPLY)
-    finally:
-        lock.release()
-        daemon.close()
     assert (done.code, done.err) == (0, "")
     assert wake_file.read_bytes() == WOKEN.encode() + b"\n" and not wake_file.is_symlink()
     assert not (tmp_path / "outside").exists()
