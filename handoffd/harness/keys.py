@@ -12,7 +12,8 @@ takes, and an announcement by that hook makes the typed line unneeded (`CANCEL`)
 hooked pane that turns idle gets its hook HOOK_GRACE seconds to speak first (the hook
 runs as the turn ends, the screen may show the end a moment before).
 
-How: the text (`send-keys -l`), then after `enter_after` one Enter; then the input box is
+How: the text (`send-keys -l`), then after `enter_after`, once the box shows it, one
+Enter; then the input box is
 read until it no longer holds the text, with one more Enter while it still does, and the
 box is cleared if even that left it there: after every typed line the box is empty.
 """
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 READY_WAIT = 60.0  # seconds a harness may take to draw its input box before a line is forced
 HOOK_GRACE = 3.0  # seconds an idle hooked pane waits for its Stop hook to speak first
 TAKEN_WITHIN = 0.6  # seconds the box gets to let go of a line after its Enter
+SHOWN_WITHIN = 1.0  # seconds the box gets to show a line typed, before its Enter anyway
 LOOK_EVERY = 0.05  # seconds between two reads of the box after the keys
 
 WAIT, TYPE, CANCEL, FORCED = "wait", "type", "cancel", "forced"
@@ -87,11 +89,16 @@ class Watch:
         return 0.0 if self.ready_at is None else now - self.ready_at
 
 
-def type_line(send: Callable[..., None], prof: Profile, text: str) -> None:
+def type_line(send: Callable[..., None], look: Callable[[], Screen], prof: Profile,
+              text: str) -> None:  # fmt: skip
     """The text, literally, then after `enter_after` seconds one Enter (no C-j: it leaves an
-    empty line in the box, docs/protocol.md §16)."""
+    empty line in the box, docs/protocol.md §16) — once the box shows the text: a harness
+    that draws it late would take an Enter sent before as nothing to submit."""
     send("-l", "--", text)
     time.sleep(prof.enter_after)
+    deadline = time.monotonic() + SHOWN_WITHIN
+    while not profiles.holds(look(), prof, text) and time.monotonic() < deadline:
+        time.sleep(LOOK_EVERY)
     send(prof.enter)
 
 

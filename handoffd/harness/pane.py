@@ -62,5 +62,5 @@ def parse(output: str) -> Pane:
 def record(socket: str, session: str, harness: str, timeout: float = 10.0) -> None:
     """Record `harness` on `session` for the daemon (best effort: an older session keeps
     the harness its agent name says)."""
-    subprocess.run(["tmux", "-S", socket, "set-option", "-t", f"={session}", OPTION, harness],
+    subprocess.run(["tmux", "-S", socket, "set-option", "-t", f"={session}:", OPTION, harness],
                    capture_output=True, timeout=timeout, check=False)  # fmt: skip

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 CLAUDE, CODEX, GENERIC = "claude", "codex", "generic"
 HARNESSES = (CLAUDE, CODEX, GENERIC)
 SGR = re.compile(r"\x1b\[([0-9;:]*)m")
-OTHER_ESCAPE = re.compile(r"\x1b(\[[0-9;:?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
+# every other escape (SGR's final byte is `m`: not these), which draws nothing
+OTHER_ESCAPE = re.compile(
+    r"\x1b(\[[0-9;:?<=>]*[ -/]*[@-ln-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])"
+)
 SPACES = " \u00a0"  # Claude Code ends its empty prompt line with a no-break space
 
 

@@ -93,7 +93,8 @@ class Typist:
         return watch.waited(time.time()), False, False
 
     def type(self, socket: str, session: str, prof: Profile, text: str) -> None:
-        keys.type_line(self._sender(socket, session), prof, text)
+        keys.type_line(self._sender(socket, session), lambda: self._screen(socket, session),
+                       prof, text)  # fmt: skip
 
     def taken(self, role: str, socket: str, session: str, prof: Profile, text: str) -> bool:
         """Whether the harness took the line typed (docs/protocol.md §16): `wake_unsubmitted`
