@@ -432,12 +432,12 @@ class Daemon:
 
     def _look(self, roles: dict[str, Role], waiting: set[str]) -> None:
         """Read the panes `status` shows: at each rescan those of roles with mail waiting
-        (a gone session turns their cards red at once), every LOOK_EVERY seconds the others
-        (a tmux call each: an idle swarm should cost next to nothing)."""
+        (a gone session turns their cards red at once) or a harness at work, every
+        LOOK_EVERY seconds the others (a tmux call each: an idle swarm should cost next to
+        nothing)."""
         now = time.monotonic()
-        due = [
-            n for n in roles if n in waiting or now >= self._looked.get(n, -LOOK_EVERY) + LOOK_EVERY
-        ]
+        due = [n for n in roles if n in waiting or self.panes.working(n)
+               or now >= self._looked.get(n, -LOOK_EVERY) + LOOK_EVERY]  # fmt: skip
         for name in due:
             self._looked[name] = now
         self.waker.look((name, roles[name].session) for name in due)

@@ -120,6 +120,13 @@ class Panes:
             seen.pane, seen.since = pane, since
             self._dirty = True
 
+    def working(self, role: str) -> bool:
+        """Whether `role` runs a known harness last seen busy: its end of turn is worth
+        seeing soon (`status` shows it idle at once, docs/protocol.md §16)."""
+        with self._lock:
+            seen = self._seen.get(role)
+            return seen is not None and seen.pane == BUSY and seen.harness != "generic"
+
     def woken(self, role: str, now: float) -> None:
         """A wake-up was just typed into `role`'s pane."""
         with self._lock:

@@ -29,16 +29,29 @@ CLAUDE_SHELL = "Bash"  # Claude Code's shell tool
 CODEX_SHELL = "exec_command"  # Codex's shell tool (0.171.0: `cmd`, run in the user's shell)
 
 
+@dataclass(frozen=True)
+class Call:
+    """A call of a tool other than the shell: its name and input (for Codex, the tool's
+    namespace too, as an MCP server's tools are grouped)."""
+
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    namespace: str | None = None
+
+
 @dataclass
 class Rule:
     """When a user text holds `when`: run each of `commands` in turn (one tool call per
-    model request), then say `say` and end the turn.  `delay` holds every answer of this
-    rule back that many seconds first (a model thinking: the harness shows itself busy)."""
+    model request: a shell command, or a `Call`), then say `say` and end the turn.
+    `delay` holds every answer of this rule back that many seconds first (a model
+    thinking: the harness shows itself busy); `api`, when given, limits the rule to one
+    wire protocol (one harness: Claude Code speaks `anthropic`, Codex `openai`)."""
 
     when: str
-    commands: list[str] = field(default_factory=list)
+    commands: list[str | Call] = field(default_factory=list)
     say: str = "Done."
     delay: float = 0.0
+    api: str | None = None
 
 
 @dataclass
@@ -215,12 +228,14 @@ class ModelServer:
             with open(self.log, "a", encoding="utf-8") as file:
                 file.write(json.dumps(line) + "\n")
 
-    def answer(self, api: str, body: dict[str, Any]) -> tuple[Request, Rule | None, str | None]:
+    def answer(
+        self, api: str, body: dict[str, Any]
+    ) -> tuple[Request, Rule | None, str | Call | None]:
         """Record the request; the rule answering it and the command to call (None: say
         the rule's words, or the fallback reply, and end the turn)."""
         turn = anthropic_turn(body) if api == ANTHROPIC else openai_turn(body)
         with self._lock:
-            rule, outputs = turn.pick(self.rules)
+            rule, outputs = turn.pick(r for r in self.rules if r.api in (None, api))
             self._calls += 1
         side = api == OPENAI and _schema(body) is not None
         if side:
@@ -303,13 +318,23 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-Events = Callable[[dict[str, Any], str, "str | None", str], list[tuple[str, dict[str, Any]]]]
+Events = Callable[[dict[str, Any], str, "str | Call | None", str], list[tuple[str, dict[str, Any]]]]
+
+
+def _tool(command: str | Call, shell: str, key: str) -> Call:
+    """A shell command as a call of the harness's shell tool."""
+    if isinstance(command, Call):
+        return command
+    arguments: dict[str, Any] = {key: command}
+    if shell == CLAUDE_SHELL:
+        arguments["description"] = "Run a handoff command"
+    return Call(shell, arguments)
 
 
 def _anthropic_events(
-    body: dict[str, Any], words: str, command: str | None, call: str
+    body: dict[str, Any], words: str, command: str | Call | None, call: str
 ) -> list[tuple[str, dict[str, Any]]]:
-    """A Messages stream: one text block, or one `Bash` tool_use block."""
+    """A Messages stream: one text block, or one tool_use block (`Bash` for a command)."""
     usage = {"input_tokens": 10, "output_tokens": 1}
     message = {"id": f"msg_{call}", "type": "message", "role": "assistant",
                "model": body.get("model", "scripted"), "content": [], "stop_reason": None,
@@ -319,9 +344,9 @@ def _anthropic_events(
         delta: dict[str, Any] = {"type": "text_delta", "text": words}
         stop = "end_turn"
     else:
-        block = {"type": "tool_use", "id": f"toolu_{call}", "name": CLAUDE_SHELL, "input": {}}
-        arguments = {"command": command, "description": "Run a handoff command"}
-        delta = {"type": "input_json_delta", "partial_json": json.dumps(arguments)}
+        tool = _tool(command, CLAUDE_SHELL, "command")
+        block = {"type": "tool_use", "id": f"toolu_{call}", "name": tool.name, "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(tool.input)}
         stop = "tool_use"
     return [
         ("message_start", {"type": "message_start", "message": message}),
@@ -337,16 +362,20 @@ def _anthropic_events(
 
 
 def _openai_events(
-    body: dict[str, Any], words: str, command: str | None, call: str
+    body: dict[str, Any], words: str, command: str | Call | None, call: str
 ) -> list[tuple[str, dict[str, Any]]]:
-    """A Responses stream: one assistant message, or one `exec_command` function call."""
+    """A Responses stream: one assistant message, or one function call (`exec_command`
+    for a command)."""
     del body
     if command is None:
         item: dict[str, Any] = {"type": "message", "role": "assistant", "id": f"msg_{call}",
                                 "content": [{"type": "output_text", "text": words}]}  # fmt: skip
     else:
+        tool = _tool(command, CODEX_SHELL, "cmd")
         item = {"type": "function_call", "id": f"fc_{call}", "call_id": call,
-                "name": CODEX_SHELL, "arguments": json.dumps({"cmd": command})}  # fmt: skip
+                "name": tool.name, "arguments": json.dumps(tool.input)}  # fmt: skip
+        if tool.namespace:
+            item["namespace"] = tool.namespace
     usage = {"input_tokens": 10, "input_tokens_details": None, "output_tokens": 5,
              "output_tokens_details": None, "total_tokens": 15}  # fmt: skip
     response = {"id": f"resp_{call}"}
