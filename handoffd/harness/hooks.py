@@ -151,8 +151,9 @@ def stop(role: Role, again: bool) -> str:
     except OSError:
         if again:  # cannot remember telling: tell once per stop, never in a loop
             return ""
-    what = label(headers.get("task") or headers.get("id") or name)
-    sender = label(headers.get("from") or "?")
+    parsed = hf.parse_name(name)  # the name says which file and whose: never a header
+    what = label(headers.get("task") or (parsed.id if parsed else name))
+    sender = label(parsed.sender if parsed else headers.get("from") or "?")
     reason = (f"You have {len(waiting)} handoff(s) waiting (first: {what} from {sender}). "
               "Run ready_for_next.sh.")  # fmt: skip
     return json.dumps({"decision": "block", "reason": reason})

@@ -135,16 +135,20 @@ def _rule(row: Row) -> bool:
 
 
 def box_rows(screen: Screen, prof: Profile) -> tuple[int, int] | None:
-    """Where the input box is: (first row, row after its last), or None when none shows."""
+    """Where the input box is: (first row, row after its last), or None when none shows.
+    A framed box's first row has a rule above it (a dialog's choice `1. Yes`, drawn with
+    the same glyph, has none)."""
     rows = screen.rows
-    first = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].text.startswith(prof.prompt)),
-                 None)  # fmt: skip
-    if first is None:
-        return None
-    end = first + 1
-    while end < len(rows) and rows[end].text.strip() and not _rule(rows[end]):
-        end += 1
-    return first, end
+    for first in range(len(rows) - 1, -1, -1):
+        if not rows[first].text.startswith(prof.prompt):
+            continue
+        if prof.framed and not (first > 0 and _rule(rows[first - 1])):
+            continue
+        end = first + 1
+        while end < len(rows) and rows[end].text.strip() and not _rule(rows[end]):
+            end += 1
+        return first, end
+    return None
 
 
 def box_text(screen: Screen, prof: Profile) -> str | None:
@@ -163,8 +167,7 @@ def ready(screen: Screen, prof: Profile) -> bool:
     """Whether the harness has drawn its input box and takes keys now."""
     if prof.ready is not None:
         return any(prof.ready in row.text for row in screen.rows)
-    found = box_rows(screen, prof)
-    return found is not None and found[0] > 0 and _rule(screen.rows[found[0] - 1])
+    return box_rows(screen, prof) is not None
 
 
 def busy(screen: Screen, prof: Profile) -> bool:
