@@ -287,7 +287,8 @@ def up(
         if register_mcp:  # before the agents start: a harness reads it when it starts
             for role in config.load_roles(project_root).values():
                 if config.is_local(role, here):  # another host's role has no worktree here
-                    click.echo(f"mcp: {swarm.write_mcp_config(project_root, role)}")
+                    harness = swarm.harness_of(project_root, role, commands)
+                    click.echo(f"mcp: {swarm.write_mcp_config(project_root, role, harness)}")
         options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
         said: list[str] = []
         socket, started = swarm.up(project_root, commands, tuple(options), mcp=register_mcp,

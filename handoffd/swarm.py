@@ -64,12 +64,13 @@ def harness_of(root: str, role: config.Role, agents: dict[str, str]) -> str:
     return profiles.resolve(role.agent, command, project.harnesses(root).get(role.name))
 
 
-def write_mcp_config(root: str, role: config.Role) -> str:
+def write_mcp_config(root: str, role: config.Role, harness: str = profiles.GENERIC) -> str:
     """Register the server in the role's worktree (`.mcp.json`, kept out of git; other
-    servers already registered there are kept) and approve it for Claude Code."""
+    servers already registered there are kept) and approve it there for Claude Code."""
     try:
         path = install.write_mcp_config(root, role)
-        install.approve_mcp(role)
+        if harness == profiles.CLAUDE:
+            install.approve_mcp(role)
     except settings.Unusable as unusable:
         raise RuntimeError(f"{unusable}: fix or remove it") from None
     project.exclude_from_git(root, (MCP_CONFIG, install.HOOKS_FILE), [])
@@ -235,14 +236,15 @@ def _check_startable(role: config.Role, agents: dict[str, str]) -> None:
 
 
 def _program(command: str) -> str | None:
-    """The program a command line runs: its first word that is not a NAME=value."""
+    """The program a command line runs: its first word that is not `exec`, `env` or a
+    NAME=value."""
     try:
         words = shlex.split(command)
     except ValueError:
         return None  # tmux's shell will say what is wrong with it
     for word in words:
         name, assigns, _ = word.partition("=")
-        if not (assigns and name.isidentifier()):
+        if word not in ("exec", "env") and not (assigns and name.isidentifier()):
             return word
     return None
 

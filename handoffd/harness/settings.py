@@ -83,7 +83,7 @@ def _read(folder: int, name: str, path: str) -> tuple[dict[str, object], int | N
         raise Unusable(f"{path}: {_what(error)}; left alone") from None
     try:
         mode = stat.S_IMODE(os.fstat(fd).st_mode)
-        data = safeio.read_fd(fd, LIMIT)
+        data = safeio.read_fd(fd, LIMIT + 1)
     finally:
         os.close(fd)
     if len(data) > LIMIT:
