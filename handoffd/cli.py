@@ -327,7 +327,7 @@ def hook(event: str, given: str | None, root: str | None) -> None:
     Reads the harness's JSON on stdin (or as JSON, Codex's notify), prints only what the
     harness reads, and always exits 0.  `handoffd up` installs these; see `handoffd hooks`.
     """
-    from handoffd.harness.hooks import main as run_hook
+    from handoffd.adapters.hooks import main as run_hook
 
     args = [event, *(["--root", root] if root else []), *([given] if given else [])]
     raise SystemExit(run_hook(args))

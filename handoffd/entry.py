@@ -11,7 +11,7 @@ HOOK_EVENTS = ("stop", "session-start", "pre-compact")
 
 def main() -> None:
     if sys.argv[1:2] == ["hook"] and sys.argv[2:3] and sys.argv[2] in HOOK_EVENTS:
-        from handoffd.harness.hooks import main as hook
+        from handoffd.adapters.hooks import main as hook
 
         raise SystemExit(hook(sys.argv[2:]))
     from handoffd.cli import main as cli

@@ -19,7 +19,8 @@ import time
 from handoffd import panes, safeio
 from handoffd.config import SWARMFORGE
 from handoffd.harness import pane, profiles
-from handoffd.harness.typist import DeadPane, Marks, Typist
+from handoffd.harness.marks import Marks
+from handoffd.harness.typist import DeadPane, Typist
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

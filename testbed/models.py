@@ -66,6 +66,7 @@ class Request:
     body: dict[str, Any]
     rule: str | None = None  # the `when` of the rule that answered, if any
     side: bool = False  # a request of the harness's own (a title), not a turn of the agent
+    done_at: float | None = None  # when its answer was sent whole
 
     def holds(self, text: str) -> bool:
         """Whether `text` is in anything this request carried (texts, outputs, the system
@@ -295,6 +296,7 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             if request.side:
                 words = json.dumps({"title": "Handoff work"})
             self._stream(events(body, words, command, server.call_id()))
+            request.done_at = time.time()
 
         def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
             self.send_response(200)

@@ -21,14 +21,29 @@ from typing import Any
 
 from handoffd import lifecycle
 from handoffd.harness import keys, pane, profiles
+from handoffd.wake import TEXT as WAKE
 from testbed import harnesses
-from testbed.models import ModelServer
+from testbed.models import Call, ModelServer, Rule
 
 BIN = os.path.dirname(sys.executable)
 SENDER = "QA"  # the role mail comes from: a shell, not an agent
 AGENTS = {"coder": "claude", "cleaner": "codex"}  # role -> harness, as the tests use them
 WORKTREES = {"coder": "master", "cleaner": "cleaner", SENDER: SENDER}
 HARNESS_ENV_DROP = ("TMUX", "TMUX_PANE", "SWARMFORGE_ROLE", "NOTIFY_SOCKET", "HANDOFFD_ROOT")
+TAKE: list[str | Call] = ["ready_for_next.sh", "done_with_current.sh"]  # take it, finish it
+HOOK_REASON = "handoff(s) waiting"  # in the Stop hook's reason (docs/protocol.md §16)
+SLOW = "SLOW-TURN"  # a prompt whose turn keeps the harness busy for seconds
+
+
+def rules(slow: float = 2.0) -> list[Rule]:
+    """The model of an agent that does its work: woken (typed or by its Stop hook), it
+    takes the mail and finishes it; a SLOW-TURN prompt keeps it busy, each of its two
+    answers `slow` seconds in coming."""
+    return [
+        Rule(WAKE, TAKE, say="Took the mail."),
+        Rule(HOOK_REASON, TAKE, say="Took the mail the hook told of."),
+        Rule(SLOW, ["echo working slowly"], say="Slow turn done.", delay=slow),
+    ]
 
 
 class RealSwarm:

@@ -19,18 +19,12 @@ import pytest
 from handoffd.wake import TEXT as WAKE
 from testbed import harnesses
 from testbed.models import ModelServer, Request, Rule
-from testbed.realswarm import AGENTS, RealSwarm
+from testbed.realswarm import AGENTS, HOOK_REASON, SLOW, RealSwarm, rules
 
-__all__ = ["WAKE", "RealSwarm", "Request", "Rule", "real", "real_swarm", "typed_exactly"]
+__all__ = ["HOOK_REASON", "SLOW", "WAKE", "RealSwarm", "Request", "Rule", "real", "real_swarm",
+           "typed_exactly"]  # fmt: skip
 
-TAKE = ["ready_for_next.sh", "done_with_current.sh"]  # take the work, then finish it
-HOOK_REASON = "handoff(s) waiting"  # in the Stop hook's reason (docs/protocol.md §16)
-SLOW = "SLOW-TURN"  # a prompt whose turn keeps the harness busy for seconds
-RULES = [
-    Rule(WAKE, TAKE, say="Took the mail."),
-    Rule(HOOK_REASON, TAKE, say="Took the mail the hook told of."),
-    Rule(SLOW, ["echo working slowly"], say="Slow turn done.", delay=2.0),
-]
+RULES = rules()
 
 
 def real(*names: str) -> pytest.MarkDecorator:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd.harness.hooks import CONTINUE
+from handoffd.adapters.hooks import CONTINUE
 from tests.conftest import BIN, Project, helper_env, plant
 
 HOOK = os.path.join(BIN, "handoffd")
@@ -167,7 +167,9 @@ def test_pre_compact_brings_the_live_file_up_to_date_and_prints_nothing(project:
 
 
 def test_the_hook_command_imports_no_click_nor_the_table_of_operations(project: Project) -> None:
-    """It runs once per agent turn: it starts as lean as a helper (docs/performance.md)."""
+    """It runs once per agent turn: it starts as lean as a helper (docs/performance.md);
+    `json`, `signal` and `typing` bring `re` or `enum`, each a third of its start-up."""
+    waiting(project, "coder", NAMES[0])
     command = [
         sys.executable,
         "-X",
@@ -181,5 +183,8 @@ def test_the_hook_command_imports_no_click_nor_the_table_of_operations(project: 
     done = subprocess.run(command, cwd=project.root, env=helper_env("coder"), input="{}",
                           capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
     imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()}
-    assert "handoffd.harness.hooks" in imported
-    assert {"click", "handoffd.cli", "handoffd.ops.table", "structlog"} & imported == set()
+    assert "handoffd.adapters.hooks" in imported
+    assert '"decision": "block"' in done.stdout
+    heavy = {"click", "handoffd.cli", "handoffd.ops.table", "structlog", "re", "enum", "json",
+             "typing"}  # fmt: skip
+    assert heavy & imported == set()

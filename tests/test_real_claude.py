@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from handoffd import handoff as hf
-from handoffd.harness.hooks import CONTINUE
+from handoffd.adapters.hooks import CONTINUE
 from testbed.models import Call
 from tests.real_support import (
     HOOK_REASON,

@@ -11,8 +11,8 @@ import os
 
 from handoffd import heartbeat
 from handoffd.config import Role
-from handoffd.harness import hooks, profiles
-from handoffd.harness.typist import Marks
+from handoffd.harness import profiles
+from handoffd.harness.marks import Marks, announced_at
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,14 +42,14 @@ class Harnesses:
         role = self.roles().get(name)
         if role is None:
             return Marks(None, None)
-        return Marks(heartbeat.idle_at(role.handoffs), hooks.announced_at(role.handoffs))
+        return Marks(heartbeat.idle_at(role.handoffs), announced_at(role.handoffs))
 
     def announced(self, roles: dict[str, Role]) -> list[tuple[str, float]]:
         """(role, when) of each role whose Stop hook announced mail since the last look; the
         first look at a role only learns where it stands."""
         found = []
         for name, role in roles.items():
-            at = hooks.announced_at(role.handoffs)
+            at = announced_at(role.handoffs)
             if name in self._announced and at is not None and at != self._announced[name]:
                 found.append((name, at))
             self._announced[name] = at

@@ -13,6 +13,7 @@ import subprocess
 import time
 
 from handoffd.harness import keys, pane, profiles
+from handoffd.harness.marks import Marks
 from handoffd.harness.profiles import Profile, Screen
 
 TYPE_CHECKING = False
@@ -23,23 +24,6 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 POLL, POLL_MAX = 0.1, 1.0  # seconds between two reads of a pane waited on (slower as it waits)
-
-
-class Marks:
-    """What a role's hooks left (epoch seconds, None when never): its last end of turn
-    (H/idle) and its last announcement (H/announced)."""
-
-    __slots__ = ("announced", "idle")
-
-    def __init__(self, idle: float | None, announced: float | None) -> None:
-        self.idle = idle
-        self.announced = announced
-
-    def hooked(self, created: float | None) -> bool:
-        """Whether the role's Stop hook has run since its pane started (`created`): mail
-        for it is then announced at the end of a busy turn, never forced in."""
-        latest = max(self.idle or 0.0, self.announced or 0.0)
-        return created is not None and latest > created
 
 
 class Typist:

@@ -17,21 +17,22 @@ harness that keeps stopping is never sent round in a loop.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import sys
 
 from handoffd import config, durable, heartbeat, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
+from handoffd.harness.marks import ANNOUNCED, ANNOUNCED_LIMIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from handoffd.inbox import Done
+    import signal
 
-ANNOUNCED = "announced"  # H/announced: the first waiting file the Stop hook last announced
-ANNOUNCED_LIMIT = 4096
+    from handoffd.inbox import Done
+else:  # the C module itself: `signal` wraps it in enums, and `enum` alone costs a hook a
+    import _signal as signal  # third of its start-up (docs/performance.md)
+
 INPUT_LIMIT = 1024 * 1024  # bytes of a hook's JSON ever read
 DEADLINE = 0.9  # seconds: a hook that has not answered by then gives up, silently
 READ_WAIT = 0.5  # seconds to wait for the harness's JSON on stdin
@@ -50,7 +51,7 @@ def main(argv: list[str]) -> int:
     signal.setitimer(signal.ITIMER_REAL, DEADLINE)
     try:
         event, root, given = _arguments(argv)
-        data = json.loads(given if given is not None else _stdin())
+        data = loads(given if given is not None else _stdin())
         if not isinstance(data, dict):
             raise GiveUp
         said = run(event, data, root, notify=given is not None)
@@ -156,7 +157,7 @@ def stop(role: Role, again: bool) -> str:
     sender = label(parsed.sender if parsed else headers.get("from") or "?")
     reason = (f"You have {len(waiting)} handoff(s) waiting (first: {what} from {sender}). "
               "Run ready_for_next.sh.")  # fmt: skip
-    return json.dumps({"decision": "block", "reason": reason})
+    return f'{{"decision": "block", "reason": {quote(reason)}}}'
 
 
 def _in_process(role: Role) -> bool:
@@ -215,18 +216,6 @@ def _announced(role: Role) -> str | None:
         return None
 
 
-def announced_at(handoffs: str) -> float | None:
-    """When the Stop hook last announced mail (the mtime of `H/announced`, a regular file
-    only), for the daemon."""
-    import stat
-
-    try:
-        info = os.lstat(os.path.join(handoffs, ANNOUNCED))
-    except OSError:
-        return None
-    return info.st_mtime if stat.S_ISREG(info.st_mode) else None
-
-
 def label(text: str, limit: int = LABEL_LIMIT) -> str:
     """A header's words fit to be read by an agent as its next instruction: one line,
     nothing a terminal obeys, at most `limit` characters."""
@@ -242,6 +231,50 @@ def session_start(role: Role, root: str) -> str:
     conversation's first context (docs/protocol.md §10)."""
     from handoffd.continuity import resume
 
-    lines = [*resume.climb(role, root).lines(), CONTINUE]
-    output = {"hookEventName": "SessionStart", "additionalContext": "\n".join(lines)}
-    return json.dumps({"hookSpecificOutput": output})
+    context = "\n".join([*resume.climb(role, root).lines(), CONTINUE])
+    return ('{"hookSpecificOutput": {"hookEventName": "SessionStart", '
+            f'"additionalContext": {quote(context)}}}}}')  # fmt: skip
+
+
+# --- JSON, without the `json` module: it imports `re` and `enum`, a third of a hook's ------
+# start-up; its C scanner and string encoder are what `json` itself runs on
+
+
+class _Decoding:
+    """What the C scanner asks of `json.JSONDecoder` (its defaults)."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # NaN, Infinity: as json.loads reads them
+
+
+def loads(text: str) -> object:
+    """`json.loads(text)` for a whole document (ValueError for anything else)."""
+    try:
+        import _json
+    except ImportError:  # an interpreter without the accelerator
+        import json
+
+        return json.loads(text)
+    body = text.strip(" \t\n\r")
+    try:
+        value, end = _json.make_scanner(_Decoding())(body, 0)  # type: ignore[arg-type]
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if end != len(body):
+        raise ValueError("more than one JSON value")
+    return value
+
+
+def quote(text: str) -> str:
+    """`json.dumps(text)`: the JSON string of `text`, ASCII only."""
+    try:
+        import _json
+    except ImportError:
+        import json
+
+        return json.dumps(text)
+    return str(_json.encode_basestring_ascii(text))

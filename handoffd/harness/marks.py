@@ -1,0 +1,43 @@
+"""What an agent's hooks leave in its role's handoff directory `H` (docs/protocol.md §16):
+`H/idle`, its last end of turn (kept by `heartbeat`), and `H/announced`, the first waiting
+file its Stop hook last told the agent of.
+
+The daemon reads both on every wait for a known harness; they are hints written by the
+agent's own process, so each is one `lstat` and only a regular file counts (a link, a
+FIFO or a folder planted there is no mark).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+ANNOUNCED = "announced"  # H/announced: `<file name>\n<in_process/ stamp>\n`
+ANNOUNCED_LIMIT = 4096  # bytes of it ever read
+
+
+class Marks:
+    """What a role's hooks last left (epoch seconds, None when never): its last end of turn
+    (H/idle) and its last announcement (H/announced)."""
+
+    __slots__ = ("announced", "idle")
+
+    def __init__(self, idle: float | None, announced: float | None) -> None:
+        self.idle = idle
+        self.announced = announced
+
+    def hooked(self, created: float | None) -> bool:
+        """Whether the role's Stop hook has run since its pane started (`created`): mail
+        for it is then told at the end of a busy turn, never forced in."""
+        latest = max(self.idle or 0.0, self.announced or 0.0)
+        return created is not None and latest > created
+
+
+def announced_at(handoffs: str) -> float | None:
+    """When the Stop hook last told of mail (the mtime of `H/announced`, a regular file
+    only)."""
+    try:
+        info = os.lstat(os.path.join(handoffs, ANNOUNCED))
+    except OSError:
+        return None
+    return info.st_mtime if stat.S_ISREG(info.st_mode) else None
