@@ -19,6 +19,7 @@ import compileall
 import json
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,8 @@ NOTES = (
     "busy: the end of the turn (its last answer sent) -> the next model request; Claude",
     "  Code by its Stop hook, Codex by the wake-up typed when its turn is over.",
     "typed into busy: mail lines found in a busy turn's requests, and forced wake-ups.",
-    "Stop hook: `handoffd hook stop` wall time, stdin JSON, half with mail waiting.",
+    "Stop hook: `handoffd hook stop` wall time, stdin JSON, half with mail waiting, the",
+    "  package byte-compiled; a bare interpreter's start-up measured beside it.",
 )
 
 
@@ -61,6 +63,7 @@ class Measured:
     typed_into_busy: int = 0
     forced: int = 0
     hook_ms: list[float] = field(default_factory=list)
+    python_ms: list[float] = field(default_factory=list)  # `python -c pass`, interleaved
 
 
 class Built:
@@ -100,7 +103,7 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
             finally:
                 swarm.down()
             progress(f"the Stop hook, {sizes.hook_runs} runs")
-            measured.hook_ms = stop_hook(swarm, sizes.hook_runs)
+            measured.hook_ms, measured.python_ms = stop_hook(swarm, sizes.hook_runs)
         return measured
 
     def figures(self, measured: Measured, sizes: HarnessSizes) -> dict[str, Any]:
@@ -114,6 +117,8 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
         found["forced"] = measured.forced
         found["stop_hook_p50_ms"] = percentile(measured.hook_ms, 0.5)
         found["stop_hook_p99_ms"] = percentile(measured.hook_ms, 0.99)
+        found["python_p50_ms"] = percentile(measured.python_ms, 0.5)
+        found["python_p99_ms"] = percentile(measured.python_ms, 0.99)
         return found
 
     def targets(self, figures: Any) -> list[Target]:
@@ -137,6 +142,10 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
             row("wake-ups forced", f"{m['forced']}", "forced"),
             row("Stop hook wall time, p50", f"{m['stop_hook_p50_ms']:.1f} ms", "stop_hook_p50"),
             row("Stop hook wall time, p99", f"{m['stop_hook_p99_ms']:.1f} ms", "stop_hook_p99"),
+            row(
+                "  python -c pass beside it, p50 / p99",
+                f"{m['python_p50_ms']:.1f} / {m['python_p99_ms']:.1f} ms",
+            ),
         ]
         return table.render(report, rows, NOTES)
 
@@ -201,17 +210,21 @@ def typed_into_busy(server: ModelServer) -> int:
     )  # fmt: skip
 
 
-def stop_hook(swarm: RealSwarm, runs: int) -> list[float]:
+def stop_hook(swarm: RealSwarm, runs: int) -> tuple[list[float], list[float]]:
     """The wall time (ms) of `handoffd hook stop` in the coder's worktree, as Claude Code
     runs it (the swarm down: nothing else moves the mail): half the runs with nothing
     waiting, half with mail waiting and nothing in process (it tells of it, and writes
-    H/announced the first time)."""
+    H/announced the first time); and, interleaved, a bare `python -c pass`: on a loaded
+    machine the interpreter's own start-up is most of a hook's time."""
     command = [os.path.join(BIN, "handoffd"), "hook", "stop", "--root", str(swarm.root)]
     data = json.dumps({"hook_event_name": "Stop", "stop_hook_active": False,
                        "cwd": str(swarm.worktree("coder"))}).encode()  # fmt: skip
     env = {**swarm.env, "SWARMFORGE_ROLE": "coder"}
-    times = []
+    times, python = [], []
     for n in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        python.append((time.perf_counter() - started) * 1000)
         if n == runs // 2:  # mail waits from now on
             swarm.helper("QA", "swarm_handoff", str(_draft(swarm)))
             swarm.handoffd("run", "--once", str(swarm.root))
@@ -221,7 +234,7 @@ def stop_hook(swarm: RealSwarm, runs: int) -> list[float]:
         times.append((time.perf_counter() - started) * 1000)
         if n == runs // 2 and b'"decision": "block"' not in said.stdout:
             raise BenchError(f"the Stop hook did not tell of the mail: {said.stdout!r}")
-    return times
+    return times, python
 
 
 def _draft(swarm: RealSwarm) -> Path:

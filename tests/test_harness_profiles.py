@@ -132,6 +132,12 @@ def test_a_hooked_pane_that_turns_idle_gives_its_stop_hook_time_to_speak_first()
     assert told.see(profiles.BUSY, 10.0, True, 2.0, True) == keys.CANCEL  # it announced the mail
 
 
+def test_codex_whose_notify_cannot_tell_the_agent_is_typed_into_as_soon_as_its_turn_ends() -> None:
+    watch = keys.Watch(started=0.0, idle_wait=300.0)
+    watch.see(profiles.BUSY, 10.0, True, 9.9, False, tells=False)
+    assert watch.see(profiles.IDLE, 10.1, True, 9.9, False, tells=False) == keys.TYPE
+
+
 def test_an_idle_pane_gets_the_line_at_once_without_any_quiet_time() -> None:
     watch = keys.Watch(started=50.0, idle_wait=300.0)
     assert watch.see(profiles.IDLE, 50.0, True, 40.0, False) == keys.TYPE

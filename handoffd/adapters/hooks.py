@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import sys
 
-from handoffd import config, durable, heartbeat, safeio
+from handoffd import config, heartbeat, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
-from handoffd.harness.marks import ANNOUNCED, ANNOUNCED_LIMIT
+from handoffd.harness.marks import ANNOUNCED, ANNOUNCED_LIMIT, announce
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -147,8 +147,7 @@ def stop(role: Role, again: bool) -> str:
     if _announced(role) == record:
         return ""  # told already, and nothing taken since: never a loop
     try:
-        durable.sweep_stale(role.handoffs, f".{ANNOUNCED}.")  # a hook killed mid-write
-        durable.replace(os.path.join(role.handoffs, ANNOUNCED), record.encode())
+        announce(role.handoffs, record)
     except OSError:
         if again:  # cannot remember telling: tell once per stop, never in a loop
             return ""

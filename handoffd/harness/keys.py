@@ -9,8 +9,9 @@ marker, an empty box — and never while it is busy, except that a pane busy for
 `--idle-wait` gets it anyway, unless the role is *hooked*: its Stop hook tells the agent
 of mail at the end of its turn, so a busy hooked pane is waited on for as long as it
 takes, and an announcement by that hook makes the typed line unneeded (`CANCEL`).  A
-hooked pane that turns idle gets its hook HOOK_GRACE seconds to speak first (the hook
-runs as the turn ends, the screen may show the end a moment before).
+hooked Claude Code that turns idle gets its Stop hook HOOK_GRACE seconds to speak first
+(the hook runs as the turn ends, the screen may show the end a moment before); Codex's
+notify cannot tell the agent anything, so its line is typed as soon as the turn is over.
 
 How: the text (`send-keys -l`), then after `enter_after`, once the box shows it, one
 Enter; then the input box is
@@ -53,10 +54,11 @@ class Watch:
         self.reason = ""  # why a line was forced
 
     def see(self, state: str, now: float, hooked: bool, idle_mark: float | None,
-            announced: bool) -> str:  # fmt: skip
+            announced: bool, tells: bool = True) -> str:  # fmt: skip
         """What to do after a read that found the pane in `state` (`profiles.state`) at
         `now`; `idle_mark` is the role's last Stop hook (H/idle), `announced` whether the
-        hook told the agent of its mail since this wait began."""
+        hook told the agent of its mail since this wait began, `tells` whether its hook can
+        (else a turn's end is no reason to wait)."""
         if announced:
             return CANCEL
         if self.ready_at is None and state == profiles.STARTING:
@@ -74,7 +76,7 @@ class Watch:
             return FORCED
         if self.idle_since is None:
             self.idle_since = now
-        if hooked and self._hook_may_speak(now, idle_mark):
+        if hooked and tells and self._hook_may_speak(now, idle_mark):
             return WAIT
         return TYPE
 

@@ -33,6 +33,27 @@ class Marks:
         return created is not None and latest > created
 
 
+def announce(handoffs: str, record: str) -> None:
+    """Write `H/announced` anew: a temp created exclusively (never an existing file or a
+    link), then renamed over it, so nothing planted there is ever written through.  Not
+    fsynced: it is a hint, and a lost one only means the agent is told once more."""
+    from handoffd import durable
+
+    durable.sweep_stale(handoffs, f".{ANNOUNCED}.")  # what a hook killed mid-write left
+    temp = os.path.join(handoffs, f".{ANNOUNCED}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temp, flags, 0o644)
+    try:
+        try:
+            durable.write_all(fd, record.encode())
+        finally:
+            os.close(fd)
+        os.rename(temp, os.path.join(handoffs, ANNOUNCED))
+    except BaseException:
+        durable.unlink_quietly(temp)
+        raise
+
+
 def announced_at(handoffs: str) -> float | None:
     """When the Stop hook last told of mail (the mtime of `H/announced`, a regular file
     only)."""

@@ -35,7 +35,9 @@ class Profile:
     - `busy_rows`, `busy_title`: patterns of a row, or of the pane's title, shown only
       while a turn runs;
     - `enter_after`: seconds between the text and the Enter that submits it; `clear`: the
-      key that empties the box (the line typed is then gone, whatever happened to it).
+      key that empties the box (the line typed is then gone, whatever happened to it);
+    - `tells`: its Stop hook can tell the agent of its mail (Claude Code's can; Codex's
+      notify cannot, so a line is typed as soon as its turn is over).
     """
 
     name: str
@@ -47,6 +49,7 @@ class Profile:
     enter_after: float = 0.150
     enter: str = "Enter"
     clear: str = "C-u"
+    tells: bool = True
 
 
 PROFILES = {
@@ -60,6 +63,7 @@ PROFILES = {
         CODEX, prompt="\u203a", framed=False, ready="? for shortcuts",  # its single angle
         busy_rows=(r"^[•◦] Working \(.*esc to interrupt\)",),
         busy_title=r"^[\u2801-\u28ff]",  # a braille spinner before the title
+        tells=False,
     ),
 }  # fmt: skip
 

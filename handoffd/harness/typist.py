@@ -64,7 +64,7 @@ class Typist:
             announced = marks.announced is not None and marks.announced >= started
             hooked = marks.hooked(seen.created)
             decision = watch.see(profiles.state(seen.screen, prof), now, hooked, marks.idle,
-                                 announced)  # fmt: skip
+                                 announced, prof.tells)  # fmt: skip
             if decision == keys.CANCEL:
                 return watch.waited(now), False, True
             if decision == keys.FORCED:
