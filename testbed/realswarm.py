@@ -131,9 +131,10 @@ class RealSwarm:
                               env={**self.env, "SWARMFORGE_ROLE": role}, capture_output=True,
                               text=True, timeout=60, check=False)  # fmt: skip
 
-    def type(self, role: str, text: str) -> None:
+    def type(self, role: str, text: str, command: bool = False) -> None:
         """Type a prompt into the role's harness as the daemon types a wake-up (text, then
-        Enter once it shows, one more while it stays), and see it taken."""
+        Enter once it shows, one more while it stays), and see it taken; a `command` (as
+        `/clear`) leaves no trace of itself: only its box is seen emptied."""
         target = f"={self.session(role)}:"
         prof = profiles.PROFILES[AGENTS[role]]
 
@@ -144,6 +145,11 @@ class RealSwarm:
             return pane.read(self.socket, self.session(role), 10).screen
 
         keys.type_line(send, look, prof, text)
+        if command:
+            deadline = time.monotonic() + 10
+            while profiles.holds(look(), prof, text) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return
         if not keys.submitted(look, send, prof, text)[0]:
             raise RuntimeError(f"{role}'s harness did not take {text!r}:\n{self.screen(role)}")
 

@@ -52,6 +52,16 @@ def test_a_line_typed_in_the_box_is_read_from_the_box_not_from_the_last_line() -
     assert not profiles.holds(screen(CLAUDE_IDLE), claude, WAKE)
 
 
+def test_a_line_is_taken_when_it_left_the_box_for_the_conversation_not_when_it_vanished() -> None:
+    """A harness still starting may draw its box afresh: the line is gone, but not sent."""
+    claude = profiles.PROFILES[CLAUDE]
+    assert not profiles.sent(screen(CLAUDE_IDLE), claude, WAKE)
+    shown = CLAUDE_IDLE.replace(f"{CP} an earlier prompt", f"{CP} {WAKE}")
+    assert profiles.sent(screen(shown), claude, WAKE)
+    spinning = CLAUDE_IDLE.replace("✻ Baked for 3s · done 10:31 PM", "✶ Brewing… (0s)")
+    assert profiles.sent(screen(spinning), claude, WAKE)
+
+
 def test_each_harness_is_busy_only_while_its_own_marker_shows() -> None:
     claude, codex = profiles.PROFILES[CLAUDE], profiles.PROFILES[CODEX]
     spinning = CLAUDE_IDLE.replace("✻ Baked for 3s · done 10:31 PM", "✶ Brewing… (2s · ↓ 5 tokens)")

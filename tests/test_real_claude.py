@@ -64,7 +64,7 @@ def test_claude_code_takes_mail_queued_before_up_each_idle_wake_up_resume_and_mc
         assert "hooks: coder: changed: " in swarm.up_output
         took = turn(server, CLAUDE, lambda r: outputs_hold(r, queued["name"]),
                     "taking the mail queued before up")  # fmt: skip
-        assert typed_exactly(took, WAKE)
+        assert typed_exactly(took, WAKE), took.texts[-1][-300:]
         assert server.turns(CLAUDE)[0].holds(CONTINUE)  # the SessionStart hook at launch
         settled(swarm, queued["name"])
 
@@ -79,7 +79,7 @@ def test_claude_code_takes_mail_queued_before_up_each_idle_wake_up_resume_and_mc
 
         lines = swarm.helper("coder", "resume").stdout.splitlines()
         assert lines and lines[0].startswith("RESUMING: coder")
-        swarm.type("coder", "/clear")
+        swarm.type("coder", "/clear", command=True)
         swarm.wait_idle("coder")
         swarm.type("coder", "AFTER-CLEAR")
         fresh = turn(server, CLAUDE, lambda r: any("AFTER-CLEAR" in t for t in r.texts),

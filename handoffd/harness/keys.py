@@ -14,9 +14,10 @@ hooked Claude Code that turns idle gets its Stop hook HOOK_GRACE seconds to spea
 notify cannot tell the agent anything, so its line is typed as soon as the turn is over.
 
 How: the text (`send-keys -l`), then after `enter_after`, once the box shows it, one
-Enter; then the input box is
-read until it no longer holds the text, with one more Enter while it still does, and the
-box is cleared if even that left it there: after every typed line the box is empty.
+Enter; then the pane is read until it shows the line taken (gone from the box, and in the
+conversation or a turn running), with one more Enter while the box still holds it, the
+line typed once more if it vanished untaken, and the box cleared if even that left it
+there: after every typed line the box is empty.
 """
 
 from __future__ import annotations
@@ -107,25 +108,38 @@ def type_line(send: Callable[..., None], look: Callable[[], Screen], prof: Profi
 
 def submitted(look: Callable[[], Screen], send: Callable[..., None], prof: Profile,
               text: str) -> tuple[bool, bool]:  # fmt: skip
-    """After `type_line`: whether the harness took the line (its box let go of it), with one
-    more Enter while the box still holds it; and whether the box had to be cleared.  Raises
+    """After `type_line`: whether the harness took the line (`profiles.sent`), and whether
+    the box had to be cleared.  While the box still holds the line, one more Enter; when
+    the line vanished untaken (a harness still starting drew its box afresh), it is typed
+    once more; when even that leaves it in the box, the box is emptied of it.  Raises
     whatever `look` raises (a dead pane)."""
-    if _let_go(look, prof, text):
+    seen = _outcome(look, prof, text)
+    if seen == LOST:  # emptied first: what it holds unseen must not come back doubled
+        send(prof.clear)
+        type_line(send, look, prof, text)
+        seen = _outcome(look, prof, text)
+    if seen == HELD:
+        send(prof.enter)
+        seen = _outcome(look, prof, text)
+    if seen == TAKEN:
         return True, False
-    send(prof.enter)
-    if _let_go(look, prof, text):
-        return True, False
-    send(prof.clear)  # nothing handoffd typed stays in the box
-    _let_go(look, prof, text)
-    return False, True
+    if seen == HELD:
+        send(prof.clear)  # nothing handoffd typed stays in the box
+        _outcome(look, prof, text)
+    return False, seen == HELD
 
 
-def _let_go(look: Callable[[], Screen], prof: Profile, text: str) -> bool:
-    """Whether the box no longer holds `text`, read until TAKEN_WITHIN has passed."""
+TAKEN, HELD, LOST = "taken", "held", "lost"
+
+
+def _outcome(look: Callable[[], Screen], prof: Profile, text: str) -> str:
+    """Read the pane until it shows the line taken, or TAKEN_WITHIN has passed: then
+    whether the box still holds it, or lost it."""
     deadline = time.monotonic() + TAKEN_WITHIN
     while True:
         time.sleep(LOOK_EVERY)
-        if not profiles.holds(look(), prof, text):
-            return True
+        screen = look()
+        if profiles.sent(screen, prof, text):
+            return TAKEN
         if time.monotonic() >= deadline:
-            return False
+            return HELD if profiles.holds(screen, prof, text) else LOST

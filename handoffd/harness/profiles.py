@@ -189,6 +189,17 @@ def holds(screen: Screen, prof: Profile, text: str) -> bool:
     return bool(typed) and _squeezed(text) in _squeezed(typed or "")
 
 
+def sent(screen: Screen, prof: Profile, text: str) -> bool:
+    """Whether the harness shows `text` taken: no longer in the box, and either shown in
+    the conversation above it or a turn running.  A box that merely lost it (a harness
+    still starting may draw its box afresh) shows neither."""
+    if holds(screen, prof, text):
+        return False
+    found = box_rows(screen, prof)
+    above = screen.rows[: found[0]] if found else screen.rows
+    return busy(screen, prof) or _squeezed(text) in _squeezed(" ".join(r.text for r in above))
+
+
 def _squeezed(text: str) -> str:
     """A text without its spaces: a narrow pane wraps the box, and the rows it is wrapped
     into are joined with spaces that were not typed."""
