@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 READY_WAIT = 60.0  # seconds a harness may take to draw its input box before a line is forced
 HOOK_GRACE = 3.0  # seconds an idle hooked pane waits for its Stop hook to speak first
-TAKEN_WITHIN = 2.0  # seconds the box gets to let go of a line after its Enter (a loaded
+TAKEN_WITHIN = 5.0  # seconds a harness gets to show a line taken after its Enter (a loaded
 # machine draws slowly: a line taken still shows for a while)
 SHOWN_WITHIN = 1.0  # seconds the box gets to show a line typed, before its Enter anyway
 LOOK_EVERY = 0.05  # seconds between two reads of the box after the keys
