@@ -4,7 +4,8 @@ host's name; `status --all-hosts` and `web --all-hosts` read every host's entry.
 An entry is `{"host", "at", "cards"}`, `at` the putting host's clock (epoch seconds).  It
 is put at most every PUT_EVERY seconds while the cards change and at least every
 REFRESH seconds, so an entry older than STALE means that host's daemon is not running
-(or cannot reach NATS).
+(or cannot reach NATS).  Every entry read is checked first (`bucket.check`): the bucket is
+shared, and what a peer put there is not trusted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 
 from handoffd.board import status as board
 from handoffd.remote import link as links
+from handoffd.remote.bucket import CARD_LIMIT, Entry, check
 from handoffd.remote.settings import Network
 
 TYPE_CHECKING = False
@@ -28,8 +30,7 @@ if TYPE_CHECKING:
 
 PUT_EVERY = 2.0  # seconds, at most one put this often while the cards change
 REFRESH = 10.0  # seconds, at least one put this often: a live host never looks stale
-STALE = 30.0  # seconds: an entry older than this names its host as last seen
-CARD_LIMIT = 1000  # cards per entry: a bucket value stays well under NATS's 1 MB payload
+HOST_LIMIT = 100  # entries read at most: a swarm has a few hosts, a peer may put thousands
 
 
 class Publisher:
@@ -78,64 +79,50 @@ def encode(value: dict[str, Any]) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-class Entry:
-    """One host's entry read from the bucket."""
+def read_all(network: Network, now: float | None = None) -> list[Entry]:
+    """Every host's entry (at most HOST_LIMIT of them), each checked against `now`;
+    raises `ConnectionError` (`nats: …`)."""
 
-    def __init__(self, host: str, at: float | None, cards: list[dict[str, Any]]) -> None:
-        self.host = host
-        self.at = at
-        self.cards = cards
-
-    def stale(self, now: float) -> bool:
-        return self.at is None or now - self.at > STALE
-
-
-def read_all(network: Network) -> list[Entry]:
-    """Every host's entry, by host name; raises `ConnectionError` (`nats: …`)."""
-
-    async def work(nc: Client) -> list[Entry]:
-        from nats.js.errors import NoKeysError
-
+    async def work(nc: Client) -> list[tuple[str, bytes]]:
         kv = await nc.jetstream(timeout=links.REQUEST_TIMEOUT).key_value(network.bucket)
+        # One watcher over the whole bucket hands over each key's latest value: no `get`
+        # per key, and none that a key spelt outside the client's rules could fail.
+        watcher = await kv.watchall(ignore_deletes=True)
+        found: dict[str, bytes] = {}
         try:
-            keys = await kv.keys()
-        except NoKeysError:
-            return []
-        entries = []
-        for key in sorted(keys):
-            got = await kv.get(key)
-            entries.append(decode(key, got.value or b""))
-        return entries
+            while len(found) < HOST_LIMIT:
+                update = await watcher.updates(timeout=links.REQUEST_TIMEOUT)  # type: ignore[no-untyped-call]
+                if update is None:  # the values there were when the watch began: all seen
+                    break
+                found[update.key] = update.value or b""
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]
+        return sorted(found.items())
 
     try:
-        return links.once(network, work)
+        values = links.once(network, work)
     except ConnectionError:
         raise
     except Exception as error:
         raise ConnectionError(links.describe(error)) from None
-
-
-def decode(key: str, raw: bytes) -> Entry:
-    """An entry as put by `Publisher`; anything else reads as a host with no cards, never
-    seen (the bucket is shared: its values are not trusted)."""
-    try:
-        value = json.loads(raw)
-        at = float(value["at"])
-        cards = [dict(card, host=key) for card in value["cards"] if isinstance(card, dict)]
-    except (ValueError, KeyError, TypeError):
-        return Entry(key, None, [])
-    return Entry(key, at, cards)
+    when = time.time() if now is None else now
+    return [check(key, raw, when) for key, raw in values]
 
 
 def last_seen(entries: list[Entry], now: float) -> list[str]:
-    """`host b: last seen 2m ago` for each stale host (`never seen` for an unreadable one)."""
+    """`host b: last seen 2m ago` for each stale host, `host c: unreadable entry (<why>)` for
+    each whose entry failed its check."""
     from handoffd.board.colour import ago
+    from handoffd.terminal import escape
 
     lines = []
     for entry in entries:
-        if entry.stale(now):
-            when = "never seen" if entry.at is None else f"last seen {ago(now - entry.at)} ago"
-            lines.append(f"host {entry.host}: {when}")
+        host = escape(entry.host)  # a key is any subject token a peer chose
+        if entry.problem is not None:
+            lines.append(f"host {host}: unreadable entry ({entry.problem})")
+        elif entry.stale(now):
+            assert entry.at is not None
+            lines.append(f"host {host}: last seen {ago(now - entry.at)} ago")
     return lines
 
 
