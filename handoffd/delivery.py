@@ -491,7 +491,7 @@ class Courier:
         delay = self._backoff(entry.original, now)
         self.log.warning(
             "publish_stuck", file=os.path.basename(entry.original), sender=entry.sender,
-            reason=_reason(error), retry_in=delay,
+            reason=reason_of(error), retry_in=delay,
         )  # fmt: skip
 
     def _reveal(self, staged: str, final: str) -> bool:
@@ -527,11 +527,11 @@ class Courier:
         """Leave the original in its outbox and try again later, waiting longer each time;
         an error no retry can cure (a name too long, say) fails it instead."""
         if sender is not None and error.errno in PERMANENT:
-            self._fail(sender, path, f"cannot be delivered: {_reason(error)}", now)
+            self._fail(sender, path, f"cannot be delivered: {reason_of(error)}", now)
             return
         delay = self._backoff(path, now)
         self.log.warning(
-            "deferred", file=os.path.basename(path), reason=_reason(error),
+            "deferred", file=os.path.basename(path), reason=reason_of(error),
             attempt=self.retries[path].attempts, retry_in=delay,
         )  # fmt: skip
 
@@ -586,7 +586,11 @@ def _in(path: str, folder: str) -> bool:
 
 def linked_folders(role: Role) -> dict[str, str]:
     """{box: the path of the link on its way} for each of `role`'s FOLDERS behind a link
-    (its own name, or one above it such as a linked `inbox/`)."""
+    (its own name, or one above it such as a linked `inbox/`, or the handoff directory or
+    `.swarmforge/` of the worktree, which roles.tsv names and is the one folder trusted)."""
+    above = safeio.linked_folders(role.worktree, (os.path.relpath(role.handoffs, role.worktree),))
+    if above:
+        return dict.fromkeys(FOLDERS, os.path.join(role.worktree, above[0]))
     found = {}
     for box in FOLDERS:
         hit = safeio.linked_folders(role.handoffs, (box,))
@@ -705,7 +709,7 @@ def _unstamped(data: bytes) -> tuple[list[tuple[str, str]], str] | None:
     return handoff.without("enqueued_at"), handoff.body
 
 
-def _reason(error: OSError) -> str:
+def reason_of(error: OSError) -> str:
     return f"{errno.errorcode.get(error.errno or 0, 'error')}: {error.strerror or error}"
 
 
