@@ -128,21 +128,25 @@ def test_entries_a_peer_put_that_fail_their_check_are_named_unreadable_and_break
     hosts: list[Host],
 ) -> None:
     """Both views over a real bucket: each bad entry is one `unreadable entry` line, never
-    cards, never a traceback nor a 500; host b's real cards are still shown."""
+    cards, never a traceback nor a 500; host b's real cards are still shown, however many
+    keys a peer put before them."""
     from starlette.testclient import TestClient
 
     from handoffd.board.web.app import create_app
 
     a, b = hosts
+    network = settings.load(str(a.root))
+    assert network is not None
+    # first, so b's own entry comes after them: more keys than are read beside the hosts
+    fresh = shared.encode({"at": time.time() + 50, "cards": []})
+    put_raw(network, {f"z{n:03d}": fresh for n in range(shared.HOST_LIMIT + 20)})
+    put_raw(network, HOSTILE_ENTRIES)
     b.start()
     to_b = send_note(a, "coder", "cleaner", "for b")
     a.start()
     ident = to_b.split("_", 1)[1].split("_to_")[0]
-    network = settings.load(str(a.root))
-    assert network is not None
     wait_for(lambda: any(c["card"] == f"{ident}@cleaner" for c in all_hosts(a)), timeout=20,
-             what="b's card")  # fmt: skip
-    put_raw(network, HOSTILE_ENTRIES)
+             what="b's card, past the peer's keys")  # fmt: skip
     text = handoffd("status", "--all-hosts", str(a.root))
     assert text.returncode == 0, text.stderr
     notes = [line for line in text.stdout.splitlines() if "unreadable entry" in line]

@@ -24,13 +24,17 @@ if TYPE_CHECKING:
     from typing import Any
 
     from nats.aio.client import Client
+    from nats.js.kv import KeyValue
     from structlog.typing import FilteringBoundLogger
 
     from handoffd.config import Role
 
 PUT_EVERY = 2.0  # seconds, at most one put this often while the cards change
 REFRESH = 10.0  # seconds, at least one put this often: a live host never looks stale
-HOST_LIMIT = 100  # entries read at most: a swarm has a few hosts, a peer may put thousands
+# Entries read besides the declared hosts', and keys listed at most: a swarm has a few hosts,
+# a peer with its credentials may put thousands of keys.
+HOST_LIMIT = 100
+KEY_LIMIT = 10_000
 
 
 class Publisher:
@@ -80,24 +84,23 @@ def encode(value: dict[str, Any]) -> bytes:
 
 
 def read_all(network: Network, now: float | None = None) -> list[Entry]:
-    """Every host's entry (at most HOST_LIMIT of them), each checked against `now`;
-    raises `ConnectionError` (`nats: …`)."""
+    """Every host's entry, each checked against `now`: the swarm's declared hosts always,
+    then other keys of the bucket (a host not declared here yet, or a peer's junk) up to
+    HOST_LIMIT of them; raises `ConnectionError` (`nats: …`)."""
 
     async def work(nc: Client) -> list[tuple[str, bytes]]:
+        from nats.js.errors import KeyNotFoundError
+
         kv = await nc.jetstream(timeout=links.REQUEST_TIMEOUT).key_value(network.bucket)
-        # One watcher over the whole bucket hands over each key's latest value: no `get`
-        # per key, and none that a key spelt outside the client's rules could fail.
-        watcher = await kv.watchall(ignore_deletes=True)
-        found: dict[str, bytes] = {}
-        try:
-            while len(found) < HOST_LIMIT:
-                update = await watcher.updates(timeout=links.REQUEST_TIMEOUT)  # type: ignore[no-untyped-call]
-                if update is None:  # the values there were when the watch began: all seen
-                    break
-                found[update.key] = update.value or b""
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
-        return sorted(found.items())
+        others = sorted(set(await _keys(kv)) - set(network.hosts))
+        values = []
+        for key in [*network.hosts, *others[:HOST_LIMIT]]:
+            try:  # a key spelt outside the client's rules is still read (and checked)
+                got = await kv.get(key, validate_keys=False)
+            except KeyNotFoundError:  # never put, or removed since it was listed
+                continue
+            values.append((key, got.value or b""))
+        return values
 
     try:
         values = links.once(network, work)
@@ -106,7 +109,23 @@ def read_all(network: Network, now: float | None = None) -> list[Entry]:
     except Exception as error:
         raise ConnectionError(links.describe(error)) from None
     when = time.time() if now is None else now
-    return [check(key, raw, when) for key, raw in values]
+    return [check(key, raw, when) for key, raw in sorted(values)]
+
+
+async def _keys(kv: KeyValue) -> list[str]:
+    """The bucket's keys (at most KEY_LIMIT), listed by a watcher that reads no values: a
+    peer's thousands of large entries cost one small message each, and only once."""
+    watcher = await kv.watchall(ignore_deletes=True, meta_only=True)
+    keys: list[str] = []
+    try:
+        while len(keys) < KEY_LIMIT:
+            update = await watcher.updates(timeout=links.REQUEST_TIMEOUT)  # type: ignore[no-untyped-call]
+            if update is None:  # every key there was when the watch began: all seen
+                break
+            keys.append(update.key)
+    finally:
+        await watcher.stop()  # type: ignore[no-untyped-call]
+    return keys
 
 
 def last_seen(entries: list[Entry], now: float) -> list[str]:
