@@ -18,6 +18,8 @@ def test_a_copy_for_a_role_of_this_host_is_one_to_write() -> None:
     name, data = copy(1)
     got = classify("cleaner", name, data, HERE)
     assert got is not None and (got.role, got.name, got.data) == ("cleaner", name, data)
+    renamed = name.replace(".handoff", ".2.handoff")  # an original archived under a number
+    assert classify("cleaner", renamed, data, HERE) is not None
 
 
 def test_a_message_for_a_role_not_on_this_host_now_is_left_for_its_host() -> None:
@@ -48,6 +50,14 @@ def test_a_subject_that_is_no_roles_inbox_is_refused(subject_role: str | None) -
         (".50_20261201T120000Z_000001_from_coder_to_cleaner.handoff", "not a queue file's"),
         ("50_20261201T120000Z_000001_from_coder_to_cleaner.txt", "not a queue file's"),
         ("5" * 256 + ".handoff", "a name longer than 255 bytes"),
+        (
+            "50_20261201T120000Z_000001_from_coder_to_cleaner.$(touch x).handoff",
+            "a tail that is no copy number",
+        ),
+        (
+            "50_20261201T120000Z_000001_from_coder_to_cleaner.\u00b2.handoff",
+            "a tail that is no copy number",
+        ),
     ],
 )
 def test_a_name_no_copy_here_can_have_is_refused(name: str | None, why: str) -> None:
