@@ -12,6 +12,10 @@ import itertools
 import os
 import time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Set
+
 NAME_MAX = 255  # bytes in one file name on Linux's usual filesystems
 TEMP_STEM = 64  # bytes of the final name a temp name keeps (it only has to be recognisable)
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -163,7 +167,7 @@ def unlink_quietly(path: str, *, dir_fd: int | None = None) -> None:
 
 
 def free_name(
-    directory: str, name: str, companions: tuple[str, ...] = (), taken: frozenset[str] = frozenset()
+    directory: str, name: str, companions: tuple[str, ...] = (), taken: Set[str] = frozenset()
 ) -> str:
     """`name`, or the first `<stem>.<n><suffix>` not yet present in `directory`, nor with
     any of the `companions` suffixes appended (a failed file's `.error`, say), nor among

@@ -116,6 +116,7 @@ class Incoming:
         """Each copy into `new/` (open at `folder`) on its own; then one flush of `new/`,
         and of each folder where a copy was found already, before any is acknowledged."""
         held = _held(role)
+        taken = {os.path.basename(path) for paths in held.values() for path in paths}
         landed: list[tuple[Copy, str, Msg]] = []
         found: list[tuple[Copy, str, Msg]] = []  # (copy, the folder holding it, message)
         for copy, message in items:
@@ -123,8 +124,10 @@ class Incoming:
             if there is not None:
                 found.append((copy, os.path.dirname(there), message))
                 continue
-            final = self._place(role, folder, copy, message, held)
+            final = self._place(role, folder, copy, message, taken)
             if final is not None:
+                held.setdefault(copy.name, []).append(os.path.join(role.path(Box.NEW), final))
+                taken.add(final)
                 landed.append((copy, final, message))
         flushed = _flush(folder, {where for _, where, _ in found})
         for copy, where, message in found:
@@ -142,13 +145,13 @@ class Incoming:
         return bool(landed) and None in flushed
 
     def _place(
-        self, role: Role, folder: int, copy: Copy, message: Msg, held: dict[str, list[str]]
+        self, role: Role, folder: int, copy: Copy, message: Msg, taken: set[str]
     ) -> str | None:
-        """Stage `copy` and link it into view under a name no copy in the inbox has; that
-        name, or None when it could not be written (the message is deferred or refused)."""
+        """Stage `copy` and link it into view under a name no copy in the inbox has (none of
+        `taken`); that name, or None when it could not be written (the message is deferred
+        or refused)."""
         new = role.path(Box.NEW)
         temp = os.path.basename(durable.temp_name(new, copy.name))
-        taken = frozenset(os.path.basename(path) for paths in held.values() for path in paths)
         try:
             durable.create(temp, copy.data, dir_fd=folder)
             try:
@@ -161,7 +164,6 @@ class Incoming:
             else:
                 self._defer(role, copy.name, message, delivery.reason_of(error))
             return None
-        held.setdefault(copy.name, []).append(os.path.join(new, final))
         if final != copy.name:
             self.log.warning("renamed_on_arrival", file=copy.name, to=final, role=role.name)
         return final
@@ -216,7 +218,7 @@ def _same(paths: list[str], copy: Copy) -> str | None:
     return None
 
 
-def _link(folder: int, temp: str, new: str, name: str, taken: frozenset[str]) -> str:
+def _link(folder: int, temp: str, new: str, name: str, taken: set[str]) -> str:
     """Link the staged `temp` into `new/` as `name`, or as the first free name after it when
     that is taken (in `new/` or another folder of the inbox); the name given.  A link never
     replaces a file, so a copy that appeared meanwhile under that name is never lost."""
