@@ -20,7 +20,7 @@ import time
 from handoffd import config, durable, heartbeat, lifecycle, panes, safeio, wake
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
-from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
+from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier, linked_folders
 from handoffd.inbox import Item, not_ready
 from handoffd.lifecycle import daemon_path, notify
 from handoffd.scan import State, listing
@@ -469,8 +469,9 @@ class Daemon:
         for role in self.courier.local(roles).values():
             try:
                 if os.path.isdir(role.worktree):
+                    linked = linked_folders(role)  # never made through a link
                     for box in HANDOFF_DIRS:
-                        if not safeio.linked_folders(role.handoffs, (box,)):  # not through one
+                        if box not in linked:
                             durable.makedirs(role.path(box))
             except OSError as error:
                 self.log.warning("mkdir_failed", role=role.name, error=str(error))

@@ -12,6 +12,10 @@ import itertools
 import os
 import time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Set
+
 NAME_MAX = 255  # bytes in one file name on Linux's usual filesystems
 TEMP_STEM = 64  # bytes of the final name a temp name keeps (it only has to be recognisable)
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -162,9 +166,12 @@ def unlink_quietly(path: str, *, dir_fd: int | None = None) -> None:
         pass
 
 
-def free_name(directory: str, name: str, companions: tuple[str, ...] = ()) -> str:
+def free_name(
+    directory: str, name: str, companions: tuple[str, ...] = (), taken: Set[str] = frozenset()
+) -> str:
     """`name`, or the first `<stem>.<n><suffix>` not yet present in `directory`, nor with
-    any of the `companions` suffixes appended (a failed file's `.error`, say).
+    any of the `companions` suffixes appended (a failed file's `.error`, say), nor among
+    the names `taken` elsewhere (a copy's name in its role's other inbox folders).
 
     Archives never overwrite: a second file of the same name gets a distinct one.  The
     stem is cut where the name, with its number and companions, would not fit NAME_MAX:
@@ -176,8 +183,8 @@ def free_name(directory: str, name: str, companions: tuple[str, ...] = ()) -> st
     tails = itertools.chain([suffix], (f".{n}{suffix}" for n in itertools.count(2)))
     candidates = (_cut(stem, room - len(tail.encode())) + tail for tail in tails)
     for candidate in candidates:
-        taken = (os.path.join(directory, candidate + extra) for extra in ("", *companions))
-        if not any(os.path.lexists(path) for path in taken):
+        present = (os.path.join(directory, candidate + extra) for extra in ("", *companions))
+        if candidate not in taken and not any(os.path.lexists(path) for path in present):
             return candidate
     raise AssertionError("unreachable")
 

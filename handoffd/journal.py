@@ -49,6 +49,7 @@ class Entry:
         "remote",
         "sender",
         "sent",
+        "stamp",
     )
 
     def __init__(
@@ -61,6 +62,7 @@ class Entry:
         recipients: list[str],
         remote: list[str] | None = None,
         acked: list[str] | None = None,
+        stamp: str | None = None,
     ) -> None:
         self.sender = sender
         self.original = original
@@ -74,6 +76,10 @@ class Entry:
         # published, replay as no-ops.
         self.remote = remote or []
         self.acked = acked or []
+        # The `enqueued_at` of its remote copies, chosen once: a copy published again (after
+        # a crash, a lost acknowledgement) is then the same bytes under the same message id,
+        # which the stream drops as a duplicate (docs/protocol.md §15, "Message ids").
+        self.stamp = stamp
 
     @property
     def unacked(self) -> list[str]:
@@ -91,6 +97,7 @@ class Entry:
                 "recipients": self.recipients,
                 "remote": self.remote,
                 "acked": self.acked,
+                "stamp": self.stamp,
             }
         )
 
@@ -109,6 +116,7 @@ class Entry:
             data["recipients"],
             data.get("remote", []),  # a journal from before hosts has none
             data.get("acked", []),
+            data.get("stamp"),  # a journal of a release that stamped each publish anew: None
         )
 
 

@@ -698,6 +698,26 @@ def test_mail_for_a_recipient_whose_new_is_behind_a_link_waits_for_every_recipie
     assert inbox(project, "cleaner") == inbox(project, "QA") == [path.name]
 
 
+@pytest.mark.parametrize("where", ["handoffs", ".swarmforge"])
+def test_a_recipient_whose_handoff_directory_or_swarmforge_is_a_link_gets_nothing_through_it(
+    project: Project, tmp_path: Path, where: str
+) -> None:
+    """Every path that writes refuses a folder behind a link (docs/protocol.md §15, Part
+    III), the handoff directory and `.swarmforge/` of the worktree included: only the
+    worktree roles.tsv names is trusted."""
+    handoffs = project.handoffs("QA")
+    handoffs.mkdir(parents=True, exist_ok=True)
+    folder = handoffs if where == "handoffs" else handoffs.parent
+    outside = tmp_path / "elsewhere"
+    shutil.move(folder, outside)
+    folder.symlink_to(outside)
+    before = snapshot(outside)
+    path = queue(project, "coder", ["QA"])
+    run_once(project)
+    assert path.exists() and snapshot(outside) == before
+    assert [e["folder"] for e in events(project, "linked_folder")] == [str(folder)]
+
+
 def test_a_linked_folder_is_logged_once_while_it_stays_and_again_once_relinked(
     project: Project, tmp_path: Path
 ) -> None:

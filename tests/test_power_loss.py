@@ -362,7 +362,7 @@ class DaemonFirst(crashstates.Recovery):
     name = "daemon first"
     take_first = False
 
-    def __call__(self, base: str, moved: crashstates.Moved) -> list[str]:
+    def __call__(self, base: str, moved: crashstates.Moved, told: object = None) -> list[str]:
         root = os.path.join(base, "proj")
         carry_identities(os.path.join(root, JOURNAL), moved)
         return recovered(root, self.take_first)
@@ -387,7 +387,7 @@ class AfterAnOperator(DaemonFirst):
 
     name = "daemon first, report temps aside"
 
-    def __call__(self, base: str, moved: crashstates.Moved) -> list[str]:
+    def __call__(self, base: str, moved: crashstates.Moved, told: object = None) -> list[str]:
         found = super().__call__(base, moved)
         return [p for p in found if not ("hidden temp file left" in p and "/reports/" in p)]
 
@@ -403,7 +403,7 @@ class AfterARefusal(crashstates.Recovery):
     def __init__(self, retried: str, dismissed: str) -> None:
         self.retried, self.dismissed = retried, dismissed
 
-    def __call__(self, base: str, moved: crashstates.Moved) -> list[str]:
+    def __call__(self, base: str, moved: crashstates.Moved, told: object = None) -> list[str]:
         root = os.path.join(base, "proj")
         carry_identities(os.path.join(root, JOURNAL), moved)
         daemon = command("handoffd", "run", "--once", root)
@@ -746,11 +746,15 @@ def explored(
     recorded: Recording,
     recoveries: list[crashstates.Recovery],
     also: Callable[[Tree], list[str]] = lambda tree: [],
+    told: Callable[[list[Op]], object] | None = None,
+    workers: int = 2,
 ) -> None:
-    """Explore `recorded`, each state checked against `promises` and `also`."""
+    """Explore `recorded`, each state checked against `promises` and `also` (and holding
+    what `told` reads the run had told other machines, for the recoveries)."""
     started = time.monotonic()
     said = promises(recorded.base)
-    result = crashstates.explore(recorded, lambda t, h: said(t, h) + also(t), recoveries)
+    check: crashstates.Check = lambda t, h: said(t, h) + also(t)  # noqa: E731
+    result = crashstates.explore(recorded, check, recoveries, told=told, workers=workers)
     took = time.monotonic() - started
     print(
         f"power-loss states: {result.instants} instants, {result.checked} states checked, "
