@@ -320,7 +320,7 @@ class Daemon:
         if error is not None:
             self.log.warning("pid_file_not_written", error=str(error))
         log_file = daemon_path(self.root, "handoffd.log")
-        if not _regular(log_file):
+        if not _own_file(log_file):
             from handoffd import log as logging
 
             logging.reopen()  # never raises: a line that cannot be written is counted
@@ -489,12 +489,14 @@ class Daemon:
             self.log.warning("watch_failed", error=str(error))
 
 
-def _regular(path: str) -> bool:
-    """Whether `path` is a regular file itself (a link to one is not)."""
+def _own_file(path: str) -> bool:
+    """Whether `path` is a regular file itself (a link to one is not) that no other name
+    shares (a hard link put in the log's place is moved aside when the log is reopened)."""
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
+        info = os.lstat(path)
     except OSError:
         return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
 
 
 def _taken_stamp(role: Role) -> object:

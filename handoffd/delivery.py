@@ -417,7 +417,7 @@ class Courier:
         The journal still lists `keep` (unfinished entries of earlier passes)."""
         try:
             _sync(_parents(staged for e in entries for staged, _ in e.copies))
-            journal.commit(self.journal, [*(keep or []), *entries], atomic=bool(keep))
+            self._moved(journal.commit(self.journal, [*(keep or []), *entries], atomic=bool(keep)))
             self._written = _signature([*(keep or []), *entries])
         except OSError as error:
             for entry in entries:
@@ -474,7 +474,10 @@ class Courier:
         crash never loses one; a journal that cannot be rewritten keeps its older, larger
         list, whose finished entries replay as no-ops."""
         if not remaining:
-            journal.clear(self.journal)
+            try:
+                self._moved(journal.clear(self.journal))
+            except OSError as error:  # a FIFO planted there, say: the next commit replaces it
+                self.log.warning("journal_not_rewritten", error=str(error))
             self._written = _signature([])
             return
         if _signature(remaining) == self._written:
@@ -484,6 +487,11 @@ class Courier:
             self._written = _signature(remaining)
         except OSError as error:
             self.log.warning("journal_not_rewritten", error=str(error))
+
+    def _moved(self, aside: str | None) -> None:
+        """Say that the journal had another name too (a hard link), and was moved aside."""
+        if aside is not None:
+            self.log.warning("linked_file_moved", file=self.journal, moved_to=aside)
 
     def _stuck(self, entry: Entry, error: OSError, now: float, unfinished: list[Entry]) -> None:
         """A committed entry that cannot be finished now: retried alone, with backoff."""

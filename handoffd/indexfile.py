@@ -94,7 +94,8 @@ def read(path: str, width: int = 3) -> tuple[list[list[str]], bool]:
     except OSError:  # a symlink (never followed), or not ours to read
         return [], True
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:  # a hard link: not ours
             return [], True
         chunks, size = [], 0
         while size <= READ_LIMIT and (chunk := os.read(fd, 1 << 20)):
@@ -127,17 +128,16 @@ def locked(folder: str) -> Iterator[None]:
 
 
 def append(path: str, lines: list[str]) -> None:
-    """Add lines in one append (never through a symlink, never into a FIFO); a cache, so
-    failure is harmless."""
+    """Add lines in one append (never through a symlink, never into a FIFO, never into a
+    file another name shares: that is moved aside and a file begun anew,
+    `durable.open_own`); a cache, so failure is harmless."""
     if not lines:
         return
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | OPEN, 0o644)
-    except OSError:
+        fd, _ = durable.open_own(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    except OSError:  # a symlink or FIFO: read as wrong, and so replaced, by the next look-up
         return
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return  # read as wrong, and so replaced, by the next look-up
         data = _encode(lines)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
