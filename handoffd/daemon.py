@@ -411,7 +411,8 @@ class Daemon:
     def _wake_asked(self, roles: dict[str, Role]) -> None:
         """Type the lines commands asked for (`answer`, `reopen`: `H/wake`) the way of every
         wake-up, once the pane is idle.  The file is untrusted: what is no one-line request
-        (`heartbeat.take_wake` says why) is never typed, and logged."""
+        (`heartbeat.take_wake` says why), or not a line the daemon would have built itself
+        (`wake.asked_problem`), is never typed, and logged."""
         for name, role in roles.items():
             try:
                 text = heartbeat.take_wake(role.handoffs)
@@ -419,6 +420,10 @@ class Daemon:
                 self.log.warning("wake_refused", role=name, error=str(refusal))
                 continue
             if text is None:
+                continue
+            problem = wake.asked_problem(text, role.path(Box.FAILED))
+            if problem:
+                self.log.warning("wake_refused", role=name, error=problem)
                 continue
             if not role.session:
                 self.log.warning("wake_refused", role=name, error="no tmux session in roles.tsv")

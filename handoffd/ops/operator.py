@@ -27,7 +27,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from handoffd.board.cards import Card
 
-ANSWERED = "An operator answered you on {}. Run ready_for_next.sh to see it."
 OPEN = (State.NEW, State.IN_PROCESS)
 
 
@@ -117,7 +116,7 @@ def answered(found: Card) -> str:
     header is untrusted and the line is typed into a pane (`wake.label`)."""
     from handoffd import wake
 
-    return ANSWERED.format(wake.label(found.headers.get("task") or found.id))
+    return wake.ANSWERED.format(wake.label(found.headers.get("task") or found.id))
 
 
 def _check_answer(text: str) -> None:
