@@ -15,7 +15,8 @@ from handoffd.ops.spec import CHOICE, DRAFT, FLAG, FLOAT, INT, NAMES, STR, TEXT,
 
 ROOT = Param("root", STR, "Project root (default: found from the working directory).",
              metavar="DIRECTORY", tool=False)  # fmt: skip
-ROLE = Param("role", STR, "Act for this role (default: the calling role).")
+# Not a tool's: an MCP server acts for its own role only (docs/protocol.md §12, §15).
+ROLE = Param("role", STR, "Act for this role (default: the calling role).", tool=False)
 AGENT = Param("agent", STR, "Agent name (default: $SWARMFORGE_AGENT, else roles.tsv).")
 CONVERSATION = Param("conversation", STR, "Conversation (default: $SWARMFORGE_CONVERSATION).")
 WHO = (ROLE, AGENT, CONVERSATION)
