@@ -100,6 +100,30 @@ def name_id(name: str) -> str:
     return stem[3:].partition("_to_")[0]
 
 
+def file_id(name: str, header: str | None = None) -> str:
+    """The id handoffd knows a queue file by, for every key and path (a report's folder, an
+    answer, a card's name, a dependency, a look-up; docs/protocol.md §15, "Names"): the id
+    its name spells (§2), whatever its `id` header says, which is only shown.  A name not
+    in that form (a file made by hand) spells none: its `id` header then, when that is one
+    plain name (`plain_id`), else the file name itself."""
+    parts = parse_name(name)
+    if parts is not None:
+        return parts.id
+    return header if header and plain_id(header) else name
+
+
+def plain_id(text: str) -> bool:
+    """Whether `text` can name a handoff as a key and as a path's one segment: no `/`, no
+    leading `.`, nothing unprintable (a control character, a line break), at most 255
+    bytes, as a file name."""
+    return (
+        "/" not in text
+        and not text.startswith(".")
+        and text.isprintable()
+        and len(text.encode("utf-8", "surrogatepass")) <= durable.NAME_MAX
+    )
+
+
 def parsed_id(name: str) -> str | None:
     """The id a queue file name in the §2 form carries; None for a name not in that form
     (`name_id` slices one out of any name)."""

@@ -549,14 +549,17 @@ def _drop(handoff: hf.Handoff, key: str) -> None:
 
 
 def _named(ident: str, paths: list[str]) -> int | None:
-    """The index of the first file `ident` names: by file name first, then by `id` header
-    (a hand-made file's name need not carry its id)."""
+    """The index of the first file `ident` names: by its file name or the id that spells,
+    then, for a hand-made name that spells none, by the id it goes by (`hf.file_id`: its
+    plain `id` header).  A header that differs from a §2 name's id is never a key."""
     for index, path in enumerate(paths):
         if names_match(_name(path), ident):
             return index
     for index, path in enumerate(paths):
+        if hf.parse_name(_name(path)) is not None:
+            continue
         try:
-            if hf.read(path).get("id") == ident:
+            if hf.file_id(_name(path), hf.read(path).get("id")) == ident:
                 return index
         except hf.HandoffError:
             continue

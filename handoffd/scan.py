@@ -157,12 +157,10 @@ class Entry:
 
     @property
     def id(self) -> str:
-        """The `id` header, else the id its name spells, else the name itself."""
-        ident = self.headers.get("id")
-        if ident:
-            return ident
+        """The id its file name spells, whatever its `id` header says (`hf.file_id`: only a
+        hand-made name's plain header stands in for one); read without opening a §2 name."""
         parts = self.parts
-        return parts.id if parts else self.name
+        return parts.id if parts else hf.file_id(self.name, self.headers.get("id"))
 
     @property
     def card(self) -> str:

@@ -6,6 +6,7 @@ wake-up typed into the role's real tmux session."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -64,6 +65,31 @@ def test_answer_stores_the_reply_lifts_the_block_and_wakes_the_role(
     assert report.question == QUESTION and report.text == REPLY
     assert "blocked_reason" not in headers(path)
     assert tmux.typed("coder", WOKEN) == 1
+
+
+@pytest.mark.parametrize("header", ["a/b", "decoy", "../../x", "20260101T000000Z_000009_from_QA"])
+def test_an_id_header_the_name_does_not_spell_is_never_the_cards_name_nor_its_key(
+    project: Project, header: str
+) -> None:
+    """docs/protocol.md §15, "Names": the card, its reports and its answer all go by the id
+    the file's name spells; an `id` header that differs (a `/`, a decoy, another card's
+    id) is shown, never a name, a path or a key.  The answer is stored under the name's
+    id, and the agent sees it in its TASK block (it used to be printed `ANSWERED:` and
+    never seen: stored under one id, looked up under the other)."""
+    project.put("coder", name(ID1), id=header, task="parse")
+    assert run(project, "ready_for_next").code == 0
+    assert run(project, "block", "--reason", QUESTION).code == 0
+    shown = json.loads(operator(project, "status", "--json").out)
+    assert [(c["card"], c["color"]) for c in shown] == [(CARD, "red")]
+    done = operator(project, "answer", CARD, REPLY)
+    assert done.code == 0, done.err
+    [report] = stored(project, ID1)
+    assert done.out.startswith(f"ANSWERED: {report.path}\n")
+    again = run(project, "ready_for_next")
+    assert f"ANSWER: {REPLY.splitlines()[0]} (ann, " in again.out, again.out
+    assert f"ANSWER_FILE: {report.path}\n" in again.out
+    folders = sorted(p.name for p in (project.handoffs("coder") / "reports").iterdir())
+    assert folders == [ID1]
 
 
 @contextlib.contextmanager

@@ -137,12 +137,12 @@ def foreign_role(op: Op, root: str, args: dict[str, Any]) -> str | None:
     card = args.get("id") if op.card_names_role else None
     if wanted is None and not (isinstance(card, str) and "@" in card):
         return None
+    context: Any = None
     try:
         context = resolve_context(root)
-    except config.ConfigError as error:  # a server for no role acts for none
-        context, me = None, f"no role ({' '.join(str(error).split())})"
-    else:
         me = context.me.name
+    except config.ConfigError as error:  # a server for no role acts for none
+        me = f"no role ({' '.join(str(error).split())})"
     if wanted is not None:
         if wanted != me:
             return (f"INVALID_ARGUMENTS: role: a tool takes no role; this server acts for "
