@@ -365,6 +365,10 @@ class Courier:
     def _stage(self, sender: Role, path: str, roles: dict[str, Role], now: float) -> Entry | None:
         """Check an original and stage its copies; None if it failed, was deferred or is gone."""
         name = os.path.basename(path)
+        problem = hf.name_problem(name)
+        if problem is not None:  # before it is read: such a name never reaches an inbox
+            self._fail(sender, path, problem, now)
+            return None
         try:
             identity = _identity(path)
             data = checks.read_entry(path)

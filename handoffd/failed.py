@@ -44,7 +44,7 @@ def refuse(sender: Role, path: str, reason: str) -> str:
     it got there.  Raises `OSError` with nothing moved (a reason written is removed)."""
     failed = sender.path(Box.FAILED)
     durable.makedirs(failed)
-    target = os.path.basename(path)
+    target = hf.plain_name(os.path.basename(path))  # a control character: as its escape
     if not _left_by_a_cut(failed, target, reason):
         target = durable.free_name(failed, target, companions=(ERROR,))
     # The reason first: an operator never sees a failed file without its reason.

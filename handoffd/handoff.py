@@ -137,10 +137,41 @@ def is_item(name: str) -> bool:
     return name.endswith(SUFFIX) and not name.startswith(".")
 
 
-def is_item_entry(entry: os.DirEntry[str]) -> bool:
+def is_item_entry(entry: os.DirEntry[str], plain: bool = False) -> bool:
     """A listed queue item: `is_item`, and a regular file (a link, a FIFO or a folder by
-    that name is no item, and is never followed)."""
+    that name is no item, and is never followed); with `plain`, also a name fit to be
+    printed on a TASK line (`name_problem`): what an agent takes."""
+    if plain and name_problem(entry.name) is not None:
+        return False
     return is_item(entry.name) and entry.is_file(follow_symlinks=False)
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be a queue file's name (docs/protocol.md §15, "Names"), or None: a
+    control character in it (it would reach an agent's TASK line, a console or a pane as
+    something to obey), or more bytes than a file name may have.  The daemon refuses such
+    a file; no helper takes one."""
+    if not name.isprintable():
+        from handoffd.terminal import escape, has_control
+
+        if has_control(name):
+            first = next(char for char in name if has_control(char))
+            return f"its file name holds a control character ({escape(first)})"
+    if len(name) * 4 > durable.NAME_MAX and len(name.encode("utf-8", "surrogateescape")) > (
+        durable.NAME_MAX
+    ):
+        return f"its file name is longer than {durable.NAME_MAX} bytes"
+    return None
+
+
+def plain_name(name: str) -> str:
+    """`name` with each control character written as its escape (`\\x1b`): the name a
+    refused file with such a name is archived under, safe to list and to print."""
+    if name.isprintable():
+        return name
+    from handoffd.terminal import escape
+
+    return escape(name)
 
 
 def is_visible(name: str) -> bool:

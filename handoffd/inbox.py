@@ -241,7 +241,7 @@ class Inbox:
         files, batches = [], []
         self._sweep(self.in_process)
         for entry in hf.visible(self.in_process):
-            if hf.is_item_entry(entry):
+            if hf.is_item_entry(entry, plain=True):
                 files.append(entry.path)
             elif entry.is_dir(follow_symlinks=False) and entry.name.startswith("batch_"):
                 self._sweep(entry.path)
@@ -260,10 +260,10 @@ class Inbox:
 
     def waiting(self) -> list[str]:
         """Paths of the files waiting in `new/`, in queue (byte) order."""
-        return [e.path for e in hf.visible(self.new) if hf.is_item_entry(e)]
+        return [e.path for e in hf.visible(self.new) if hf.is_item_entry(e, plain=True)]
 
     def batch_items(self, batch: str) -> list[str]:
-        return [e.path for e in hf.visible(batch) if hf.is_item_entry(e)]
+        return [e.path for e in hf.visible(batch) if hf.is_item_entry(e, plain=True)]
 
     def work(self, directory: str) -> Work:
         """The work a task file or a batch dir in process stands for."""

@@ -190,6 +190,15 @@ class _Tee:
         return event
 
 
+def _escaped(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
+    """The event for a person's terminal: a control character a value carries (a file's
+    name, a reason read from a file) shown as its escape, never obeyed.  The JSON line
+    already went to the file, where JSON escapes its own."""
+    from handoffd.terminal import escape
+
+    return {key: escape(value) if isinstance(value, str) else value for key, value in event.items()}
+
+
 class _Console(structlog.PrintLogger):
     """stderr for a person; a closed or broken stderr loses the line, never the daemon."""
 
@@ -221,6 +230,7 @@ def configure(log_path: str | None, console: bool | None = None) -> FilteringBou
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _Tee(file, console),
+        _escaped,
         structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
     ]
     structlog.configure(
