@@ -20,6 +20,13 @@ class Exit:
     OK = 0
     FAILED = 1  # nothing to act on (`NO_CURRENT_TASK`), or no project or role to act for
     REFUSED = 2  # the input or the queue's state is refused; nothing was changed
+    BUSY = 2  # the role's inbox is locked by another process past the wait (`INBOX_BUSY`)
+
+
+# The refusal of a command that found a role's inbox lock held for longer than it waits
+# (docs/protocol.md §15, Part III); the web board answers it 503.
+INBOX_BUSY = "INBOX_BUSY"
+BUSY_MESSAGE = INBOX_BUSY + ": {role}'s inbox is locked by another process; try again"
 
 
 class Result:

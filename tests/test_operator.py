@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 
 from handoffd import heartbeat, reports
 from handoffd.lifecycle import Lock
-from tests.conftest import Project, Result
+from tests.conftest import Project, Result, snapshot
 from tests.daemon_support import Tmux, events, open_daemon, tmux_server, use_socket
 from tests.mcp_support import agent, texts
 from tests.test_board_commands import ID1, ID2, headers, name, put, run, stored
@@ -620,3 +622,52 @@ def test_reopen_finds_a_card_whose_id_its_file_name_does_not_spell(project: Proj
     target = project.box("coder", "inbox/new") / "10_manual.handoff"
     assert (done.code, done.out) == (0, f"REOPENED: {target}\n"), done.err
     assert board(project)["manual-1@coder"]["color"] == "orange"
+
+
+# --- a held lock (docs/protocol.md §15, Part III) ----------------------------------------------
+
+HOLD = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def inbox_locked(project: Project, role: str) -> Iterator[None]:
+    """Another process holding `role`'s inbox lock until the block ends (a hung helper, or
+    one that takes it to hang everyone else)."""
+    folder = project.handoffs(role) / "inbox"
+    folder.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
+@pytest.mark.parametrize("command", ["answer", "ready_for_next"])
+def test_a_held_inbox_lock_is_waited_on_for_5_seconds_then_refused_inbox_busy(
+    project: Project, command: str
+) -> None:
+    """`answer` (an operator's) and `ready_for_next` (an agent's) wait for the role's inbox
+    lock at most 5 s, then refuse with exit 2 and change nothing; they used to wait for
+    ever.  Once the lock is free the same command goes through."""
+    blocked_in_process(project)
+    before = snapshot(project.handoffs("coder"))
+    args = ("answer", CARD, REPLY) if command == "answer" else ("ready_for_next",)
+    with inbox_locked(project, "coder"):
+        started = time.monotonic()
+        done = operator(project, *args) if command == "answer" else run(project, *args)
+        waited = time.monotonic() - started
+    busy = "INBOX_BUSY: coder's inbox is locked by another process; try again\n"
+    assert (done.code, done.out, done.err) == (2, "", busy)
+    assert waited >= 4.5, f"gave up after {waited:.1f}s"
+    assert snapshot(project.handoffs("coder")) == before
+    again = operator(project, *args) if command == "answer" else run(project, *args)
+    assert again.code == 0, again.err

@@ -5,10 +5,12 @@ that guards a write — the key and its cookie, the CSRF token, the Origin, the 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from handoffd.adapters.web import Actions, forms
 from handoffd.board.web.app import Keys, create_app
 from tests.conftest import Project, make_project, snapshot
 from tests.daemon_support import handoffd
+from tests.test_operator import inbox_locked
 from tests.test_web import serve, status_for, stop
 from tests.web_support import KEY, colourful, ident, serving
 
@@ -417,3 +420,55 @@ def test_an_optional_box_left_empty_is_not_given(project: Project) -> None:
     done = keyed(project).post(f"/card/{names['green']}/reopen", data={"csrf": CSRF, "reason": ""})
     assert done.status_code == 303
     assert (project.box("QA", "inbox/new") / f"50_{ident(5)}_to_QA.handoff").exists()
+
+
+# --- a held inbox lock (docs/protocol.md §15, Part III) ------------------------------------
+
+POSTS = 45  # more than the pages' thread pool (40): each used to hold one for ever
+
+
+@pytest.mark.slow  # ~11 s: two rounds of the 5-s wait
+def test_posts_waiting_on_a_held_lock_are_503_and_never_hang_a_page(project: Project) -> None:
+    """A process holds QA's inbox lock while 45 operators unblock QA's red card at once:
+    every page still answers at once (no page waits on a lock, and the actions wait on
+    threads of their own); each POST is 503 after the 5 s wait, the lock's holder named,
+    never held longer; nothing changes."""
+    names = colourful(project)
+    before = snapshot(project.handoffs("QA"))
+    with serving(project.root, key=KEY) as url, inbox_locked(project, "QA"):
+        port = int(url.rsplit(":", 1)[1])
+        keys = Keys(KEY, port, str(project.root))
+        answers: list[tuple[int, str]] = []
+        posts = [threading.Thread(target=lambda: answers.append(unblock(port, keys, names["red"])))
+                 for _ in range(POSTS)]  # fmt: skip
+        for post in posts:
+            post.start()
+        pages = [page(port, path) for path in ("/", "/fragment", f"/card/{names['red']}")]
+        for post in posts:
+            post.join(timeout=60)
+    assert [status for status, _ in pages] == [200, 200, 200]
+    assert len(answers) == POSTS and {status for status, _ in answers} == {503}
+    said = {body.splitlines()[0] for _, body in answers}
+    assert (
+        "Service Unavailable: INBOX_BUSY: QA's inbox is locked by another process; try "
+        "again" in said
+    ), said
+    assert snapshot(project.handoffs("QA")) == before
+
+
+def unblock(port: int, keys: Keys, card: str) -> tuple[int, str]:
+    """POST the Unblock form as the operator holding the key does."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Cookie": f"{keys.cookie}={keys.value}", "Accept": "text/plain",
+               "Content-Type": "application/x-www-form-urlencoded"}  # fmt: skip
+    connection.request("POST", f"/card/{card}/unblock", body=f"csrf={keys.csrf}", headers=headers)
+    answer = connection.getresponse()
+    return answer.status, answer.read().decode()
+
+
+def page(port: int, path: str) -> tuple[int, str]:
+    """GET a page: its status and text (one that waits 3 s is a page that hangs: it fails)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
+    connection.request("GET", path)
+    answer = connection.getresponse()
+    return answer.status, answer.read().decode()

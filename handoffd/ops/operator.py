@@ -132,7 +132,7 @@ def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -
     a state a second `answer` or an `unblock` finishes), then the block lifted.  Its lines,
     and the stderr line that says another answer came first (two operators at once: the
     lock orders them, and the second learns of the first)."""
-    with Inbox(role.handoffs) as inbox:
+    with Inbox(role.handoffs, role.name) as inbox:
         paths = inbox.copies_named(name)
         if not paths:
             raise unknown(card)  # taken and finished since the scan
@@ -201,7 +201,7 @@ def _guarded(role: Role) -> Inbox:
 
     boxes = (Box.OUTBOX, Box.FAILED, Box.DISMISSED)
     refuse_linked(role.handoffs, boxes, "nothing was moved")
-    return Inbox(role.handoffs)
+    return Inbox(role.handoffs, role.name)
 
 
 def retry(context: Context, card: str) -> Result:
@@ -259,7 +259,7 @@ def reopen(context: Context, card: str, reason: str | None = None) -> Result:
     if found is None or found.state != State.COMPLETED:
         raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
     role = context.roles[found.role]
-    with Inbox(role.handoffs) as inbox:
+    with Inbox(role.handoffs, role.name) as inbox:
         if not safeio.is_regular(found.path):  # reopened or removed since the scan
             raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
         if inbox.held(found.entry.name):
