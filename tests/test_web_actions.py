@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import re
+import socket
 import stat
 import threading
 from pathlib import Path
@@ -472,3 +473,70 @@ def page(port: int, path: str) -> tuple[int, str]:
     connection.request("GET", path)
     answer = connection.getresponse()
     return answer.status, answer.read().decode()
+
+
+# --- odds and ends (docs/protocol.md §15, Part III) ----------------------------------------
+
+
+def raw_get(port: int, target: str) -> list[bytes]:
+    """The status line and headers of `GET <target>` sent byte for byte (a client library
+    would read `//host/` as another host, which is the point)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close"
+                     "\r\n\r\n".encode())  # fmt: skip
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+
+
+@pytest.mark.parametrize(
+    ("path", "location"),
+    [("//evil.example/", "/evil.example/"), ("/\\evil", "/%5Cevil"), ("///evil", "/evil"),
+     ("/%2F%2Fevil.example", "/evil.example"), ("/%5C%5Cevil", "/%5C%5Cevil")],
+)  # fmt: skip
+def test_the_keys_redirect_never_leaves_the_board(
+    project: Project, path: str, location: str
+) -> None:
+    """The key traded for its cookie redirects to the URL without it: a path that a browser
+    reads as another host (`//host/`, `/\\host`) is a path on the board instead."""
+    with serving(project.root, key=KEY) as url:
+        head = raw_get(int(url.rsplit(":", 1)[1]), f"{path}?key={KEY}")
+    assert head[0] == b"HTTP/1.1 303 See Other"
+    assert f"location: {location}".encode() in head
+
+
+def test_a_client_that_drops_its_form_half_way_leaves_no_traceback(
+    project: Project, tmp_path: Path
+) -> None:
+    names = colourful(project)
+    key_file = tmp_path / "board.key"
+    key_file.write_text(f"{KEY}\n")
+    key_file.chmod(0o600)
+    process, url = serve(project, "--key-file", str(key_file))
+    try:
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        keys = Keys(KEY, port, str(project.root))
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(f"POST /card/{names['red']}/unblock HTTP/1.1\r\nHost: 127.0.0.1:"
+                         f"{port}\r\nCookie: {keys.cookie}={keys.value}\r\nContent-Type: "
+                         "application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\n"
+                         f"csrf={keys.csrf}".encode())  # fmt: skip
+        assert page(port, "/")[0] == 200  # served on, and the dropped form went by
+    finally:
+        err = stop(process)
+    assert "Traceback" not in err and "ClientDisconnect" not in err, err
+
+
+def test_a_read_only_board_says_it_is_read_only_and_never_speaks_of_a_key(
+    project: Project,
+) -> None:
+    """`--read-only` on loopback prints no key URL: its refusal of a POST says the board
+    is read-only, and a `?key=` it was never given is dropped, not refused as wrong."""
+    names = colourful(project)
+    client = board(project, writable=False)
+    done = client.post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
+    assert done.status_code == 405 and "read-only" in done.text and "key" not in done.text
+    traded = client.get(f"/card/{names['red']}?key=not-this-boards")
+    assert traded.status_code == 303 and traded.headers["location"] == f"/card/{names['red']}"
+    assert "set-cookie" not in traded.headers
