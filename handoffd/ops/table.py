@@ -20,8 +20,8 @@ ROLE = Param("role", STR, "Act for this role (default: the calling role).", tool
 AGENT = Param("agent", STR, "Agent name (default: $SWARMFORGE_AGENT, else roles.tsv).")
 CONVERSATION = Param("conversation", STR, "Conversation (default: $SWARMFORGE_CONVERSATION).")
 WHO = (ROLE, AGENT, CONVERSATION)
-ID = Param("id", STR, "A handoff id (its `id` header, or its card). Default: the work in process.",
-           positional=True, metavar="[ID]")  # fmt: skip
+ID = Param("id", STR, "A handoff id (as its file name spells it, or its card). Default: the "
+           "work in process.", positional=True, metavar="[ID]")  # fmt: skip
 JSON = Param("json", FLAG, "The command's --json output as the text.", default=False)
 WINDOW = Param("window", FLOAT, "A claim is live while its heartbeat is younger than this.",
                default=60.0, minimum=0, open_minimum=True, metavar="MINUTES")  # fmt: skip

@@ -31,7 +31,6 @@ import hmac
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
@@ -51,7 +50,7 @@ from handoffd import config, reports, safeio, scan
 from handoffd import handoff as hf
 from handoffd.board import cards, status
 from handoffd.board.web import views
-from handoffd.inbox import LOCK_WAIT
+from handoffd.board.web.workers import BOARD_BUSY, Workers
 from handoffd.outcome import INBOX_BUSY
 from handoffd.scan import Snapshot
 
@@ -74,8 +73,6 @@ METHODS = ("GET", "HEAD", "POST")
 FORM_TYPE = "application/x-www-form-urlencoded"  # what a form without `enctype` sends
 FORM_LIMIT = 128 * 1024  # bytes of a form's body: a 16 KiB answer, percent-encoded, and more
 OTHERS_EVERY = 2.0  # seconds between reads of the other hosts' cards
-ACTION_WORKERS = 8  # threads of the operator's actions, apart from the pages' pool
-BOARD_BUSY = "every worker of the board's actions stayed busy; try again"
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 HOW = (  # where the key is, in every answer that lacks it
     "open the URL with ?key= that `handoffd web` printed when it started (with "
@@ -526,34 +523,6 @@ class Board:
         assert isinstance(exc, HTTPException)
         return self.render("error.html", exc.status_code, request, code=exc.status_code, back="/",
                            message=exc.detail, title=f"{exc.status_code} — handoffd")  # fmt: skip
-
-
-class Workers:
-    """The threads the operator's actions run on: a few of their own, never the pool the
-    pages are served from.  An action may wait up to `LOCK_WAIT` for a role's inbox lock
-    (`INBOX_BUSY` after that); sharing the pages' pool, enough such waits at once would
-    leave no thread for any page, so every page would wait on a lock it never takes.  An
-    action that finds no worker free within `LOCK_WAIT` is not run (`None`: 503)."""
-
-    def __init__(self, count: int = ACTION_WORKERS) -> None:
-        self.count = count
-        self._free: Any = None  # made in the server's event loop, on first use
-
-    async def run(self, function: Callable[..., Any], *args: Any) -> Any:
-        import anyio
-
-        if self._free is None:
-            self._free = anyio.Semaphore(self.count)
-        with anyio.move_on_after(LOCK_WAIT) as waited:
-            await self._free.acquire()
-        if waited.cancelled_caught:
-            return None
-        try:  # a thread of its own: the pages' pool (the default limiter) stays free
-            return await anyio.to_thread.run_sync(
-                partial(function, *args), limiter=anyio.CapacityLimiter(1)
-            )
-        finally:
-            self._free.release()
 
 
 class Acting:
