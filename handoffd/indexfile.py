@@ -11,7 +11,6 @@ so any text a hand-made file carries, a TAB included, makes one line like any ot
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -111,18 +110,21 @@ def read(path: str, width: int = 3) -> tuple[list[list[str]], bool]:
 
 
 @contextmanager
-def locked(folder: str) -> Iterator[None]:
+def locked(folder: str) -> Iterator[bool]:
     """The index `folder`'s lock, around each append and rewrite: a file rebuilt from
     another never misses a line appended meanwhile.  Without a folder to lock there is
-    nothing to write either (each write then fails, harmlessly)."""
+    nothing to write either (each write then fails, harmlessly).  Yields whether the lock
+    is held: one another process keeps for seconds is not waited on for ever (a cache is
+    never worth a hung view), and the caller then writes nothing."""
+    from handoffd.inbox import hold
+
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | OPEN)
     except OSError:
-        yield
+        yield True
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield hold(fd)
     finally:
         os.close(fd)  # releases the lock
 

@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import threading
@@ -540,3 +541,19 @@ def test_a_read_only_board_says_it_is_read_only_and_never_speaks_of_a_key(
     traded = client.get(f"/card/{names['red']}?key=not-this-boards")
     assert traded.status_code == 303 and traded.headers["location"] == f"/card/{names['red']}"
     assert "set-cookie" not in traded.headers
+
+
+def test_web_log_is_never_written_through_a_linked_daemon_folder(
+    project: Project, tmp_path: Path
+) -> None:
+    """`.swarmforge/daemon/` replaced by a link to a folder outside: an action from the
+    board writes no `web.log` there (the action itself stands)."""
+    names = colourful(project)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    daemon = project.root / ".swarmforge" / "daemon"
+    shutil.rmtree(daemon, ignore_errors=True)
+    daemon.symlink_to(outside)
+    done = keyed(project).post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
+    assert done.status_code == 303
+    assert os.listdir(outside) == []
