@@ -20,15 +20,15 @@ as it is back in the outbox, and writes its new `.error` under the same name, ma
 before the command is done.  So `retry` moves the old reason aside (a hidden name of its
 own, `aside_name`) before the original moves, and removes only that; `dismiss` touches
 the reason only once it has seen the original beside it, under the role's lock.  A kill
-between leaves the reason aside, which the next `retry` or `dismiss` of that file, or
-the daemon's next start, puts back beside its original.
+between leaves the reason aside, where the board still reads it (`scan`), and which the
+next `retry` or `dismiss` of that file, or the daemon's next start, puts back beside its
+original.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import time
 
 from handoffd import durable, safeio
 from handoffd import handoff as hf
@@ -71,18 +71,18 @@ def _left_by_a_cut(failed: str, name: str, reason: str) -> bool:
     return said == reason.strip() and not os.path.lexists(os.path.join(failed, name))
 
 
-def sweep(sender: Role, now: float | None = None) -> list[str]:
+def sweep(sender: Role) -> list[str]:
     """Remove from the sender's `failed/` each reason left beside no original whose
     original has been delivered since (it is in `sent/`): what a retry cut short before
     its last step left.  The paths removed.  A reason whose original is elsewhere (taken
     away by hand, or waiting in the outbox) stays.  A reason a killed retry left aside
-    (older than a live command takes) goes back beside its original, or away."""
+    goes back beside its original, or away when its original has left."""
     failed, sent = sender.path(Box.FAILED), sender.path(Box.SENT)
     try:
         names = os.listdir(failed)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    removed = _sweep_asides(failed, names, time.time() if now is None else now)
+    removed = _sweep_asides(failed, names)
     for name in names:
         original = name.removesuffix(ERROR)
         path = os.path.join(failed, name)
@@ -196,30 +196,23 @@ def _restore(moved: str, reason: str) -> None:
     durable.fsync_dir(os.path.dirname(reason))
 
 
-def _sweep_asides(failed: str, names: list[str], now: float) -> list[str]:
-    """Put back the reasons killed retries left aside (unchanged for longer than a live
-    command takes) beside their originals, and remove those whose original is gone; the
-    paths removed."""
+def _sweep_asides(failed: str, names: list[str]) -> list[str]:
+    """Put back the reasons killed retries left aside beside their originals, and remove
+    those whose original is gone; the paths removed.  Safe beside a retry running now: a
+    reason it has moved aside goes back only while its original is still here (the retry
+    then removes only its own aside, and the daemon's next refusal takes the name over),
+    and an aside whose original has left is one its retry is about to remove."""
     asides = {n for n in names if n.startswith(".") and n.endswith(ASIDE)}
     if not asides:
         return []
     for name in names:
         if aside_name(name) in asides and safeio.is_regular(os.path.join(failed, name)):
             asides.discard(aside_name(name))
-            if _stale(os.path.join(failed, aside_name(name)), now):
-                _put_back(failed, name)
-    removed = [os.path.join(failed, n) for n in asides if _stale(os.path.join(failed, n), now)]
+            _put_back(failed, name)
+    removed = [os.path.join(failed, n) for n in sorted(asides)]
     for path in removed:
         durable.unlink_quietly(path)
     return removed
-
-
-def _stale(path: str, now: float) -> bool:
-    """Whether `path` was last renamed longer ago than any live command takes (its ctime)."""
-    try:
-        return now - os.lstat(path).st_ctime > durable.STALE
-    except OSError:
-        return False
 
 
 def note(by: str, reason: str, now: float | None = None) -> str:

@@ -549,11 +549,21 @@ def _some_not_held(copies: list[Entry]) -> bool:
 
 
 def _error_line(path: str) -> str | None:
-    """The one line of a failed original's `<name>.error`."""
+    """The one line of a failed original's `<name>.error`, or of the reason a retry cut
+    short moved aside for it (`failed.aside_name`: put back by the next command)."""
     try:  # the careful reader: an `.error` linked to /dev/zero or to a secret is skipped
         return safeio.read_line(path + ".error") or None
     except safeio.Refused as refusal:
         return f"(its .error is not read: {refusal.why})"
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    from handoffd import failed  # only for an original found without its reason
+
+    folder, name = os.path.split(path)
+    try:
+        return safeio.read_line(os.path.join(folder, failed.aside_name(name))) or None
     except OSError:
         return None
 

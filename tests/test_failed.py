@@ -5,16 +5,16 @@ commands run, round after round: the race is the test, not a mock of it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from handoffd import durable, failed
+from handoffd import failed
 from handoffd.config import Box
 from handoffd.ops import operator
 from handoffd.ops.context import Context, resolve_context
@@ -150,18 +150,22 @@ def test_a_reason_moved_aside_by_a_killed_retry_is_put_back_by_the_next_command(
     assert sorted(os.listdir(folder)) == ["dismissed"]
 
 
-def test_the_daemons_start_puts_an_old_reason_aside_back_or_away(project: Project) -> None:
-    """`sweep` (the daemon's start): a reason left aside by a retry killed minutes ago goes
-    back beside its original; one whose original is gone is removed; a fresh one (a
-    retry running now) is left to its command."""
+def test_the_board_reads_a_reason_left_aside_and_the_daemons_start_puts_it_back(
+    project: Project,
+) -> None:
+    """Killed between its two renames, a retry leaves the reason aside: the board still
+    shows it (never `no .error file beside it`), and `sweep` (the daemon's start) puts it
+    back beside its original, or removes an aside whose original has left."""
     role = resolve_context(str(project.root), needs_role=False).roles["coder"]
     folder = Path(role.path(Box.FAILED))
     folder.mkdir(parents=True)
     (folder / NAME).write_bytes(REFUSED)
     (folder / failed.aside_name(NAME)).write_text("missing required header(s): type\n")
     (folder / failed.aside_name("gone.handoff")).write_text("its original was retried\n")
-    assert failed.sweep(role) == []  # fresh: a live command's
-    later = time.time() + 2 * durable.STALE
-    assert failed.sweep(role, now=later) == [str(folder / failed.aside_name("gone.handoff"))]
+    shown = subprocess.run([HANDOFFD, "status", "--json", str(project.root)], capture_output=True,
+                           text=True, timeout=60, check=True)  # fmt: skip
+    [card] = [c for c in json.loads(shown.stdout) if c["card"] == CARD]
+    assert card["detail"] == "failed: missing required header(s): type"
+    assert failed.sweep(role) == [str(folder / failed.aside_name("gone.handoff"))]
     assert sorted(os.listdir(folder)) == [NAME, f"{NAME}{failed.ERROR}"]
     assert (folder / f"{NAME}{failed.ERROR}").read_text() == "missing required header(s): type\n"

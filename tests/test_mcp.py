@@ -663,8 +663,8 @@ def test_a_lone_surrogate_in_a_tools_argument_is_answered_with_the_commands_refu
 ) -> None:
     """Valid JSON (`"\\ud800"`) that the SDK's own parser refuses, and would drop without a
     reply (the client waiting for ever), is answered: the tool's refusal; the server goes on."""
-    project.put("coder", TAKEN, box="inbox/in_process", id=TAKEN[3:-17], task="t-1")
-    card = f"{TAKEN[3:-17]}@coder"
+    project.put("coder", TAKEN, box="inbox/in_process", id=TAKEN[3:-14], task="t-1")
+    card = f"{TAKEN[3:-14]}@coder"  # the id its name spells (docs/protocol.md §2)
     arguments = {"name": "answer", "arguments": {"card": card, "text": "lone HERE surrogate"}}
     request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": arguments}
     call = json.dumps(request).replace("HERE", "\\ud800")  # JSON's escape of U+D800
