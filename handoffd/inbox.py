@@ -273,7 +273,7 @@ class Inbox:
         for entry in hf.visible(self.in_process):
             if hf.is_item_entry(entry, plain=True):
                 files.append(entry.path)
-            elif entry.is_dir(follow_symlinks=False) and entry.name.startswith("batch_"):
+            elif entry.is_dir(follow_symlinks=False) and _batch_name(entry.name):
                 self._sweep(entry.path)
                 if self.batch_items(entry.path):
                     batches.append(entry.path)
@@ -546,6 +546,12 @@ class Inbox:
 
 def _name(path: str) -> str:
     return os.path.basename(path)
+
+
+def _batch_name(name: str) -> bool:
+    """A batch dir's name, fit to be printed on a BATCH line: one planted with a control
+    character in it is no batch (docs/protocol.md §15, "Names"), and never shown."""
+    return name.startswith("batch_") and hf.name_problem(name) is None
 
 
 def _load(path: str) -> Item:
