@@ -27,6 +27,12 @@ class Exit:
 # (docs/protocol.md §15, Part III); the web board answers it 503.
 INBOX_BUSY = "INBOX_BUSY"
 BUSY_MESSAGE = INBOX_BUSY + ": {role}'s inbox is locked by another process; try again"
+# The same for the lock a send takes to number its handoff (`swarm_handoff`, §3): nothing
+# was queued, and the draft is kept.
+OUTBOX_BUSY = "OUTBOX_BUSY"
+OUTBOX_BUSY_MESSAGE = (
+    OUTBOX_BUSY + ": {folder} is locked by another process; nothing was queued; try again"
+)
 
 
 class Result:
