@@ -392,6 +392,10 @@ class Courier:
     def _stage(self, sender: Role, path: str, roles: dict[str, Role], now: float) -> Entry | None:
         """Check an original and stage its copies; None if it failed, was deferred or is gone."""
         name = os.path.basename(path)
+        problem = hf.name_problem(name)
+        if problem is not None:  # before it is read: such a name never reaches an inbox
+            self._fail(sender, path, problem, now)
+            return None
         try:
             identity = _identity(path)
             data = checks.read_entry(path)
@@ -444,7 +448,7 @@ class Courier:
         The journal still lists `keep` (unfinished entries of earlier passes)."""
         try:
             _sync(_parents(staged for e in entries for staged, _ in e.copies))
-            journal.commit(self.journal, [*(keep or []), *entries], atomic=bool(keep))
+            self._moved(journal.commit(self.journal, [*(keep or []), *entries], atomic=bool(keep)))
             self._written = _signature([*(keep or []), *entries])
         except OSError as error:
             for entry in entries:
@@ -501,7 +505,10 @@ class Courier:
         crash never loses one; a journal that cannot be rewritten keeps its older, larger
         list, whose finished entries replay as no-ops."""
         if not remaining:
-            journal.clear(self.journal)
+            try:
+                self._moved(journal.clear(self.journal))
+            except OSError as error:  # a FIFO planted there, say: the next commit replaces it
+                self.log.warning("journal_not_rewritten", error=str(error))
             self._written = _signature([])
             return
         if _signature(remaining) == self._written:
@@ -511,6 +518,11 @@ class Courier:
             self._written = _signature(remaining)
         except OSError as error:
             self.log.warning("journal_not_rewritten", error=str(error))
+
+    def _moved(self, aside: str | None) -> None:
+        """Say that the journal had another name too (a hard link), and was moved aside."""
+        if aside is not None:
+            self.log.warning("linked_file_moved", file=self.journal, moved_to=aside)
 
     def _stuck(self, entry: Entry, error: OSError, now: float, unfinished: list[Entry]) -> None:
         """A committed entry that cannot be finished now: retried alone, with backoff."""

@@ -325,8 +325,10 @@ def moved_problems(tree: Tree, rel: str) -> list[str]:
 
 def paired(tree: Tree) -> list[str]:
     """At every instant, whatever was printed: an original in failed/ has its reason
-    beside it (or already in failed/dismissed/, moved there first by a dismissal), and
-    one in failed/dismissed/ its reason and its note."""
+    beside it (or already in failed/dismissed/, moved there first by a dismissal, or moved
+    aside by a retry before the original moves, docs/protocol.md §13: where the board
+    still reads it and the next command puts it back), and one in failed/dismissed/ its
+    reason and its note."""
     problems = []
     for rel in tree:
         folder, name = os.path.split(rel)
@@ -334,7 +336,8 @@ def paired(tree: Tree) -> list[str]:
             continue
         if folder.endswith("/handoffs/failed"):
             aside = f"{folder}/dismissed/{name}{failed.ERROR}"
-            if rel + failed.ERROR not in tree and aside not in tree:
+            retrying = f"{folder}/{failed.aside_name(name)}"
+            if rel + failed.ERROR not in tree and aside not in tree and retrying not in tree:
                 problems.append(f"{rel} is in failed/ without its {failed.ERROR}")
         elif folder.endswith("/handoffs/failed/dismissed"):
             problems += [f"{rel} is dismissed without its {extra}"
