@@ -586,3 +586,97 @@ def test_reopen_finds_a_card_whose_id_its_file_name_does_not_spell(project: Proj
     target = project.box("coder", "inbox/new") / "10_manual.handoff"
     assert (done.code, done.out) == (0, f"REOPENED: {target}\n"), done.err
     assert board(project)["manual-1@coder"]["color"] == "orange"
+
+
+# --- what a reopened copy tells its agent (docs/protocol.md §15) ------------------------------
+
+AGAIN = "tests for quoted commas are missing"
+
+
+def completed_then_reopened(project: Project, *args: str) -> Path:
+    """ID1, taken and completed by the coder, then reopened with `args`; its path in new/."""
+    put(project, ID1, task="parse")
+    run(project, "ready_for_next")
+    run(project, "done_with_current")
+    done = operator(project, "reopen", CARD, *args)
+    assert done.code == 0, done.err
+    return project.box("coder", "inbox/new") / name(ID1)
+
+
+def test_a_reopened_copy_says_so_right_after_task_name_with_why_who_and_when(
+    project: Project,
+) -> None:
+    path = completed_then_reopened(project, "--reason", AGAIN, "--by", "bo")
+    fields = headers(path)
+    assert (fields["reopened_by"], fields["reopened_reason"]) == ("bo", AGAIN)
+    taken = run(project, "ready_for_next")
+    in_process = project.box("coder", "inbox/in_process") / name(ID1)
+    assert taken.out == (
+        f"TASK: {in_process}\nFROM: coder\nTYPE: note\nPRIORITY: 50\nTASK_NAME: parse\n"
+        f"REOPENED: {AGAIN} (bo, {fields['reopened_at']})\nPAYLOAD:\nDo the thing.\n"
+    )
+    # a block set since comes after it, as §13's lines all do
+    assert run(project, "block", "--reason", QUESTION).code == 0
+    lines = run(project, "ready_for_next").out.splitlines()
+    assert lines[4:8] == ["TASK_NAME: parse", f"REOPENED: {AGAIN} (bo, {fields['reopened_at']})",
+                          f"BLOCKED_REASON: {QUESTION}", "PAYLOAD:"]  # fmt: skip
+
+
+def test_reopen_without_a_reason_or_a_name_says_reopened_by_the_user(project: Project) -> None:
+    path = completed_then_reopened(project)
+    when = headers(path)["reopened_at"]
+    assert f"\nREOPENED: reopened (ann, {when})\nPAYLOAD:" in run(project, "ready_for_next").out
+
+
+def test_a_copy_reopened_twice_keeps_only_the_last_who_and_why(project: Project) -> None:
+    completed_then_reopened(project, "--reason", "first", "--by", "bo")
+    run(project, "ready_for_next")
+    run(project, "done_with_current")
+    path = project.box("coder", "inbox/new") / name(ID1)
+    assert operator(project, "reopen", CARD).code == 0
+    fields = headers(path)
+    assert "reopened_reason" not in fields and fields["reopened_by"] == "ann"
+
+
+def test_an_answer_from_before_the_reopen_is_not_shown_again_a_new_one_is(
+    project: Project,
+) -> None:
+    blocked_in_process(project)
+    operator(project, "answer", CARD, REPLY)
+    assert "ANSWER: " in run(project, "ready_for_next").out
+    run(project, "done_with_current")
+    assert operator(project, "reopen", CARD, "--reason", AGAIN).code == 0
+    taken = run(project, "ready_for_next")
+    assert "REOPENED: " in taken.out and "ANSWER" not in taken.out
+    assert "ANSWER" not in run(project, "resume").out
+    assert operator(project, "answer", CARD, "Add them to test_parse.py.").code == 0
+    assert "\nANSWER: Add them to test_parse.py. (ann, " in run(project, "ready_for_next").out
+
+
+def test_resume_says_reopened_second_while_that_work_is_in_process(project: Project) -> None:
+    path = completed_then_reopened(project, "--reason", AGAIN, "--by", "bo")
+    when = headers(path)["reopened_at"]
+    run(project, "ready_for_next")
+    lines = run(project, "resume").out.splitlines()
+    assert lines[1] == f"REOPENED: {AGAIN} (bo, {when})"
+    assert run(project, "resume", "--json").out.count(f'"reopened": "{AGAIN} (bo, {when})"') == 1
+    run(project, "done_with_current")
+    assert "REOPENED" not in run(project, "resume").out
+
+
+def test_a_reopened_copy_in_a_batch_says_so_in_its_batch_item(project: Project) -> None:
+    put(project, ID1, to="cleaner", task="parse")
+    run(project, "ready_for_next", role="cleaner")
+    run(project, "done_with_current", role="cleaner")
+    assert operator(project, "reopen", f"{ID1}@cleaner", "--reason", AGAIN).code == 0
+    taken = run(project, "ready_for_next", role="cleaner").out
+    assert "\nBATCH_ITEM: 1\n" in taken
+    assert f"\nTASK_NAME: parse\nREOPENED: {AGAIN} (ann, " in taken
+
+
+def test_a_reopen_reason_with_control_characters_is_shown_escaped(project: Project) -> None:
+    path = completed_then_reopened(project)
+    text = path.read_text().replace("reopened_by: ann", "reopened_by: ann\x1b[2J")
+    path.write_text(text)
+    out = run(project, "ready_for_next").out
+    assert "\x1b" not in out and "(ann\\x1b[2J, " in out

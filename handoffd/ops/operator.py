@@ -137,9 +137,10 @@ def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -
         paths = inbox.copies_named(name)
         if not paths:
             raise unknown(card)  # taken and finished since the scan
-        ident = report_id(paths[0])
-        earlier = reports.latest_answer(role.handoffs, ident)  # one the agent has not met
-        blocked = hf.read(paths[0]).get(BLOCKED) or ""
+        ident, copy = report_id(paths[0]), hf.read(paths[0])
+        # one the agent has not met (an answer from before a reopen it has)
+        earlier = reports.latest_answer(role.handoffs, ident, copy.get("reopened_at"))
+        blocked = copy.get(BLOCKED) or ""
         question = blocked or (earlier.question if earlier else "")  # what it answers too
         stored = reports.store(role.handoffs, ident, reports.ANSWER, role.name, who, "", text,
                                now, {"question": question})  # fmt: skip
@@ -247,15 +248,16 @@ def dismiss(
 # --- completed copies: reopen -----------------------------------------------------------------
 
 
-def reopen(context: Context, card: str, reason: str | None = None) -> Result:
-    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken.  The
-    card is found as the board names it (`find`), so one whose `id` its file name does
-    not spell is reopened too."""
+def reopen(context: Context, card: str, reason: str | None = None, by: str | None = None) -> Result:
+    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken, with
+    who reopened it and why for its next TASK block.  The card is found as the board
+    names it (`find`), so one whose `id` its file name does not spell is reopened too."""
     from handoffd import wake
     from handoffd.ops.claims import reason_problem
 
     if reason is not None and (problem := reason_problem(reason)):
         raise Refusal(Exit.REFUSED, problem.replace("a blocked reason", "a reason"))
+    who = operator_name(by)
     found = find(context, card, history=True)
     if found is None or found.state != State.COMPLETED:
         raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
@@ -265,6 +267,6 @@ def reopen(context: Context, card: str, reason: str | None = None) -> Result:
             raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
         if inbox.held(found.entry.name):
             raise Refusal(Exit.REFUSED, f"REOPEN_CONFLICT: {_shown(card)}")
-        target = inbox.reopen(found.path, reason.strip() if reason else None)
+        target = inbox.reopen(found.path, reason.strip() if reason else None, by=who)
     live.after_step(role)
     return Result(Exit.OK, f"REOPENED: {target}\n", wake_role(context.root, role, wake.TEXT))

@@ -92,8 +92,13 @@ class Ready:
         return Result(Exit.OK, "NO_TASK\n", not_ready_line(reasons) + "\n" if reasons else "")
 
     def notes(self, item: Item) -> list[str]:
-        """`BLOCKED_REASON`, `DEPENDS_ON` and `ANSWER` lines, where they apply."""
+        """`REOPENED`, `BLOCKED_REASON`, `DEPENDS_ON` and `ANSWER` lines, where they apply,
+        in that order: what happened to the work itself first (§15, "after TASK_NAME"),
+        then §13's.  An answer older than the reopen belongs to the earlier round."""
         handoff, lines = item.handoff, []
+        reopened = blocks.reopened(handoff)
+        if reopened:
+            lines.append(_printable(reopened))
         reason = handoff.get(BLOCKED)
         if reason:
             lines.append("BLOCKED_REASON: " + _printable(reason))
@@ -104,7 +109,7 @@ class Ready:
         if has_answer(self.context.me.handoffs, ident):
             from handoffd.ops.readiness import answer_lines
 
-            lines += answer_lines(self.context.me.handoffs, ident)
+            lines += answer_lines(self.context.me.handoffs, ident, handoff.get("reopened_at"))
         return lines
 
 

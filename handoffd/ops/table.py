@@ -72,6 +72,7 @@ RESUME_OUT = {
         "state": {"type": ["string", "null"]},
         "next_step": {"type": ["string", "null"]},
         "answer": {"type": ["string", "null"]},
+        "reopened": {"type": ["string", "null"]},
         "lines": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["source", "role", "branch", "open_question", "state", "next_step", "lines"],
@@ -252,7 +253,7 @@ OPS = (
     Op("reopen", OPERATOR + "reopen",
        "Move a completed copy back into its role's new/ (orange until taken); wake the role.",
        (CARD, Param("reason", STR, "Why it is reopened (kept as reopened_reason).",
-                    token=INVALID_REASON), ROOT),
+                    token=INVALID_REASON), BY, ROOT),
        needs="project", tool=False, form="reopen", offer=("completed",)),
 )  # fmt: skip
 
