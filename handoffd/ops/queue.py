@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from handoffd.config import Role
     from handoffd.draft import Draft
+    from handoffd.handoff import Handoff
     from handoffd.ops.readiness import Dependencies
     from handoffd.ops.steps import Step
 
@@ -92,13 +93,15 @@ class Ready:
         return Result(Exit.OK, "NO_TASK\n", not_ready_line(reasons) + "\n" if reasons else "")
 
     def notes(self, item: Item) -> list[str]:
-        """`REOPENED`, `BLOCKED_REASON`, `DEPENDS_ON` and `ANSWER` lines, where they apply,
-        in that order: what happened to the work itself first (§15, "after TASK_NAME"),
-        then §13's.  An answer older than the reopen belongs to the earlier round."""
+        """`REOPENED`, `COMMIT_MISSING`, `BLOCKED_REASON`, `DEPENDS_ON` and `ANSWER` lines,
+        where they apply, in that order: what happened to the work itself first (§15,
+        "after TASK_NAME"), then §13's.  An answer older than the reopen belongs to the
+        earlier round."""
         handoff, lines = item.handoff, []
         reopened = blocks.reopened(handoff)
         if reopened:
             lines.append(_printable(reopened))
+        lines += self.commit_missing(handoff)
         reason = handoff.get(BLOCKED)
         if reason:
             lines.append("BLOCKED_REASON: " + _printable(reason))
@@ -111,6 +114,19 @@ class Ready:
 
             lines += answer_lines(self.context.me.handoffs, ident, handoff.get("reopened_at"))
         return lines
+
+    def commit_missing(self, handoff: Handoff) -> list[str]:
+        """`COMMIT_MISSING: <sha> is not in this repository (git fetch?)` for a git handoff
+        whose commit the role's repository lacks (it was made on another host, §15): one
+        `git cat-file` for a git handoff, nothing run for any other file."""
+        commit = handoff.get("commit")
+        if handoff.get("type") != "git_handoff" or not commit:
+            return []
+        from handoffd import git
+
+        if git.has_commit(self.context.me.worktree, commit) is not False:
+            return []
+        return [f"COMMIT_MISSING: {_printable(commit)} is not in this repository (git fetch?)"]
 
 
 def _finish_task(context: Context, inbox: Inbox) -> Result:
