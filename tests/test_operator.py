@@ -470,6 +470,46 @@ def test_retry_sends_a_refused_original_back_and_the_daemon_delivers_it_once_fix
     assert (project.box("QA", "sent") / path.name).exists()
 
 
+def test_retry_of_a_file_that_would_be_refused_again_is_still_invalid_and_moves_nothing(
+    project: Project,
+) -> None:
+    card, path = refused_original(project)
+    before = sorted(os.listdir(path.parent)), sorted(os.listdir(project.box("QA", "outbox")))
+    done = operator(project, "retry", card)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        "STILL_INVALID: unknown recipient role 'designer' (not in roles.tsv); nobody got a "
+        f"copy\nFix what it says, or move it anyway: handoffd retry --force {card}\n"
+    )
+    after = sorted(os.listdir(path.parent)), sorted(os.listdir(project.box("QA", "outbox")))
+    assert after == before
+    assert board(project)[card]["state"] == "failed"
+
+
+def test_retry_force_moves_a_file_that_would_be_refused_again(project: Project) -> None:
+    card, path = refused_original(project)
+    done = operator(project, "retry", "--force", card)
+    outbox = project.box("QA", "outbox") / path.name
+    assert (done.code, done.out) == (0, f"RETRIED: {outbox}\n")
+    assert outbox.exists() and not path.exists()
+
+
+def test_retry_checks_the_file_as_it_is_now_a_broken_header_too(project: Project) -> None:
+    """§5's whole check on the bytes in failed/: mending the roles is not enough when the
+    file itself has gone bad since."""
+    from tests.daemon_support import add_role
+
+    card, path = refused_original(project)
+    (project.root / "designer").mkdir()
+    add_role(project, "designer", project.root / "designer")
+    path.write_text(path.read_text().replace("from: QA", "from: coder"))
+    done = operator(project, "retry", card)
+    assert (done.code, done.err.splitlines()[0]) == (
+        2, "STILL_INVALID: header 'from: coder' does not match the sending role 'QA'",
+    )  # fmt: skip
+    assert path.exists()
+
+
 def test_dismiss_puts_a_refused_original_aside_as_a_green_card(project: Project) -> None:
     card, path = refused_original(project)
     assert board(project)[card]["color"] == "red"
@@ -525,7 +565,7 @@ def test_answering_a_refused_original_says_what_to_do_with_it(project: Project) 
 
 def test_a_second_retry_of_the_same_card_is_refused_and_moves_nothing(project: Project) -> None:
     card, _ = refused_original(project)
-    assert operator(project, "retry", card).code == 0
+    assert operator(project, "retry", "--force", card).code == 0
     assert operator(project, "retry", card).err == f"NOT_FAILED: {card}\n"
 
 

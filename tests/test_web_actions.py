@@ -19,7 +19,7 @@ from handoffd.board.web.app import Keys, create_app
 from tests.conftest import Project, make_project, snapshot
 from tests.daemon_support import handoffd
 from tests.test_web import serve, status_for, stop
-from tests.web_support import KEY, colourful, ident, serving
+from tests.web_support import KEY, colourful, ident, name, serving
 
 BASE = "http://127.0.0.1:8765"
 CSRF = Keys(KEY, 8765, "/").csrf
@@ -226,6 +226,23 @@ def test_a_refused_action_is_409_with_the_commands_message_and_changes_nothing(
     assert (plain.status_code, plain.text.splitlines()[0]) == (409, message)
     assert snapshot(project.root / ".swarmforge" / "handoffs") == before
     assert web_log(project)[-1]["result"] == message
+
+
+def test_a_retry_from_the_board_that_would_be_refused_again_is_still_invalid(
+    project: Project,
+) -> None:
+    """The board offers no force (docs/protocol.md §13): a file certain to be refused again
+    stays put, and the page says why and how to move it anyway from the command line."""
+    failed = project.put("coder", name(7, "nobody"), box="failed", id=ident(7), to="nobody")
+    Path(f"{failed}.error").write_text("unknown recipient role 'nobody' (not in roles.tsv)\n")
+    card = f"{ident(7)}@coder"
+    before = snapshot(failed.parent)
+    done = keyed(project).post(f"/card/{card}/retry", data={"csrf": CSRF, "force": "1"})
+    assert done.status_code == 409
+    assert "STILL_INVALID: unknown recipient role &#39;nobody&#39; (not in roles.tsv)" in done.text
+    assert f"handoffd retry --force {card}" in done.text
+    assert snapshot(failed.parent) == before
+    assert not (project.box("coder", "outbox") / failed.name).exists()
 
 
 @pytest.mark.parametrize(("action", "field"), [("answer", "text"), ("block", "reason")])

@@ -206,12 +206,15 @@ def _guarded(role: Role) -> Inbox:
     return Inbox(role.handoffs)
 
 
-def retry(context: Context, card: str) -> Result:
-    """`handoffd retry CARD`: a refused original back into its sender's outbox."""
+def retry(context: Context, card: str, force: bool = False) -> Result:
+    """`handoffd retry CARD`: a refused original back into its sender's outbox, once the
+    daemon's own check (§5) passes on it as it is now (with `force`, whatever it says)."""
     from handoffd import failed
 
     role, name = _failed(context, card)
     with _guarded(role):
+        if not force:  # before anything moves: a refusal leaves every file where it was
+            _check_again(context, role, name, card)
         try:
             path = failed.retry(role, name)
         except FileNotFoundError:
@@ -222,6 +225,24 @@ def retry(context: Context, card: str) -> Result:
     from handoffd.ops.queue import no_daemon_warning
 
     return Result(Exit.OK, f"RETRIED: {path}\n", no_daemon_warning(context.root))
+
+
+def _check_again(context: Context, role: Role, name: str, card: str) -> None:
+    """Refuse `STILL_INVALID: <reason>` when the daemon would refuse the original again:
+    its bytes as they are in `failed/` now, against roles.tsv as it is now.  A second line
+    says what to do (the token's line is the contract's)."""
+    from handoffd import checks, config
+    from handoffd.terminal import escape
+
+    try:
+        data = checks.read_entry(os.path.join(role.path(config.Box.FAILED), name))
+        checks.inspect(data, name, role.name, set(context.roles))
+    except checks.Refused as refusal:
+        said = f"STILL_INVALID: {escape(str(refusal))}"
+        how = f"Fix what it says, or move it anyway: handoffd retry --force {_shown(card)}"
+        raise Refusal(Exit.REFUSED, f"{said}\n{how}") from None
+    except FileNotFoundError:
+        return  # gone since the scan: the move says NOT_FAILED
 
 
 def dismiss(

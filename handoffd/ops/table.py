@@ -244,7 +244,9 @@ OPS = (
     # refusal could hide its own failed handoff from the board).
     Op("retry", OPERATOR + "retry",
        "Move a refused original (failed/) back into its sender's outbox to be checked again.",
-       (CARD, ROOT), needs="project", tool=False, form="retry", offer=("failed",)),
+       (CARD, Param("force", FLAG, "Move it even when it would be refused again "
+                    "(STILL_INVALID).", default=False), ROOT),
+       needs="project", tool=False, form="retry", offer=("failed",)),
     Op("dismiss", OPERATOR + "dismiss",
        "Put a refused original aside in failed/dismissed/: a green card, off the open board.",
        (CARD, Param("reason", STR, "Why (default: dismissed).", token=INVALID_REASON), BY,
