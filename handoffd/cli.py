@@ -45,15 +45,40 @@ class Group(click.Group):
             self.add_command(getattr(__import__(module, fromlist=[attribute]), attribute), name)
         return super().get_command(ctx, name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, but an unknown name is matched against every command, made or not
+        (click looks only among those made so far, the `run`, `start`… of this module),
+        and the one nearest it is suggested (`statsu` → `status`)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError:
+            name = click.utils.make_str(args[0]) if args else ""
+            near = config.nearest(name, self.list_commands(ctx))
+            if not name or name in self.list_commands(ctx):
+                raise
+            said = f"No such command {name!r}." + (f" Did you mean {near!r}?" if near else "")
+            raise click.UsageError(said, ctx) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with its whole one-line summary: click shortens a help to fit one
+        row (and a command made from the table has only its one line), so it is given
+        whole here and wrapped under the name instead of cut."""
         rows = []
         for name in self.list_commands(ctx):
             # a command not made yet is shown by its one line, without importing it
             line = BY_NAME[name].help if name in BY_NAME else LAZY.get(name, ("", ""))[1]
-            shown = self.commands.get(name) or click.Command(name, help=line)
-            rows.append((name, shown.get_short_help_str(formatter.width - 20)))
+            made = self.commands.get(name)
+            rows.append((name, summary(made.help or "") if made is not None else line))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def summary(text: str) -> str:
+    """A command's help up to its first blank line, as one line (`\\f` ends a help)."""
+    first = text.split("\f")[0].strip().split("\n\n")[0]
+    return " ".join(first.split())
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -892,7 +892,7 @@ def test_swarm_handoff_from_an_unknown_sender_role(project: Project) -> None:
 
 def test_other_helpers_name_an_unknown_role(project: Project) -> None:
     result = project.run("ready_for_next", role="ghost", cwd=project.root)
-    assert_result(result, 1, err="Unknown role: ghost\n")
+    assert_result(result, 1, err="Unknown role: ghost (known roles: QA, cleaner, coder)\n")
 
 
 def test_a_broken_roles_file_is_reported_by_line(project: Project) -> None:

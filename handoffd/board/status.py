@@ -48,7 +48,7 @@ def board(
     now = time.time() if now is None else now
     snapshot = scan.scan(root, roles, now=now, history=show_all)
     if role is not None and role not in snapshot.roles:
-        raise config.UnknownRole(role)
+        raise config.UnknownRole(role, snapshot.roles)
     result = cards.project(snapshot, now, window_s, include_green=show_all)
     if role is not None:
         result.cards = [card for card in result.cards if card.role == role]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 
+from handoffd import config, live, reports, safeio
 from handoffd import handoff as hf
-from handoffd import live, reports, safeio
 from handoffd.config import Role
 from handoffd.inbox import BLOCKED, Inbox
 from handoffd.ops.claims import report_id
@@ -49,7 +49,7 @@ def unknown(card: str, context: Context | None = None) -> Refusal:
     """`UNKNOWN_CARD: <card>`; given the `context`, a second line says what the card is
     when the board shows one that is no agent's open copy (done, put aside, refused or not
     delivered yet): the token is the contract's, the line what a person needs next."""
-    said = f"UNKNOWN_CARD: {_shown(card)}"
+    said = f"UNKNOWN_CARD: {_shown(card)}" + (_role_line(context, card) if context else "")
     found = find(context, card, history=True) if context is not None else None
     if found is not None and found.state == State.COMPLETED:
         said += (f"\n{_shown(card)} is completed (a green card), not open: nothing to act on; "
@@ -62,6 +62,15 @@ def unknown(card: str, context: Context | None = None) -> Refusal:
     elif found is not None and found.state == State.OUTBOX:
         said += f"\n{_shown(card)} is an original not delivered yet, no agent's copy"
     return Refusal(Exit.REFUSED, said)
+
+
+def _role_line(context: Context, card: str) -> str:
+    """A second line when the card's `@<role>` is no role of the project: what the roles
+    are, and the one it most likely meant (the first line stays the contract's token)."""
+    from handoffd.ops.context import unknown_card_role
+
+    stray = unknown_card_role(card, context.roles)
+    return "" if stray is None else f"\n{config.UnknownRole(stray, context.roles)}"
 
 
 def _shown(card: str) -> str:
@@ -191,7 +200,7 @@ def _failed(context: Context, card: str) -> tuple[Role, str]:
     """The sender and the name in `failed/` of the refused original `card` names."""
     found = find(context, card)
     if found is None or found.state != State.FAILED:
-        raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}")
+        raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}{_role_line(context, card)}")
     return context.roles[found.role], found.entry.name
 
 
@@ -281,7 +290,7 @@ def reopen(context: Context, card: str, reason: str | None = None, by: str | Non
     who = operator_name(by)
     found = find(context, card, history=True)
     if found is None or found.state != State.COMPLETED:
-        raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
+        raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}{_role_line(context, card)}")
     role = context.roles[found.role]
     with Inbox(role.handoffs) as inbox:
         if not safeio.is_regular(found.path):  # reopened or removed since the scan

@@ -256,10 +256,16 @@ def invalid(context: Context, errors: list[str], text: str, name: str) -> str:
     """The `HANDOFF INVALID` report of a refused draft (docs/protocol.md §3)."""
     listed = "".join(f"- {message}\n" for message in errors)
     usage = USAGE + ("\n" + _packet_usage() if "type: packet" in text else "")
-    if any(message.startswith("Unknown recipient role") for message in errors):
+    unknown = [m.split("'")[1] for m in errors if m.startswith("Unknown recipient role '")]
+    if unknown:
         # The error line keeps the contract's exact words (agents match them); the
-        # roles to choose from close the usage text, which is ours to write.
-        usage += f"\nKnown roles: {', '.join(sorted(context.roles))}.\n"
+        # roles to choose from, and the nearest to each unknown one, close the usage
+        # text, which is ours to write.
+        from handoffd.config import nearest
+
+        near = [(n, m) for n in unknown if (m := nearest(n, context.roles))]
+        meant = "".join(f" Did you mean '{m}' for '{n}'?" for n, m in near)
+        usage += f"\nKnown roles: {', '.join(sorted(context.roles))}.{meant}\n"
     return f"HANDOFF INVALID: {name}\n\nErrors:\n{listed}\n{usage}".rstrip("\n")
 
 

@@ -27,7 +27,7 @@ def status(
 
     now = time.time()
     if role is not None and role not in context.roles:
-        return config_refusal(config.UnknownRole(role))
+        return config_refusal(config.UnknownRole(role, context.roles))
     if all_hosts:
         return _all_hosts(context, json)
     shown = board.board(context.root, role, all, window * 60, now, context.roles)
@@ -150,7 +150,7 @@ def carry_forward(
     if since is not None and when is None:
         return refused(f"INVALID_ARGUMENTS: --since is not an ISO 8601 time: {since!r}")
     if role is not None and role not in context.roles:
-        return config_refusal(config.UnknownRole(role))
+        return config_refusal(config.UnknownRole(role, context.roles))
     made = digests.carry_forward_of(context.root, n, when, role)
     items = [one.as_json() for one in made]
     if json:
