@@ -220,11 +220,12 @@ def init(config_file: str | None, host: str | None, root: str | None) -> None:
         project.check_hosts(swarm, here, source)
         for warning in project.host_warnings(swarm, source):
             click.echo(warning, err=True)
+        before = project.role_names(base)
         changes = project.init(base, swarm.windows, text, here, swarm.hosts)
     except (project.SwarmConfigError, config.ConfigError) as error:
         raise click.ClickException(str(error)) from None
     for change in changes:
-        click.echo(f"created {change}")
+        click.echo(change)
     if swarm.urls:
         from handoffd.remote import settings
 
@@ -234,6 +235,9 @@ def init(config_file: str | None, host: str | None, root: str | None) -> None:
     roles = ", ".join(f"{w.role} ({w.mode}{'' if w.local(here) else ' on ' + w.host})"
                       for w in swarm.windows)  # fmt: skip
     click.echo(f"{base}: {roles}" + ("" if changes else " — already up to date"))
+    added = [w.role for w in swarm.windows if w.local(here) and w.role not in (before or [])]
+    if before is not None and added:  # a role added to a laid-out swarm has no session yet
+        click.echo(f"run handoffd up to start {', '.join(added)}")
 
 
 def _prepare_nats(network: Network) -> list[str]:
@@ -314,6 +318,7 @@ def up(
                     click.echo(f"mcp: {swarm.write_mcp_config(project_root, role)}")
         options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
         socket, started = swarm.up(project_root, commands, tuple(options))
+        woken = swarm.wake_waiting(project_root, started)
         dead = swarm.died(socket, started, check_after)
         roles = config.load_roles(project_root)
     except (config.ConfigError, RuntimeError, OSError) as error:
@@ -326,6 +331,8 @@ def up(
             click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")
         else:
             click.echo(f"  {role.name:<12} on host {role.host} (`handoffd up` there)")
+    for name in woken:
+        click.echo(f"{name}: mail is waiting; woken once its session is idle")
     click.echo(f"log: {os.path.join(project_root, config.SWARMFORGE, 'daemon', 'handoffd.log')}")
     for session, how in dead.items():
         click.echo(f"DIED: {session}: its agent exited at once ({how})", err=True)
