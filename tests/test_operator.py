@@ -528,6 +528,37 @@ def test_dismiss_puts_a_refused_original_aside_as_a_green_card(project: Project)
     assert shown["detail"] == note.strip()
 
 
+def test_a_dismissed_cards_age_runs_from_its_dismissal_and_it_is_counted_apart(
+    project: Project,
+) -> None:
+    """docs/protocol.md §15: `status --all` says how long ago it was put aside (never `?`)
+    and counts it apart from the completed cards."""
+    card, _ = refused_original(project)
+    put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
+    assert operator(project, "dismiss", card, "--reason", "sent in error").code == 0
+    shown = board(project, "--all")[card]
+    assert isinstance(shown["age_s"], int) and 0 <= shown["age_s"] < 60, shown
+    text = operator(project, "status", "--all").out.splitlines()
+    assert text[0].endswith("green 2 (1 completed, 1 dismissed)"), text[0]
+    [row] = [line for line in text if card in line]
+    assert " ? " not in row and "dismissed by ann at " in row and row.endswith(": sent in error")
+    assert "dismissed" not in operator(project, "status").out.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "when"),
+    [("dismissed by ann at 2026-12-01T10:00:00.000000Z: sent in error", "2026-12-01T10:00:00Z"),
+     ("dismissed by bo at home at 2026-12-01T10:00:00Z: at 2026-01-01T00:00:00Z: x",
+      "2026-12-01T10:00:00Z"),
+     ("dismissed by ann: no time", None), ("", None)],
+)  # fmt: skip
+def test_the_time_of_a_dismissal_is_read_from_its_note(line: str, when: str | None) -> None:
+    from handoffd import failed
+    from handoffd import handoff as hf
+
+    assert failed.dismissed_at(line) == (hf.epoch(when) if when else None)
+
+
 def test_a_folder_planted_as_a_dismissal_temp_never_stops_a_dismissal(project: Project) -> None:
     """A killed dismissal's temp files are swept; a folder of that shape is not one."""
     card, _ = refused_original(project)

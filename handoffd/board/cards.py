@@ -189,6 +189,11 @@ class Board:
             counts[card.colour] += 1
         return counts
 
+    def green_split(self) -> tuple[int, int]:
+        """The green cards completed, and those dismissed (a refusal put aside, §13)."""
+        dismissed = sum(1 for card in self.cards if card.state == State.DISMISSED)
+        return self.counts()[colour.GREEN] - dismissed, dismissed
+
 
 def project(
     snapshot: Snapshot,
@@ -219,6 +224,7 @@ def project(
         if card.state == State.NEW:
             _stall(card, snapshot, now)
     for card in every:
+        _dismissed(card, snapshot, now)
         card.colour, card.detail = colour.paint(card, card.closure)
         if card.state == State.DISMISSED:  # who put it aside, when and why (§13)
             card.detail = snapshot.dismissal(card.path) or card.detail
@@ -233,6 +239,7 @@ def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Ca
     naming.assign(shown, set())
     for card in shown:
         card.latest_report = latest_report(snapshot, card.role, card.id)
+        _dismissed(card, snapshot, now)
         card.colour, card.detail = colour.paint(card, ())
         if card.state == State.DISMISSED:
             card.detail = snapshot.dismissal(card.path) or card.detail
@@ -269,6 +276,18 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
         )
         cards.append(Card(entry, age, reason))
     return cards
+
+
+def _dismissed(card: Card, snapshot: Snapshot, now: float) -> None:
+    """A dismissed original's age runs from its dismissal, as its note says (§15): the file
+    itself is as old as the day it was written, and history is listed by name alone."""
+    if card.state != State.DISMISSED:
+        return
+    from handoffd.failed import dismissed_at
+
+    when = dismissed_at(snapshot.dismissal(card.path) or "")
+    if when is not None:
+        card.age_s = max(0.0, now - when)
 
 
 def _green(entry: Entry, now: float) -> Card:

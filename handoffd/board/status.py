@@ -181,6 +181,9 @@ def render(
     counts = result.counts()
     shown = colour.ORDER if show_all else colour.ORDER[:-1]
     tally = " · ".join(f"{name} {counts[name]}" for name in shown)
+    done, dismissed = result.green_split()
+    if show_all and dismissed:  # put aside is not done: counted apart (§15)
+        tally += f" ({done} completed, {dismissed} dismissed)"
     cycles = [escape(cycle) for cycle in result.cycles]  # the ids are the files' own words
     glance = role_lines(roles(result.snapshot, only), now)
     head = f"{daemon_line(result.snapshot.daemon, now)} · {tally}"

@@ -409,9 +409,10 @@ class Board:
         if number is None or number > pages:
             raise HTTPException(404, "No such page of the archive.")
         page = cards.green_cards(board.snapshot, board.snapshot.load_page(shown), now)
+        dismissed = sum(1 for row in green if row[2] == scan.State.DISMISSED)
         return self.render("archive.html", request=request, cards=page, page=number,
-                           pages=pages, total=len(green), title="Archive — handoffd",
-                           **self.chrome(board, now))  # fmt: skip
+                           pages=pages, completed=len(green) - dismissed, dismissed=dismissed,
+                           title="Archive — handoffd", **self.chrome(board, now))  # fmt: skip
 
     def card(self, request: Request) -> Response:
         name = request.path_params["card"]
