@@ -391,9 +391,12 @@ class Daemon:
         nagged for them.  Readiness is read only when a re-notify is due (at most once per
         interval per role, headers only); a role found with nothing ready starts its clock
         again, so it is looked at once per interval until its mail is ready."""
-        due = [name for name in roles if self.renotifier.observe(
-            name, states[name] == {State.NEW}, now
-        )]  # fmt: skip
+        due = []
+        for name in roles:
+            if self.waker.waiting(name):  # its wake-up waits for an idle pane: none to repeat
+                self.renotifier.woken(name, now)
+            elif self.renotifier.observe(name, states[name] == {State.NEW}, now):
+                due.append(name)
         if due:
             waiting = self._not_ready(due, roles)
             for name in waiting:

@@ -116,7 +116,7 @@ def run(
     """Run the demo; the caller decides what a failed invariant means for its exit code."""
     wakes = wakes or Wakes()
     if hosts > 1:
-        return run_hosts(rounds, miss_rate, renotify_after, seed, timeout, say)
+        return run_hosts(rounds, miss_rate, renotify_after, seed, timeout, say, wakes)
     base = tempfile.mkdtemp(prefix="handoffd-demo-")
     root = os.path.join(base, "project")
     limit = timeout or 60 + rounds * (3 + 20 * miss_rate + 6 * wakes.busy_rate)
@@ -152,9 +152,12 @@ def run_hosts(
     seed: int,
     timeout: float | None,
     say: Callable[[str], None],
+    wakes: Wakes | None = None,
 ) -> Summary:
     """`demo --hosts 2`: two project roots on this machine as hosts a and b, and a local
-    NATS server (sync_interval always) started and stopped here."""
+    NATS server (sync_interval always) started and stopped here.  Each daemon wakes its
+    agent with the one-host demo's options (`Wakes`): the same run, across two hosts."""
+    wakes = wakes or Wakes()
     from handoffd.remote import server, settings, setup
 
     base = tempfile.mkdtemp(prefix="handoffd-demo-", dir="/tmp")
@@ -175,9 +178,8 @@ def run_hosts(
         setup.prepare(network)
         for name, root in roots.items():
             socket, sessions = swarm.up(
-                root, daemon_args=("--renotify-after", str(renotify_after)),
-                tmux_config=os.devnull,
-            )  # fmt: skip
+                root, daemon_args=wakes.daemon_args(renotify_after), tmux_config=os.devnull
+            )
             say(f"host {name} up in {root}: sessions {', '.join(sessions)} on {socket}")
         returned = _watch(roots["a"], rounds, started + limit, say)
         for root in roots.values():

@@ -74,6 +74,8 @@ def test_the_demo_across_two_hosts_prints_the_same_summary_and_takes_everything_
     ]  # fmt: skip
     assert re.search(r"round trips +3/3\n", result.stdout)
     assert re.search(r"handoffs delivered +6\n", result.stdout)
+    # a copy received from the other host wakes its role at once, as a local delivery does
+    assert re.search(r"wake-ups sent +6 \(0 re-notify, 0 failed\)\n", result.stdout), result.stdout
     # every copy crossed: its latency runs to its arrival there, not to the sender's stamp
     assert re.search(r"pickup latency +p50 [\d.]+ ms .*\(created_at → in new/ on the other "
                      r"host\)\n", result.stdout)  # fmt: skip
