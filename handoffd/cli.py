@@ -156,11 +156,27 @@ def start(
         )
     except lifecycle.AlreadyRunning as running:
         click.echo(f"handoffd is already running for {project} ({running})")
+        _say_nats(project)
         return
     except RuntimeError as error:
         log = lifecycle.daemon_path(project, "handoffd.log")
         raise click.ClickException(f"{error}; see {log}") from None
     click.echo(f"handoffd started for {project} (pid {pid})")
+    _say_nats(project)
+
+
+def _say_nats(project: str) -> None:
+    """For a swarm over hosts: whether the daemon reached its NATS servers (§15), once it
+    has tried them; nothing for a project without NATS."""
+    from handoffd import held
+    from handoffd.remote import settings
+
+    try:
+        network = settings.load(project)
+    except config.ConfigError:
+        return  # the daemon logs it as config_error; init says it plainly
+    if network is not None:
+        click.echo(held.link_line(held.first_link(project), network.describe()))
 
 
 @main.command()
@@ -326,6 +342,7 @@ def up(
     click.echo(f"swarm up for {project_root}; started: {', '.join(started) or 'nothing new'}")
     pid = lifecycle.holder(project_root)
     click.echo(f"daemon: {'already running' if running else 'started'} (pid {pid})")
+    _say_nats(project_root)
     for role in roles.values():
         if config.is_local(role, here):
             click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")

@@ -91,11 +91,18 @@ class Card:
 
     __slots__ = (
         "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
-        "detail", "entry", "headers", "id", "latest_report", "red_reason", "role", "state",
-        "waiting_on", "wake_at", "wake_failures", "wake_last_at", "wake_submitted", "wakeups",
+        "detail", "entry", "headers", "held", "id", "latest_report", "red_reason", "role",
+        "state", "waiting_on", "wake_at", "wake_failures", "wake_last_at", "wake_submitted",
+        "wakeups",
     )  # fmt: skip
 
-    def __init__(self, entry: Entry, age_s: float | None, red_reason: str | None = None) -> None:
+    def __init__(
+        self,
+        entry: Entry,
+        age_s: float | None,
+        red_reason: str | None = None,
+        held: str | None = None,
+    ) -> None:
         self.entry = entry
         self.headers = entry.headers
         self.id = entry.id
@@ -106,6 +113,7 @@ class Card:
         self.blocked_reason = self.headers.get("blocked_reason") or None
         self.depends_on = depends_on(self.headers)
         self.red_reason = red_reason
+        self.held = held  # an outbox original's `deferred <span>: <reason>` (§15)
         self.claim: Claim | None = None
         self.latest_report: LatestReport | None = None
         self.wakeups = 0
@@ -266,6 +274,7 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
     for entry in (*copies, *originals):
         age = _age(entry, now)
         error = snapshot.error(entry.path) if entry.state == State.FAILED else None
+        deferred = _held(entry, snapshot, now) if entry.state == State.OUTBOX else None
         reason = colour.own_red(
             entry.state,
             entry.headers.get("blocked_reason"),
@@ -273,9 +282,23 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
             age or 0.0,
             stall_s,
             running,
+            deferred,
         )
-        cards.append(Card(entry, age, reason))
+        cards.append(Card(entry, age, reason, deferred))
     return cards
+
+
+def _held(entry: Entry, snapshot: Snapshot, now: float) -> str | None:
+    """`deferred <span>: <reason>` for an outbox original the running daemon deferred, as
+    its state file says (docs/protocol.md §15), else None."""
+    from handoffd import held
+
+    said = snapshot.held
+    found = said.deferred.get(entry.path) if said is not None else None
+    if found is None:
+        return None
+    since, reason = found
+    return f"deferred {colour.ago(now - since)}: {held.plain(reason, said.link if said else None)}"
 
 
 def _dismissed(card: Card, snapshot: Snapshot, now: float) -> None:

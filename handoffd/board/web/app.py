@@ -46,7 +46,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handoffd import config, reports, safeio, scan
+from handoffd import config, held, reports, safeio, scan
 from handoffd import handoff as hf
 from handoffd.board import cards, status
 from handoffd.board.web import views
@@ -353,10 +353,13 @@ class Board:
 
     def chrome(self, board: cards.Board, now: float) -> dict[str, Any]:
         """What the header of every page shows: the daemon's state and the counts."""
-        daemon = board.snapshot.daemon
+        daemon, said = board.snapshot.daemon, board.snapshot.held
+        line = status.daemon_line(daemon, now, said).removeprefix("daemon: ")
+        held_up = bool(held.nats_line(said.link if said else None))  # no other host reached
+        running = daemon is not None and daemon.running
         return {
-            "daemon": status.daemon_line(daemon, now).removeprefix("daemon: "),
-            "daemon_running": daemon is not None and daemon.running,
+            "daemon": line,
+            "daemon_state": ("warn" if held_up else "up") if running else "down",
             "counts": board.counts(),
             "now": now,
         }
