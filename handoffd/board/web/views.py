@@ -39,6 +39,17 @@ SINCE = {  # how the age of a card reads in each state
 }
 
 
+DONE = {  # what a page says once an action succeeded, before the card's name (§15)
+    "answer": "Answered", "block": "Blocked", "unblock": "Unblocked", "release": "Released",
+    "retry": "Retried", "dismiss": "Dismissed", "reopen": "Reopened",
+}  # fmt: skip
+
+
+def done_line(action: str, card: str) -> str:
+    """`Answered <card>`, and likewise for each action."""
+    return f"{DONE.get(action, action.capitalize() + ': done for')} {card}"
+
+
 def valid_name(name: str) -> bool:
     """Could `name` be a card at all?  Checked before any lookup: a malformed name is a
     404 whatever the queue holds, and never reaches a path."""
