@@ -66,7 +66,9 @@ def test_the_demo_runs_its_round_trips_and_ends_with_invariants_ok() -> None:
 
 def test_the_demo_across_two_hosts_prints_the_same_summary_and_takes_everything_down() -> None:
     """Two project roots as hosts a and b over a nats-server the demo starts and stops."""
-    result = demo_command("--hosts", "2", "--rounds", "3")
+    # re-notify after 1.5 s: well after a wake-up typed once the pane is idle for 0.5 s (the
+    # one-host demo's), before one typed after 2 s (the daemon's default), on a loaded machine
+    result = demo_command("--hosts", "2", "--rounds", "3", "--renotify-after", "1.5")
     assert result.returncode == 0, result.stdout + result.stderr
     hosts = re.findall(r"host (a|b) up in (\S+): sessions (\S+) on (\S+)", result.stdout)
     assert [(name, session) for name, _, session, _ in hosts] == [
