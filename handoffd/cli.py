@@ -81,7 +81,11 @@ def summary(text: str) -> str:
     return " ".join(first.split())
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=Group,
+    # a wide terminal gets wider help (click stops at 80 columns unless told)
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
+)
 @click.version_option(package_name="handoffd")
 def main() -> None:
     """handoffd: the post office between AI coding agents."""

@@ -240,7 +240,7 @@ def test_without_the_key_every_page_says_in_one_line_it_is_read_only_and_how_to_
     project: Project,
 ) -> None:
     colourful(project)
-    hint = "Read-only: to act on cards, open the URL with ?key= that `handoffd web` printed"
+    hint = "Read-only: to act on cards, open the URL with ?key= that handoffd web printed"
     for path in ("/", "/archive", f"/card/{ident(1)}@QA"):
         assert board(project).get(path).text.count(hint) == 1, path
         assert hint not in keyed(project).get(path).text, path

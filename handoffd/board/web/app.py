@@ -239,7 +239,7 @@ def _trade(keys: Keys | None, scope: Scope, query: dict[str, str], page: Page | 
     given = query.pop("key")
     if keys is None or not hmac.compare_digest(given.encode(), keys.key.encode()):
         said = f"Forbidden: not the board's key; {HOW}."
-        return page(403, said) if page is not None else Response(said + "\n", 403)
+        return page(403, said.replace("`", "")) if page else Response(said + "\n", 403)
     target = scope["path"] + (f"?{urlencode(query)}" if query else "")
     response = Response(status_code=303, headers={"Location": target})
     response.set_cookie(keys.cookie, keys.value, httponly=True, samesite="strict", path="/")
@@ -361,7 +361,8 @@ class Board:
         if self.actions is None:
             return ("Read-only: this board was started with --read-only; act with the "
                     "handoffd commands (answer, block, retry…).")  # fmt: skip
-        return "" if self.keys.held(request.scope) else f"Read-only: to act on cards, {HOW}."
+        hint = HOW.replace("`", "")  # a page is no terminal: no quoting marks
+        return "" if self.keys.held(request.scope) else f"Read-only: to act on cards, {hint}."
 
     def done_note(self, request: Request | None) -> str:
         """`Answered <card>` on the page an action's form landed on: the action and card of
