@@ -176,11 +176,13 @@ def run_hosts(
         network = settings.load(roots["a"])
         assert network is not None
         setup.prepare(network)
-        for name, root in roots.items():
-            socket, sessions = swarm.up(
-                root, daemon_args=wakes.daemon_args(renotify_after), tmux_config=os.devnull
-            )
-            say(f"host {name} up in {root}: sessions {', '.join(sessions)} on {socket}")
+        # the cleaner's host first: the coder starts sending as soon as its session runs,
+        # and its first handoff should find a daemon on the other host to receive it
+        args = wakes.daemon_args(renotify_after)
+        brought = {name: swarm.up(root, daemon_args=args, tmux_config=os.devnull)
+                   for name, root in reversed(roots.items())}  # fmt: skip
+        for name, (socket, sessions) in sorted(brought.items()):
+            say(f"host {name} up in {roots[name]}: sessions {', '.join(sessions)} on {socket}")
         returned = _watch(roots["a"], rounds, started + limit, say)
         for root in roots.values():
             _settle(root, started + limit)
