@@ -89,17 +89,16 @@ def _original(entry: scan.Entry, report: Report) -> None:
             f"{entry.name} is in both {report.originals[entry.name]}/ and {folder}/ of {entry.role}"
         )
     report.originals[entry.name] = folder
-    ident, to = entry.headers.get("id"), entry.headers.get("to")
-    if ident:
-        delivered = entry.state == State.SENT and to is not None
-        report.expected[ident] = to.split(",") if delivered and to else []
+    to = entry.headers.get("to")
+    delivered = entry.state == State.SENT and to is not None
+    report.expected[entry.id] = to.split(",") if delivered and to else []
 
 
 def _copy(entry: scan.Entry, report: Report) -> None:
     problem = _copy_problem(entry.path, entry.role)
     if problem:
         report.problems.append(problem)
-    report.copies[(entry.headers.get("id") or entry.name, entry.role)] += 1
+    report.copies[(entry.id, entry.role)] += 1
 
 
 def _copy_problem(path: str, recipient: str) -> str | None:

@@ -20,7 +20,7 @@ import time
 from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio, wake
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
-from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier
+from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier, linked_folders
 from handoffd.inbox import Item, not_ready
 from handoffd.lifecycle import daemon_path, notify
 from handoffd.scan import State, listing
@@ -323,7 +323,7 @@ class Daemon:
         if error is not None:
             self.log.warning("pid_file_not_written", error=str(error))
         log_file = daemon_path(self.root, "handoffd.log")
-        if not _regular(log_file):
+        if not _own_file(log_file):
             from handoffd import log as logging
 
             logging.reopen()  # never raises: a line that cannot be written is counted
@@ -417,7 +417,8 @@ class Daemon:
     def _wake_asked(self, roles: dict[str, Role]) -> None:
         """Type the lines commands asked for (`answer`, `reopen`: `H/wake`) the way of every
         wake-up, once the pane is idle.  The file is untrusted: what is no one-line request
-        (`heartbeat.take_wake` says why) is never typed, and logged."""
+        (`heartbeat.take_wake` says why), or not a line the daemon would have built itself
+        (`wake.asked_problem`), is never typed, and logged."""
         for name, role in roles.items():
             try:
                 text = heartbeat.take_wake(role.handoffs)
@@ -425,6 +426,10 @@ class Daemon:
                 self.log.warning("wake_refused", role=name, error=str(refusal))
                 continue
             if text is None:
+                continue
+            problem = wake.asked_problem(text, role.path(Box.FAILED))
+            if problem:
+                self.log.warning("wake_refused", role=name, error=problem)
                 continue
             if not role.session:
                 self.log.warning("wake_refused", role=name, error="no tmux session in roles.tsv")
@@ -475,8 +480,9 @@ class Daemon:
         for role in self.courier.local(roles).values():
             try:
                 if os.path.isdir(role.worktree):
+                    linked = linked_folders(role)  # never made through a link
                     for box in HANDOFF_DIRS:
-                        if not safeio.linked_folders(role.handoffs, (box,)):  # not through one
+                        if box not in linked:
                             durable.makedirs(role.path(box))
             except OSError as error:
                 self.log.warning("mkdir_failed", role=role.name, error=str(error))
@@ -495,12 +501,14 @@ class Daemon:
             self.log.warning("watch_failed", error=str(error))
 
 
-def _regular(path: str) -> bool:
-    """Whether `path` is a regular file itself (a link to one is not)."""
+def _own_file(path: str) -> bool:
+    """Whether `path` is a regular file itself (a link to one is not) that no other name
+    shares (a hard link put in the log's place is moved aside when the log is reopened)."""
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
+        info = os.lstat(path)
     except OSError:
         return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
 
 
 def _taken_stamp(role: Role) -> object:

@@ -158,6 +158,8 @@ class Courier:
     def finish_journal(self, roles: dict[str, Role] | None = None) -> None:
         """Complete what a committed journal lists (a pass a crash or an error interrupted)."""
         pending = self._pending(roles)
+        if self.outgoing is not None:
+            self.outgoing.inherit(pending)
         if pending:
             self._settle_journal(self._publish(pending, 0.0)[1])
             self.log.info("recovered", files=[os.path.basename(e.original) for e in pending])
@@ -177,6 +179,9 @@ class Courier:
             self.log.error("journal_corrupt", error=str(error), kept_as=aside)
             return []
         self._written = _signature(entries or [])
+        for entry in entries or []:
+            if entry.remote and entry.stamp is None:  # journalled by a release without stamps
+                entry.stamp = hf.iso_now()  # from now on fixed: the journal is rewritten
         return entries or []
 
     def deliver(self, roles: dict[str, Role], now: float) -> set[str]:
@@ -222,15 +227,37 @@ class Courier:
                     self.retries.pop(entry.original, None)
         answered = []
         for entry in pending:
-            acked, error = self.outgoing.collect(entry)
-            if acked:
+            answers = self.outgoing.collect(entry)
+            if answers.acked:
                 self.log.info("delivered", file=os.path.basename(entry.original),
-                              sender=entry.sender, recipients=acked, remote=True)  # fmt: skip
-            if error is not None:
-                self._postpone(entry.original, error, now)
-            if acked or error is not None:
+                              sender=entry.sender, recipients=answers.acked,
+                              remote=True)  # fmt: skip
+            if answers.conflicts:
+                self._conflict(entry, answers.conflicts, pending, now)
+            elif answers.error is not None:
+                self._postpone(entry.original, answers.error, now)
+            if answers.acked or answers.conflicts or answers.error is not None:
                 answered.append(entry)
         return answered
+
+    def _conflict(
+        self, entry: Entry, taken: list[tuple[str, str]], pending: list[Entry], now: float
+    ) -> None:
+        """The stream said "duplicate" for copies this daemon never published: another
+        message holds their ids.  Not delivered: the copies get a new stamp (new bytes, so
+        new ids), made durable in the journal before they go out again, with backoff."""
+        for role, ident in taken:
+            self.log.error("remote_conflict", file=os.path.basename(entry.original),
+                           sender=entry.sender, role=role, msg_id=ident)  # fmt: skip
+        entry.stamp = hf.iso_now()
+        try:
+            journal.commit(self.journal, pending, atomic=True)
+            self._written = _signature(pending)
+        except OSError as error:  # the old stamp stays burned in memory (Outgoing.taken)
+            self.log.warning("journal_not_rewritten", error=str(error))
+        roles = ", ".join(role for role, _ in taken)
+        self._postpone(entry.original, f"nats: the stream already holds another message "
+                       f"under the id of {roles}'s copy (remote_conflict)", now)  # fmt: skip
 
     def _send_remote(self, entry: Entry, now: float) -> None:
         """Hand the entry's unacknowledged remote copies to the stream, or defer them."""
@@ -380,6 +407,10 @@ class Courier:
     def _stage(self, sender: Role, path: str, roles: dict[str, Role], now: float) -> Entry | None:
         """Check an original and stage its copies; None if it failed, was deferred or is gone."""
         name = os.path.basename(path)
+        problem = hf.name_problem(name)
+        if problem is not None:  # before it is read: such a name never reaches an inbox
+            self._fail(sender, path, problem, now)
+            return None
         try:
             identity = _identity(path)
             data = checks.read_entry(path)
@@ -409,7 +440,7 @@ class Courier:
             self._defer(path, error, now, sender)
             return None
         return Entry(sender.name, path, identity, sender.path(Box.SENT), copies, recipients,
-                     remote)  # fmt: skip
+                     remote, stamp=hf.iso_now() if remote else None)  # fmt: skip
 
     def _inspect(
         self, data: bytes, name: str, sender: Role, roles: dict[str, Role]
@@ -432,7 +463,7 @@ class Courier:
         The journal still lists `keep` (unfinished entries of earlier passes)."""
         try:
             _sync(_parents(staged for e in entries for staged, _ in e.copies))
-            journal.commit(self.journal, [*(keep or []), *entries], atomic=bool(keep))
+            self._moved(journal.commit(self.journal, [*(keep or []), *entries], atomic=bool(keep)))
             self._written = _signature([*(keep or []), *entries])
         except OSError as error:
             for entry in entries:
@@ -489,7 +520,10 @@ class Courier:
         crash never loses one; a journal that cannot be rewritten keeps its older, larger
         list, whose finished entries replay as no-ops."""
         if not remaining:
-            journal.clear(self.journal)
+            try:
+                self._moved(journal.clear(self.journal))
+            except OSError as error:  # a FIFO planted there, say: the next commit replaces it
+                self.log.warning("journal_not_rewritten", error=str(error))
             self._written = _signature([])
             return
         if _signature(remaining) == self._written:
@@ -500,13 +534,18 @@ class Courier:
         except OSError as error:
             self.log.warning("journal_not_rewritten", error=str(error))
 
+    def _moved(self, aside: str | None) -> None:
+        """Say that the journal had another name too (a hard link), and was moved aside."""
+        if aside is not None:
+            self.log.warning("linked_file_moved", file=self.journal, moved_to=aside)
+
     def _stuck(self, entry: Entry, error: OSError, now: float, unfinished: list[Entry]) -> None:
         """A committed entry that cannot be finished now: retried alone, with backoff."""
         unfinished.append(entry)
-        delay = self._backoff(entry.original, now, _reason(error))
+        delay = self._backoff(entry.original, now, reason_of(error))
         self.log.warning(
             "publish_stuck", file=os.path.basename(entry.original), sender=entry.sender,
-            reason=_reason(error), retry_in=delay,
+            reason=reason_of(error), retry_in=delay,
         )  # fmt: skip
 
     def _reveal(self, staged: str, final: str) -> bool:
@@ -542,11 +581,11 @@ class Courier:
         """Leave the original in its outbox and try again later, waiting longer each time;
         an error no retry can cure (a name too long, say) fails it instead."""
         if sender is not None and error.errno in PERMANENT:
-            self._fail(sender, path, f"cannot be delivered: {_reason(error)}", now)
+            self._fail(sender, path, f"cannot be delivered: {reason_of(error)}", now)
             return
-        delay = self._backoff(path, now, _reason(error))
+        delay = self._backoff(path, now, reason_of(error))
         self.log.warning(
-            "deferred", file=os.path.basename(path), reason=_reason(error),
+            "deferred", file=os.path.basename(path), reason=reason_of(error),
             attempt=self.retries[path].attempts, retry_in=delay,
         )  # fmt: skip
 
@@ -607,7 +646,11 @@ def _in(path: str, folder: str) -> bool:
 
 def linked_folders(role: Role) -> dict[str, str]:
     """{box: the path of the link on its way} for each of `role`'s FOLDERS behind a link
-    (its own name, or one above it such as a linked `inbox/`)."""
+    (its own name, or one above it such as a linked `inbox/`, or the handoff directory or
+    `.swarmforge/` of the worktree, which roles.tsv names and is the one folder trusted)."""
+    above = safeio.linked_folders(role.worktree, (os.path.relpath(role.handoffs, role.worktree),))
+    if above:
+        return dict.fromkeys(FOLDERS, os.path.join(role.worktree, above[0]))
     found = {}
     for box in FOLDERS:
         hit = safeio.linked_folders(role.handoffs, (box,))
@@ -627,11 +670,12 @@ def _stage_copy(handoff: hf.Handoff, recipient: Role, name: str) -> tuple[str, s
     return staged, os.path.join(new, name)
 
 
-def stamped(handoff: hf.Handoff, recipient: str) -> bytes:
-    """The bytes of `recipient`'s copy: the original with `recipient` and `enqueued_at`."""
+def stamped(handoff: hf.Handoff, recipient: str, at: str | None = None) -> bytes:
+    """The bytes of `recipient`'s copy: the original with `recipient` and `enqueued_at`
+    (`at`, else now)."""
     copy = hf.Handoff(list(handoff.headers), handoff.body)
     copy.set("recipient", recipient)
-    copy.set("enqueued_at", hf.iso_now())
+    copy.set("enqueued_at", at or hf.iso_now())
     return copy.render()
 
 
@@ -642,7 +686,7 @@ def _remote_copies(entry: Entry) -> dict[str, bytes]:
         raise FileNotFoundError(errno.ENOENT, "the original was replaced", entry.original)
     name = os.path.basename(entry.original)
     handoff = hf.parse(checks.read_entry(entry.original), name)
-    return {role: stamped(handoff, role) for role in entry.unacked}
+    return {role: stamped(handoff, role, entry.stamp) for role in entry.unacked}
 
 
 def _archived(entry: Entry) -> bool:
@@ -658,7 +702,7 @@ def _local(entry: Entry) -> list[str]:
 
 
 def _signature(entries: list[Entry]) -> object:
-    return [(e.original, tuple(e.acked)) for e in entries]
+    return [(e.original, tuple(e.acked), e.stamp) for e in entries]
 
 
 def _unstage(copies: list[tuple[str, str]]) -> None:
@@ -726,7 +770,7 @@ def _unstamped(data: bytes) -> tuple[list[tuple[str, str]], str] | None:
     return handoff.without("enqueued_at"), handoff.body
 
 
-def _reason(error: OSError) -> str:
+def reason_of(error: OSError) -> str:
     return f"{errno.errorcode.get(error.errno or 0, 'error')}: {error.strerror or error}"
 
 

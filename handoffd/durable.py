@@ -8,15 +8,26 @@ fsync, close, rename; fsync the directory when the new name must be durable.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
+import stat
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Set
 
 NAME_MAX = 255  # bytes in one file name on Linux's usual filesystems
 TEMP_STEM = 64  # bytes of the final name a temp name keeps (it only has to be recognisable)
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _counter = itertools.count()
 STALE = 60.0  # seconds: a temp file this old is no live writer's (a rewrite takes milliseconds)
+# How a file of our own that is written in place is opened: never through a symlink, never
+# waiting on a FIFO's reader.  Never O_TRUNC: a file is emptied only once it is known ours.
+_OWN = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+ATTEMPTS = 8  # names tried before a write gives up (each lost to a name planted meanwhile)
+LINKED = ".linked"  # the suffix of a hard-linked file moved aside
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -27,9 +38,12 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def create(path: str, data: bytes, mode: int = 0o644, *, dir_fd: int | None = None) -> None:
+def create(
+    path: str, data: bytes, mode: int = 0o644, *, dir_fd: int | None = None, sync: bool = True
+) -> None:
     """Create `path` (never an existing file or symlink; relative to the folder `dir_fd`
-    if given) holding `data`, fsynced.
+    if given) holding `data`, fsynced (unless not `sync`: a hint nobody relies on after a
+    power cut, such as the heartbeat).
 
     On any error the partial file is removed: nothing half-written stays behind.
     A failed fsync is never retried, since the kernel may have dropped the pages.
@@ -38,7 +52,8 @@ def create(path: str, data: bytes, mode: int = 0o644, *, dir_fd: int | None = No
     try:
         try:
             write_all(fd, data)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
             # Asking for the times makes a multigrain-timestamp kernel give the rename or
             # link that publishes this file a finer, later ctime than its mtime: the daemon
             # reads that as "renamed into place, whole" (settle.py) and takes it at once.
@@ -142,16 +157,81 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def replace(path: str, data: bytes) -> None:
-    """Atomically replace (or create) `path` with `data`: readers see old or new, never half."""
+def replace(path: str, data: bytes, *, sync: bool = True) -> None:
+    """Atomically replace (or create) `path` with `data`: readers see old or new, never half.
+    The temp is created exclusively, so a file (or a hard link to one outside) planted
+    under a temp's name is never written into: the next name is taken instead.  Renaming
+    over a hard link replaces that name only, never the file it shares with another."""
     directory, name = os.path.split(path)
-    temp = temp_name(directory or ".", name)
-    create(temp, data)
+    temp = _created(directory or ".", name, data, sync)
     try:
         os.rename(temp, path)
     except BaseException:
         unlink_quietly(temp)
         raise
+
+
+def _created(directory: str, name: str, data: bytes, sync: bool) -> str:
+    """A new temp beside `name` holding `data`: its path."""
+    for _ in range(ATTEMPTS):
+        temp = temp_name(directory, name)
+        try:
+            create(temp, data, sync=sync)
+        except FileExistsError:  # planted under the name we were to take: never ours
+            continue
+        return temp
+    raise FileExistsError(errno.EEXIST, f"every temp name beside {name} is taken", directory)
+
+
+# --- files written in place: the log, the journal, an index ---------------------------------
+
+
+def open_own(path: str, flags: int, mode: int = 0o644) -> tuple[int, str | None]:
+    """A descriptor on the regular file at `path`, opened with `flags` (O_WRONLY|O_APPEND,
+    say; O_CREAT to make it when missing), that no other name shares; and, when one did,
+    where that file was moved aside.
+
+    A file appended to or rewritten in place is written through every name it has: a hard
+    link planted there to a file outside the project would have our lines appended to it,
+    or be emptied by a rewrite.  So a file with more than one link is never written: it is
+    moved aside (renamed to `<name>.linked`, the name only: the other names keep their
+    file, untouched) and a file of our own is created in its place, exclusively.  A
+    symlink, FIFO or device there is `NotRegular` (never followed, never opened); the
+    caller decides whether to replace it.  Never truncates: a rewrite truncates the
+    descriptor, once it is known ours."""
+    from handoffd.safeio import NotRegular, kind
+
+    aside = None
+    for _ in range(ATTEMPTS):
+        try:
+            found = os.lstat(path).st_mode
+        except FileNotFoundError:
+            found = None
+        if found is not None and not stat.S_ISREG(found):
+            raise NotRegular(path, f"{kind(found)}, not a regular file; not written")
+        try:
+            fd = os.open(path, flags | _OWN, mode)
+        except FileExistsError:  # planted between the move and our create: move it too
+            flags &= ~os.O_EXCL
+            continue
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink <= 1:
+            return fd, aside
+        os.close(fd)
+        if not stat.S_ISREG(info.st_mode):  # swapped in since the look
+            raise NotRegular(path, f"{kind(info.st_mode)}, not a regular file; not written")
+        aside = move_aside(path)
+        flags |= os.O_CREAT | os.O_EXCL  # started anew: a file nobody else has a name for
+    raise OSError(errno.EMLINK, "a hard link keeps being put back; not written", path)
+
+
+def move_aside(path: str) -> str:
+    """Rename the file at `path` (one with other names too) to a free `<name>.linked` beside
+    it; the new path.  Only a name moves: the file and its other names stay as they were."""
+    directory, name = os.path.split(path)
+    aside = os.path.join(directory, free_name(directory or ".", name + LINKED))
+    os.rename(path, aside)
+    return aside
 
 
 def unlink_quietly(path: str, *, dir_fd: int | None = None) -> None:
@@ -162,9 +242,12 @@ def unlink_quietly(path: str, *, dir_fd: int | None = None) -> None:
         pass
 
 
-def free_name(directory: str, name: str, companions: tuple[str, ...] = ()) -> str:
+def free_name(
+    directory: str, name: str, companions: tuple[str, ...] = (), taken: Set[str] = frozenset()
+) -> str:
     """`name`, or the first `<stem>.<n><suffix>` not yet present in `directory`, nor with
-    any of the `companions` suffixes appended (a failed file's `.error`, say).
+    any of the `companions` suffixes appended (a failed file's `.error`, say), nor among
+    the names `taken` elsewhere (a copy's name in its role's other inbox folders).
 
     Archives never overwrite: a second file of the same name gets a distinct one.  The
     stem is cut where the name, with its number and companions, would not fit NAME_MAX:
@@ -176,8 +259,8 @@ def free_name(directory: str, name: str, companions: tuple[str, ...] = ()) -> st
     tails = itertools.chain([suffix], (f".{n}{suffix}" for n in itertools.count(2)))
     candidates = (_cut(stem, room - len(tail.encode())) + tail for tail in tails)
     for candidate in candidates:
-        taken = (os.path.join(directory, candidate + extra) for extra in ("", *companions))
-        if not any(os.path.lexists(path) for path in taken):
+        present = (os.path.join(directory, candidate + extra) for extra in ("", *companions))
+        if candidate not in taken and not any(os.path.lexists(path) for path in present):
             return candidate
     raise AssertionError("unreachable")
 

@@ -13,10 +13,21 @@ refusal stopped after its first step, a retry before its last), and the temp fil
 dismissal's note.  Neither is read as a card.  The file's next refusal takes its reason's
 name again; once the file is delivered, the daemon's next start removes its reason
 (`sweep`); the next dismissal removes the temps.
+
+Neither `retry` nor `dismiss` ever removes a reason the daemon wrote after it started
+(docs/protocol.md §15, Part III): the daemon refuses a retried original again as soon
+as it is back in the outbox, and writes its new `.error` under the same name, maybe
+before the command is done.  So `retry` moves the old reason aside (a hidden name of its
+own, `aside_name`) before the original moves, and removes only that; `dismiss` touches
+the reason only once it has seen the original beside it, under the role's lock.  A kill
+between leaves the reason aside, where the board still reads it (`scan`), and which the
+next `retry` or `dismiss` of that file, or the daemon's next start, puts back beside its
+original.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 from handoffd import durable, safeio
@@ -25,6 +36,7 @@ from handoffd.config import Box, Role
 
 ERROR = ".error"
 DISMISSAL = ".dismissed"
+ASIDE = ".error-aside"  # a reason moved aside by a retry until its original has moved
 
 
 def refuse(sender: Role, path: str, reason: str) -> str:
@@ -32,7 +44,7 @@ def refuse(sender: Role, path: str, reason: str) -> str:
     it got there.  Raises `OSError` with nothing moved (a reason written is removed)."""
     failed = sender.path(Box.FAILED)
     durable.makedirs(failed)
-    target = os.path.basename(path)
+    target = hf.plain_name(os.path.basename(path))  # a control character: as its escape
     if not _left_by_a_cut(failed, target, reason):
         target = durable.free_name(failed, target, companions=(ERROR,))
     # The reason first: an operator never sees a failed file without its reason.
@@ -63,13 +75,14 @@ def sweep(sender: Role) -> list[str]:
     """Remove from the sender's `failed/` each reason left beside no original whose
     original has been delivered since (it is in `sent/`): what a retry cut short before
     its last step left.  The paths removed.  A reason whose original is elsewhere (taken
-    away by hand, or waiting in the outbox) stays."""
+    away by hand, or waiting in the outbox) stays.  A reason a killed retry left aside
+    goes back beside its original, or away when its original has left."""
     failed, sent = sender.path(Box.FAILED), sender.path(Box.SENT)
     try:
         names = os.listdir(failed)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    removed = []
+    removed = _sweep_asides(failed, names)
     for name in names:
         original = name.removesuffix(ERROR)
         path = os.path.join(failed, name)
@@ -87,19 +100,27 @@ def sweep(sender: Role) -> list[str]:
 
 def retry(sender: Role, name: str) -> str:
     """Move the refused original `name` back into the sender's outbox under its name; its
-    path there.  The reason goes after the move: a kill between leaves the original in the
-    outbox (the daemon checks it again) and a stray `.error` nobody reads as a card: taken
-    over if the file is refused again, removed at the daemon's start once it is sent."""
+    path there.  Its reason is moved aside first and removed after the move: the daemon
+    may refuse the file again the moment it is back, and the reason it writes then is
+    never the one removed.  A kill between leaves the reason aside (put back by the next
+    command, see the module), or the original in the outbox (the daemon checks it again)."""
     failed, outbox = sender.path(Box.FAILED), sender.path(Box.OUTBOX)
     target = os.path.join(outbox, name)
     if os.path.lexists(target):
         raise FileExistsError(target)
     durable.makedirs(outbox)
-    os.rename(os.path.join(failed, name), target)
+    _put_back(failed, name)  # what a killed retry left aside: this one's to remove now
+    aside = _move_aside(failed, name)
+    try:
+        os.rename(os.path.join(failed, name), target)
+    except BaseException:
+        _put_back(failed, name)
+        raise
     durable.fsync_dir(outbox)
     durable.fsync_dir(failed)
-    durable.unlink_quietly(os.path.join(failed, name + ERROR))
-    durable.fsync_dir(failed)
+    if aside is not None:
+        durable.unlink_quietly(aside)
+        durable.fsync_dir(failed)
     return target
 
 
@@ -108,6 +129,11 @@ def dismiss(sender: Role, name: str, note: str) -> str:
     did it (`<name>.dismissed`), then its reason, then the original itself; its new path.
     Until the original moves it is still a failed card, and dismissing it again finishes."""
     failed, aside = sender.path(Box.FAILED), sender.path(Box.DISMISSED)
+    _put_back(failed, name)  # a reason a killed retry left aside goes with its original
+    if not safeio.is_regular(os.path.join(failed, name)):
+        # Seen before anything moves: a reason standing beside no original is one the
+        # daemon is writing for a file a retry sent back, never this dismissal's to take.
+        raise FileNotFoundError(os.path.join(failed, name))
     durable.makedirs(aside)
     for temp in durable.temp_files(aside):  # a killed dismissal's: ours is the role's lock
         if safeio.is_regular(temp):  # a planted folder stays, in no one's way
@@ -121,10 +147,72 @@ def dismiss(sender: Role, name: str, note: str) -> str:
     except FileNotFoundError:
         pass  # no reason beside it (or moved by a dismissal killed before the original)
     target = os.path.join(aside, kept)
-    os.rename(os.path.join(failed, name), target)
+    try:
+        os.rename(os.path.join(failed, name), target)
+    except BaseException:  # taken from under us by hand: its reason goes back beside it
+        _restore(os.path.join(aside, kept + ERROR), os.path.join(failed, name + ERROR))
+        raise
     durable.fsync_dir(aside)
     durable.fsync_dir(failed)
     return target
+
+
+# --- a reason moved aside ---------------------------------------------------------------------
+
+
+def aside_name(name: str) -> str:
+    """The hidden name `retry` moves `name`'s reason to until the original has moved: the
+    same for every retry of that name (so a killed one's is found again), short whatever
+    the name's length, and nothing any other writer of `failed/` ever takes."""
+    digest = hashlib.blake2b(name.encode("utf-8", "surrogateescape"), digest_size=8)
+    return f".{digest.hexdigest()}{ASIDE}"
+
+
+def _move_aside(failed: str, name: str) -> str | None:
+    """Move `name`'s reason to its aside name; the new path, or None when it had none."""
+    aside = os.path.join(failed, aside_name(name))
+    try:
+        os.rename(os.path.join(failed, name + ERROR), aside)
+    except FileNotFoundError:
+        return None
+    return aside
+
+
+def _put_back(failed: str, name: str) -> None:
+    """Put a reason moved aside back beside its original, if one is aside."""
+    _restore(os.path.join(failed, aside_name(name)), os.path.join(failed, name + ERROR))
+
+
+def _restore(moved: str, reason: str) -> None:
+    """Move the reason at `moved` back to `reason`, never over a reason there now (one the
+    daemon wrote since is the newer, and kept); `moved` is gone afterwards either way."""
+    try:
+        os.link(moved, reason)  # link, not rename: a rename would replace a newer reason
+    except FileNotFoundError:
+        return
+    except FileExistsError:
+        pass
+    durable.unlink_quietly(moved)
+    durable.fsync_dir(os.path.dirname(reason))
+
+
+def _sweep_asides(failed: str, names: list[str]) -> list[str]:
+    """Put back the reasons killed retries left aside beside their originals, and remove
+    those whose original is gone; the paths removed.  Safe beside a retry running now: a
+    reason it has moved aside goes back only while its original is still here (the retry
+    then removes only its own aside, and the daemon's next refusal takes the name over),
+    and an aside whose original has left is one its retry is about to remove."""
+    asides = {n for n in names if n.startswith(".") and n.endswith(ASIDE)}
+    if not asides:
+        return []
+    for name in names:
+        if aside_name(name) in asides and safeio.is_regular(os.path.join(failed, name)):
+            asides.discard(aside_name(name))
+            _put_back(failed, name)
+    removed = [os.path.join(failed, n) for n in sorted(asides)]
+    for path in removed:
+        durable.unlink_quietly(path)
+    return removed
 
 
 def note(by: str, reason: str, now: float | None = None) -> str:

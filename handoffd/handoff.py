@@ -100,6 +100,30 @@ def name_id(name: str) -> str:
     return stem[3:].partition("_to_")[0]
 
 
+def file_id(name: str, header: str | None = None) -> str:
+    """The id handoffd knows a queue file by, for every key and path (a report's folder, an
+    answer, a card's name, a dependency, a look-up; docs/protocol.md §15, "Names"): the id
+    its name spells (§2), whatever its `id` header says, which is only shown.  A name not
+    in that form (a file made by hand) spells none: its `id` header then, when that is one
+    plain name (`plain_id`), else the file name itself."""
+    parts = parse_name(name)
+    if parts is not None:
+        return parts.id
+    return header if header and plain_id(header) else name
+
+
+def plain_id(text: str) -> bool:
+    """Whether `text` can name a handoff as a key and as a path's one segment: no `/`, no
+    leading `.`, nothing unprintable (a control character, a line break), at most 255
+    bytes, as a file name."""
+    return (
+        "/" not in text
+        and not text.startswith(".")
+        and text.isprintable()
+        and len(text.encode("utf-8", "surrogatepass")) <= durable.NAME_MAX
+    )
+
+
 def parsed_id(name: str) -> str | None:
     """The id a queue file name in the §2 form carries; None for a name not in that form
     (`name_id` slices one out of any name)."""
@@ -113,10 +137,41 @@ def is_item(name: str) -> bool:
     return name.endswith(SUFFIX) and not name.startswith(".")
 
 
-def is_item_entry(entry: os.DirEntry[str]) -> bool:
+def is_item_entry(entry: os.DirEntry[str], plain: bool = False) -> bool:
     """A listed queue item: `is_item`, and a regular file (a link, a FIFO or a folder by
-    that name is no item, and is never followed)."""
+    that name is no item, and is never followed); with `plain`, also a name fit to be
+    printed on a TASK line (`name_problem`): what an agent takes."""
+    if plain and name_problem(entry.name) is not None:
+        return False
     return is_item(entry.name) and entry.is_file(follow_symlinks=False)
+
+
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be a queue file's name (docs/protocol.md §15, "Names"), or None: a
+    control character in it (it would reach an agent's TASK line, a console or a pane as
+    something to obey), or more bytes than a file name may have.  The daemon refuses such
+    a file; no helper takes one."""
+    if not name.isprintable():
+        from handoffd.terminal import escape, has_control
+
+        if has_control(name):
+            first = next(char for char in name if has_control(char))
+            return f"its file name holds a control character ({escape(first)})"
+    if len(name) * 4 > durable.NAME_MAX and len(name.encode("utf-8", "surrogateescape")) > (
+        durable.NAME_MAX
+    ):
+        return f"its file name is longer than {durable.NAME_MAX} bytes"
+    return None
+
+
+def plain_name(name: str) -> str:
+    """`name` with each control character written as its escape (`\\x1b`): the name a
+    refused file with such a name is archived under, safe to list and to print."""
+    if name.isprintable():
+        return name
+    from handoffd.terminal import escape
+
+    return escape(name)
 
 
 def is_visible(name: str) -> bool:

@@ -165,24 +165,15 @@ def _stamp(handoffs: str, name: str, data: bytes) -> None:
     if _touched(path, data):
         return
     # write beside it and rename: a reader sees the old content or the new, never a mix;
-    # first, what a rewrite killed between its write and its rename left behind
+    # first, what a rewrite killed between its write and its rename left behind.  The temp
+    # is created exclusively (a file or a hard link planted under its name is never
+    # written into) and not fsynced: a liveness hint, not a record.
     durable.sweep_stale(handoffs, f".{name}.")
-    temp = os.path.join(handoffs, f".{name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(temp, flags, 0o644)
+        durable.replace(path, data, sync=False)
     except FileNotFoundError:  # a role that has never had mail has no handoff directory yet
         os.makedirs(handoffs, exist_ok=True)
-        fd = os.open(temp, flags, 0o644)
-    try:
-        try:
-            os.write(fd, data)  # a few dozen bytes: one write is never short on a regular file
-        finally:
-            os.close(fd)
-        os.rename(temp, path)
-    except OSError:  # a full disk, a folder planted in its place: leave no temp behind
-        _discard(temp)
-        raise
+        durable.replace(path, data, sync=False)
 
 
 def _touched(path: str, data: bytes) -> bool:
@@ -193,6 +184,8 @@ def _touched(path: str, data: bytes) -> bool:
     except OSError:  # missing, or not ours to touch (a link, a FIFO): rewrite it
         return False
     try:
+        if os.fstat(fd).st_nlink > 1:  # a hard link: its other name's time is not ours to set
+            return False
         if safeio.read_fd(fd, LIMIT) != data:
             return False
         os.utime(fd)

@@ -111,26 +111,26 @@ def _record(role: Role, added: list[Line]) -> None:
         if not relative.endswith("/"):  # a batch dir's line is for `all` only
             for key in _keys(relative, task):
                 filed.setdefault(key, []).append(_line(relative, task, activity))
-    with indexfile.locked(_folder(role)):
-        for name, lines in filed.items():
-            indexfile.append(_path(role, name), lines)
-        indexfile.append(_path(role, "all"), [_line(*fields) for fields in added])
+    for name, lines in filed.items():
+        indexfile.append(_path(role, name), lines)
+    indexfile.append(_path(role, "all"), [_line(*fields) for fields in added])
 
 
 def _rebuild(role: Role, name: str) -> list[list[str]]:
-    """Bucket `name` anew from `all`, for a bucket found holding a line not of ours."""
-    with indexfile.locked(_folder(role)):
+    """Bucket `name` anew from `all`, for a bucket found holding a line not of ours (its
+    lines all the same, unwritten, when the index's lock is held too long elsewhere)."""
+    with indexfile.locked(_folder(role)) as held:
         lines = [f for f in _read(_path(role, "all"))[0] if name in _keys(f[0], f[1])]
-        indexfile.rewrite(_path(role, name), (_line(*fields) for fields in lines))
+        if held:
+            indexfile.rewrite(_path(role, name), (_line(*fields) for fields in lines))
     return lines
 
 
 def _forget(role: Role, gone: set[str]) -> None:
     """Drop the lines of files no longer where the index says (`all` is rewritten; a
     bucket's stale line is harmless, since a look-up checks each file it names)."""
-    with indexfile.locked(_folder(role)):
-        lines = [f for f in _read(_path(role, "all"))[0] if f[0] not in gone]
-        indexfile.rewrite(_path(role, "all"), (_line(*fields) for fields in lines))
+    lines = [f for f in _read(_path(role, "all"))[0] if f[0] not in gone]
+    indexfile.rewrite(_path(role, "all"), (_line(*fields) for fields in lines))
 
 
 def _folders(role: Role) -> dict[str, str]:
@@ -138,9 +138,8 @@ def _folders(role: Role) -> dict[str, str]:
 
 
 def _save_folders(role: Role, folders: dict[str, str]) -> None:
-    with indexfile.locked(_folder(role)):
-        lines = (_line(box, mtime) for box, mtime in folders.items())
-        indexfile.rewrite(_path(role, "folders"), lines)
+    lines = (_line(box, mtime) for box, mtime in folders.items())
+    indexfile.rewrite(_path(role, "folders"), lines)
 
 
 def _settled(mtime_ns: int) -> bool:
@@ -192,24 +191,31 @@ def role_files(role: Role) -> list[Entry]:
     return files
 
 
-def sync(role: Role) -> None:
-    """Bring the role's index up to date, listing only the folders that changed."""
+def sync(role: Role) -> bool:
+    """Bring the role's index up to date, listing only the folders that changed; whether
+    it is (False: its lock was held too long elsewhere, and nothing was written)."""
     mtimes, known = _mtimes(role), _folders(role)
     changed = [box for box in HISTORY if not mtimes[box] or mtimes[box] != known.get(box)]
     if not changed:
-        return
+        return True
     index, added, gone = load_index(role), list[Line](), set[str]()
     for box in changed:
         for _ in _history(role, box, index, added, gone):
             pass
-    _finish(role, added, gone, {**known, **{box: mtimes[box] for box in changed}})
+    return _finish(role, added, gone, {**known, **{box: mtimes[box] for box in changed}})
 
 
-def _finish(role: Role, added: list[Line], gone: set[str], mtimes: dict[str, str]) -> None:
-    if gone:
-        _forget(role, gone)
-    _record(role, added)
-    _save_folders(role, mtimes)
+def _finish(role: Role, added: list[Line], gone: set[str], mtimes: dict[str, str]) -> bool:
+    """Write what a listing learnt, all under one hold of the index's lock, or none of it
+    (held too long elsewhere: the next listing learns it again; a folder never counts as
+    listed while its files are missing from the index); whether it was written."""
+    with indexfile.locked(_folder(role)) as held:
+        if held:
+            if gone:
+                _forget(role, gone)
+            _record(role, added)
+            _save_folders(role, mtimes)
+        return held
 
 
 def lookup(role: Role, key: str) -> list[Entry]:
@@ -217,7 +223,9 @@ def lookup(role: Role, key: str) -> list[Entry]:
     `id:<id>` (every file of that handoff)."""
     if not _ready(role):
         return [file for file in role_files(role) if matches(file, key)]
-    sync(role)
+    if not sync(role):  # the index is behind and could not be brought up to date
+        listed = [f for box in HISTORY for f in _history(role, box, {}, [], set())]
+        return [file for file in listed if matches(file, key)]
     lines, wrong = _read(_path(role, bucket(key)))
     if wrong:  # a torn or foreign line: skipped, and the bucket made anew
         lines = _rebuild(role, bucket(key))

@@ -19,11 +19,12 @@ from __future__ import annotations
 import fcntl
 import itertools
 import os
+import time
 
 from handoffd import durable, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box
-from handoffd.outcome import Exit, Refusal
+from handoffd.outcome import BUSY_MESSAGE, Exit, Refusal
 
 TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ DEPENDS_ON = "depends_on"
 
 # Why a waiting file is not ready to take (docs/protocol.md §13); None: it is ready.
 IS_BLOCKED, ON_DEPENDENCIES = "blocked", "dependencies"
+LOCK_WAIT = 5.0  # seconds a command waits for a role's inbox lock, then `INBOX_BUSY`
 
 
 class Listing:
@@ -162,6 +164,29 @@ class LinkedFolder(Refusal):
     """A folder the step needs lies behind a symbolic link: refused before anything moved."""
 
 
+class Busy(Refusal):
+    """The role's inbox lock stayed held by another process for all of `LOCK_WAIT`."""
+
+
+def hold(fd: int, seconds: float = LOCK_WAIT) -> bool:
+    """Take the exclusive `flock` on `fd` if it comes free within `seconds`; whether it was
+    taken.  Whoever holds it is never waited on for longer: a process that hangs holding a
+    role's lock (or one that takes it to hang everyone else) must not hang every command,
+    nor every web page behind it.  Polled, at first often (a helper's turn takes
+    milliseconds), then every 50 ms."""
+    deadline, pause = time.monotonic() + seconds, 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+
 def linked_message(handoffs: str, where: str, outcome: str) -> str:
     """`LINKED_FOLDER: …`, the one line every command says it with."""
     return (
@@ -190,10 +215,12 @@ class Inbox:
 
     Use it as a context manager around a transition: it holds an `flock` on the inbox
     folder, so two helpers of one role started at once act one after the other instead
-    of both claiming work.  The kernel drops the lock if the holder dies.
+    of both claiming work.  The kernel drops the lock if the holder dies; one held by a
+    live process for longer than `LOCK_WAIT` is `Busy` (`INBOX_BUSY`, naming `role`).
     """
 
-    def __init__(self, handoffs: str) -> None:
+    def __init__(self, handoffs: str, role: str = "") -> None:
+        self.role = role or handoffs
         self.root = os.path.join(handoffs, "inbox")
         self.new = os.path.join(handoffs, Box.NEW)
         self.in_process = os.path.join(handoffs, Box.IN_PROCESS)
@@ -205,7 +232,10 @@ class Inbox:
         refuse_linked(os.path.dirname(self.root), FOLDERS, "nothing was taken or changed")
         durable.makedirs(self.root)
         self._lock = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        if not hold(self._lock):
+            os.close(self._lock)
+            self._lock = None
+            raise Busy(Exit.BUSY, BUSY_MESSAGE.format(role=self.role))
         return self
 
     def __exit__(self, failed: object, *_: object) -> None:
@@ -241,9 +271,9 @@ class Inbox:
         files, batches = [], []
         self._sweep(self.in_process)
         for entry in hf.visible(self.in_process):
-            if hf.is_item_entry(entry):
+            if hf.is_item_entry(entry, plain=True):
                 files.append(entry.path)
-            elif entry.is_dir(follow_symlinks=False) and entry.name.startswith("batch_"):
+            elif entry.is_dir(follow_symlinks=False) and _batch_name(entry.name):
                 self._sweep(entry.path)
                 if self.batch_items(entry.path):
                     batches.append(entry.path)
@@ -260,10 +290,10 @@ class Inbox:
 
     def waiting(self) -> list[str]:
         """Paths of the files waiting in `new/`, in queue (byte) order."""
-        return [e.path for e in hf.visible(self.new) if hf.is_item_entry(e)]
+        return [e.path for e in hf.visible(self.new) if hf.is_item_entry(e, plain=True)]
 
     def batch_items(self, batch: str) -> list[str]:
-        return [e.path for e in hf.visible(batch) if hf.is_item_entry(e)]
+        return [e.path for e in hf.visible(batch) if hf.is_item_entry(e, plain=True)]
 
     def work(self, directory: str) -> Work:
         """The work a task file or a batch dir in process stands for."""
@@ -523,6 +553,12 @@ def _name(path: str) -> str:
     return os.path.basename(path)
 
 
+def _batch_name(name: str) -> bool:
+    """A batch dir's name, fit to be printed on a BATCH line: one planted with a control
+    character in it is no batch (docs/protocol.md §15, "Names"), and never shown."""
+    return name.startswith("batch_") and hf.name_problem(name) is None
+
+
 def _load(path: str) -> Item:
     """Read a task file, refusing (exit 2, nothing moved) one that is not a handoff."""
     try:
@@ -554,14 +590,17 @@ def _drop(handoff: hf.Handoff, key: str) -> None:
 
 
 def _named(ident: str, paths: list[str]) -> int | None:
-    """The index of the first file `ident` names: by file name first, then by `id` header
-    (a hand-made file's name need not carry its id)."""
+    """The index of the first file `ident` names: by its file name or the id that spells,
+    then, for a hand-made name that spells none, by the id it goes by (`hf.file_id`: its
+    plain `id` header).  A header that differs from a §2 name's id is never a key."""
     for index, path in enumerate(paths):
         if names_match(_name(path), ident):
             return index
     for index, path in enumerate(paths):
+        if hf.parse_name(_name(path)) is not None:
+            continue
         try:
-            if hf.read(path).get("id") == ident:
+            if hf.file_id(_name(path), hf.read(path).get("id")) == ident:
                 return index
         except hf.HandoffError:
             continue

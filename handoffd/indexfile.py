@@ -11,7 +11,6 @@ so any text a hand-made file carries, a TAB included, makes one line like any ot
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -94,7 +93,8 @@ def read(path: str, width: int = 3) -> tuple[list[list[str]], bool]:
     except OSError:  # a symlink (never followed), or not ours to read
         return [], True
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:  # a hard link: not ours
             return [], True
         chunks, size = [], 0
         while size <= READ_LIMIT and (chunk := os.read(fd, 1 << 20)):
@@ -110,34 +110,36 @@ def read(path: str, width: int = 3) -> tuple[list[list[str]], bool]:
 
 
 @contextmanager
-def locked(folder: str) -> Iterator[None]:
+def locked(folder: str) -> Iterator[bool]:
     """The index `folder`'s lock, around each append and rewrite: a file rebuilt from
     another never misses a line appended meanwhile.  Without a folder to lock there is
-    nothing to write either (each write then fails, harmlessly)."""
+    nothing to write either (each write then fails, harmlessly).  Yields whether the lock
+    is held: one another process keeps for seconds is not waited on for ever (a cache is
+    never worth a hung view), and the caller then writes nothing."""
+    from handoffd.inbox import hold
+
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | OPEN)
     except OSError:
-        yield
+        yield True
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield hold(fd)
     finally:
         os.close(fd)  # releases the lock
 
 
 def append(path: str, lines: list[str]) -> None:
-    """Add lines in one append (never through a symlink, never into a FIFO); a cache, so
-    failure is harmless."""
+    """Add lines in one append (never through a symlink, never into a FIFO, never into a
+    file another name shares: that is moved aside and a file begun anew,
+    `durable.open_own`); a cache, so failure is harmless."""
     if not lines:
         return
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | OPEN, 0o644)
-    except OSError:
+        fd, _ = durable.open_own(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    except OSError:  # a symlink or FIFO: read as wrong, and so replaced, by the next look-up
         return
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return  # read as wrong, and so replaced, by the next look-up
         data = _encode(lines)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":

@@ -18,6 +18,10 @@ was written after them.  What is left is then an older journal whose pass had fi
 whole (replaying it does nothing) or with the start of an uncommitted newer one over it.
 Every line carries its commit's token, so such a mix never reads as committed: it is
 no commit, never a corrupt one.
+
+Rewritten in place, the journal is opened the way of every such file (`durable.open_own`):
+a hard link planted in its place, whose other name is a file outside the project, is
+moved aside unwritten and a journal of our own started, never emptied or written over.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from handoffd import durable, safeio
 
 COMMIT = "commit"
 LIMIT = 64 * 1024 * 1024  # bytes: ~100,000 entries; never read more of a journal
-_REWRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+_REWRITE = os.O_WRONLY | os.O_CREAT  # `durable.open_own` adds no-follow; truncated once ours
 
 
 class Corrupt(Exception):
@@ -49,6 +53,7 @@ class Entry:
         "remote",
         "sender",
         "sent",
+        "stamp",
     )
 
     def __init__(
@@ -61,6 +66,7 @@ class Entry:
         recipients: list[str],
         remote: list[str] | None = None,
         acked: list[str] | None = None,
+        stamp: str | None = None,
     ) -> None:
         self.sender = sender
         self.original = original
@@ -74,6 +80,10 @@ class Entry:
         # published, replay as no-ops.
         self.remote = remote or []
         self.acked = acked or []
+        # The `enqueued_at` of its remote copies, chosen once: a copy published again (after
+        # a crash, a lost acknowledgement) is then the same bytes under the same message id,
+        # which the stream drops as a duplicate (docs/protocol.md §15, "Message ids").
+        self.stamp = stamp
 
     @property
     def unacked(self) -> list[str]:
@@ -91,6 +101,7 @@ class Entry:
                 "recipients": self.recipients,
                 "remote": self.remote,
                 "acked": self.acked,
+                "stamp": self.stamp,
             }
         )
 
@@ -109,10 +120,11 @@ class Entry:
             data["recipients"],
             data.get("remote", []),  # a journal from before hosts has none
             data.get("acked", []),
+            data.get("stamp"),  # a journal of a release that stamped each publish anew: None
         )
 
 
-def commit(path: str, entries: list[Entry], atomic: bool = False) -> None:
+def commit(path: str, entries: list[Entry], atomic: bool = False) -> str | None:
     """Durably record `entries`: the pass's point of no return.
 
     The journal is one file kept from pass to pass and rewritten in place, so a commit
@@ -121,7 +133,8 @@ def commit(path: str, entries: list[Entry], atomic: bool = False) -> None:
     by a power cut (new lines over an old journal's tail, or a short one) never reads as
     committed.  With `atomic` (the journal still lists unfinished entries, which a torn
     rewrite would lose) the file is replaced by rename instead, and a failure leaves the
-    old journal as it was.
+    old journal as it was.  Returns where a hard-linked journal was moved aside, if one
+    was (the caller logs it).
     """
     token = os.urandom(8).hex()
     text = "".join(entry.to_json(token) + "\n" for entry in entries) + f"{COMMIT} {token}\n"
@@ -131,24 +144,24 @@ def commit(path: str, entries: list[Entry], atomic: bool = False) -> None:
     if atomic:
         durable.replace(path, text.encode())
         durable.fsync_dir(os.path.dirname(path))
-        return
+        return None
     created = not os.path.lexists(path)
     try:
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
-        )
+        fd, aside = durable.open_own(path, _REWRITE)
         try:
+            os.ftruncate(fd, 0)
             durable.write_all(fd, text.encode())
             os.fsync(fd)
         finally:
             os.close(fd)
-        if created:
+        if created or aside:  # a new name in daemon/: durable only once the folder is
             durable.fsync_dir(os.path.dirname(path))
     except BaseException:
         # Not durable, so not committed: the caller unstages the copies, and a journal
         # left readable would make the next pass archive originals nobody received.
         durable.unlink_quietly(path)
         raise
+    return aside
 
 
 def load(path: str) -> list[Entry] | None:
@@ -175,10 +188,16 @@ def load(path: str) -> list[Entry] | None:
     return None if None in entries else [e for e in entries if e is not None]
 
 
-def clear(path: str) -> None:
+def clear(path: str) -> str | None:
     """Forget a finished pass by emptying the journal.  No flush: if the emptying is lost,
-    replaying a finished journal finds no staged file and no original, and does nothing."""
+    replaying a finished journal finds no staged file and no original, and does nothing.
+    Returns where a hard-linked journal was moved aside (a new, empty one in its place)."""
     try:
-        os.close(os.open(path, _REWRITE & ~os.O_CREAT))
+        fd, aside = durable.open_own(path, _REWRITE & ~os.O_CREAT)
     except FileNotFoundError:
-        pass
+        return None
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+    return aside

@@ -6,13 +6,13 @@ first two lines, `Next Step`, `In-Flight` and `Open Questions` are its own; `Rul
 into the 30 lines by the budget renderer's oldest-first cut.  Rendering is pure
 (`render`); `write` replaces the file atomically; `after_step` rewrites it from the
 role's queue (`handoffd.work`) after each step, and never fails that step.  Helpers
-import this module after every step, so it uses only `os`, `fcntl` and what they have
+import this module after every step, so it uses only `os`, `errno` and what they have
 already loaded.
 """
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import os
 
 from handoffd import budget, durable, safeio, work
@@ -313,10 +313,13 @@ def refresh(
     a stale view never lands last.  (Not the live file's own folder: the main checkout's
     `.swarmforge/` is the project's, which the daemon keeps locked for as long as it
     runs.)"""
+    from handoffd.inbox import hold
+
     os.makedirs(role.handoffs, exist_ok=True)
     fd = os.open(role.handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not hold(fd):  # held by another process for seconds: never waited on for ever
+            raise BlockingIOError(errno.EWOULDBLOCK, "locked by another process", role.handoffs)
         return _rewrite(role, sent_to, now, edit, force)
     finally:
         os.close(fd)  # releases the lock

@@ -10,14 +10,15 @@ JSON reader never meets half a line.
 The log is a file under `.swarmforge/`, where anyone may leave a link, a FIFO or a device
 in its place (docs/protocol.md Part II): the daemon never writes through a link nor waits
 on a FIFO's reader; it replaces such an entry with a file of its own and says so
-(`log_replaced`) on the first line it writes there.
+(`log_replaced`) on the first line it writes there.  A hard link is never written through
+either: a log file that another name shares (found so when it is opened, or at any line)
+is moved aside and a new one started (`linked_file_moved`, `durable.open_own`).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 import threading
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from typing import Any, TextIO
 import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
 
-from handoffd import safeio
+from handoffd import durable, safeio
 
 _sinks: list[LogFile] = []  # the files `configure` opened, for `reopen` (SIGHUP)
 # No link followed; a FIFO swapped in after the check fails to open (no reader) instead of
@@ -43,6 +44,7 @@ class LogFile:
         self.dropped = 0  # lines lost since the last one written
         self.torn = False  # a cut-short write could not be cut back: start on a fresh line
         self.replaced: str | None = None  # what stood where the log should be, until said
+        self.moved: str | None = None  # where a hard-linked log was moved aside, until said
         self.lock = threading.Lock()  # the wake-up threads log too
         self._open()
 
@@ -52,16 +54,20 @@ class LogFile:
             data = line.encode("utf-8", "backslashreplace") + b"\n"
             if self.dropped:
                 data = _dropped_line(self.dropped) + data
+            if self.fd is not None and _shared(self.fd):
+                self._close()  # another name was given to our file: start a file anew
             if self.fd is None:
                 self._open()  # before the `log_replaced` line: opening may replace an entry
             if self.replaced:
                 data = _replaced_line(self.path, self.replaced) + data
+            if self.moved:
+                data = _moved_line(self.path, self.moved) + data
             if self.torn:
                 data = b"\n" + data
             if not self._append(data):
                 self.dropped += 1
                 return False
-            self.dropped, self.torn, self.replaced = 0, False, None
+            self.dropped, self.torn, self.replaced, self.moved = 0, False, None, None
             return True
 
     def drop(self) -> None:
@@ -88,18 +94,16 @@ class LogFile:
     def _open_file(self) -> int:
         """The log, open for appending.  A link, FIFO or device where it should be is
         removed (the entry itself, never what a link points at) and a file made: the log
-        is ours to rewrite, like the pid file.  A folder there is left alone (no log)."""
+        is ours to rewrite, like the pid file.  A folder there is left alone (no log).  A
+        file other names share is moved aside, and a new one made (`durable.open_own`)."""
         try:
+            fd, aside = durable.open_own(self.path, _FLAGS)
+        except safeio.NotRegular:
             found = safeio.kind(os.lstat(self.path).st_mode)
-        except FileNotFoundError:
-            found = None
-        if found is not None:
             os.unlink(self.path)  # a folder raises here: it is never removed
             self.replaced = found
-        fd = os.open(self.path, _FLAGS, 0o644)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped in since the lstat
-            os.close(fd)
-            raise safeio.NotRegular(self.path, "not a regular file; not written")
+            fd, aside = durable.open_own(self.path, _FLAGS)
+        self.moved = aside or self.moved
         return fd
 
     def _close(self) -> None:
@@ -148,6 +152,22 @@ def _replaced_line(path: str, found: str) -> bytes:
     return json.dumps(entry).encode() + b"\n"
 
 
+def _moved_line(path: str, aside: str) -> bytes:
+    """The line saying that the log was a file with other names too, moved aside unwritten."""
+    stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    entry = {"event": "linked_file_moved", "file": path, "level": "warning", "moved_to": aside,
+             "timestamp": stamp}  # fmt: skip
+    return json.dumps(entry).encode() + b"\n"
+
+
+def _shared(fd: int) -> bool:
+    """Whether the open file has another name besides ours (a hard link made to it)."""
+    try:
+        return os.fstat(fd).st_nlink > 1
+    except OSError:
+        return False
+
+
 class _Tee:
     """Final processor: append the JSON line to the log file, then hand the event on to
     the console renderer (or drop it when there is no console)."""
@@ -168,6 +188,15 @@ class _Tee:
         if not self.console:
             raise structlog.DropEvent
         return event
+
+
+def _escaped(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
+    """The event for a person's terminal: a control character a value carries (a file's
+    name, a reason read from a file) shown as its escape, never obeyed.  The JSON line
+    already went to the file, where JSON escapes its own."""
+    from handoffd.terminal import escape
+
+    return {key: escape(value) if isinstance(value, str) else value for key, value in event.items()}
 
 
 class _Console(structlog.PrintLogger):
@@ -201,6 +230,7 @@ def configure(log_path: str | None, console: bool | None = None) -> FilteringBou
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _Tee(file, console),
+        _escaped,
         structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
     ]
     structlog.configure(

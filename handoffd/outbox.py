@@ -9,7 +9,8 @@ from handoffd import durable, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.draft import Draft, dependencies
-from handoffd.inbox import refuse_linked
+from handoffd.inbox import Busy, hold, refuse_linked
+from handoffd.outcome import OUTBOX_BUSY_MESSAGE, Exit
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: swarm_handoff imports this module
 if TYPE_CHECKING:
@@ -36,9 +37,13 @@ def next_sequence(handoffs: str) -> int:
 
 
 def _lock(handoffs: str) -> int:
-    """Take the worktree's queueing lock (see `next_sequence`); close the fd to release."""
+    """Take the worktree's queueing lock (see `next_sequence`); close the fd to release.
+    Waited on as long as a role's inbox lock at most (`inbox.hold`): a process that keeps
+    it longer is refused `OUTBOX_BUSY`, never waited on for ever."""
     fd = os.open(handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    if not hold(fd):
+        os.close(fd)
+        raise Busy(Exit.BUSY, OUTBOX_BUSY_MESSAGE.format(folder=handoffs))
     return fd
 
 

@@ -20,6 +20,19 @@ class Exit:
     OK = 0
     FAILED = 1  # nothing to act on (`NO_CURRENT_TASK`), or no project or role to act for
     REFUSED = 2  # the input or the queue's state is refused; nothing was changed
+    BUSY = 2  # the role's inbox is locked by another process past the wait (`INBOX_BUSY`)
+
+
+# The refusal of a command that found a role's inbox lock held for longer than it waits
+# (docs/protocol.md §15, Part III); the web board answers it 503.
+INBOX_BUSY = "INBOX_BUSY"
+BUSY_MESSAGE = INBOX_BUSY + ": {role}'s inbox is locked by another process; try again"
+# The same for the lock a send takes to number its handoff (`swarm_handoff`, §3): nothing
+# was queued, and the draft is kept.
+OUTBOX_BUSY = "OUTBOX_BUSY"
+OUTBOX_BUSY_MESSAGE = (
+    OUTBOX_BUSY + ": {folder} is locked by another process; nothing was queued; try again"
+)
 
 
 class Result:

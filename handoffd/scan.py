@@ -158,12 +158,10 @@ class Entry:
 
     @property
     def id(self) -> str:
-        """The `id` header, else the id its name spells, else the name itself."""
-        ident = self.headers.get("id")
-        if ident:
-            return ident
+        """The id its file name spells, whatever its `id` header says (`hf.file_id`: only a
+        hand-made name's plain header stands in for one); read without opening a §2 name."""
         parts = self.parts
-        return parts.id if parts else self.name
+        return parts.id if parts else hf.file_id(self.name, self.headers.get("id"))
 
     @property
     def card(self) -> str:
@@ -554,11 +552,21 @@ def _some_not_held(copies: list[Entry]) -> bool:
 
 
 def _error_line(path: str) -> str | None:
-    """The one line of a failed original's `<name>.error`."""
+    """The one line of a failed original's `<name>.error`, or of the reason a retry cut
+    short moved aside for it (`failed.aside_name`: put back by the next command)."""
     try:  # the careful reader: an `.error` linked to /dev/zero or to a secret is skipped
         return safeio.read_line(path + ".error") or None
     except safeio.Refused as refusal:
         return f"(its .error is not read: {refusal.why})"
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    from handoffd import failed  # only for an original found without its reason
+
+    folder, name = os.path.split(path)
+    try:
+        return safeio.read_line(os.path.join(folder, failed.aside_name(name))) or None
     except OSError:
         return None
 

@@ -25,8 +25,12 @@ if TYPE_CHECKING:
 
     from structlog.typing import FilteringBoundLogger
 
+# The lines handoffd types (docs/protocol.md §5, §13): the only ones, so the daemon types
+# from `H/wake` nothing else (`asked_problem`).
 TEXT = "You have new handoff mail. If idle, run ready_for_next.sh."
 REFUSED = "A handoff you sent was refused: see the .error file beside it in {failed}/"
+ANSWERED = "An operator answered you on {}. Run ready_for_next.sh to see it."
+ELLIPSIS = "…"  # ends a label cut to fit
 LABEL_LIMIT = 80  # characters of a name shown in a wake-up line (a draft's task: at most 80)
 # What a name in a wake-up line may keep: the line is typed into a pane, which may hold a
 # shell as well as an agent, so nothing a terminal obeys or a shell expands survives.
@@ -51,7 +55,32 @@ def label(name: str, limit: int = LABEL_LIMIT) -> str:
     break, a `$(…)` or a backquote typed into a pane is obeyed by what runs there), and
     cut to `limit` characters, so the line stays one short line."""
     kept = "".join(c if c.isalnum() or c in LABEL_PUNCTUATION else "_" for c in name.strip())
-    return kept if len(kept) <= limit else kept[: limit - 1] + "…"
+    return kept if len(kept) <= limit else kept[: limit - 1] + ELLIPSIS
+
+
+def is_label(text: str, limit: int = LABEL_LIMIT) -> bool:
+    """Whether `text` is what `label` makes of some name: only the characters it keeps, no
+    space at either end, at most `limit` characters, and an ellipsis only as the last of
+    exactly `limit` (a name that was cut; the cut may leave a space before it)."""
+    cut = len(text) == limit and text.endswith(ELLIPSIS)
+    body = text[:-1] if cut else text
+    kept = all(c.isalnum() or c in LABEL_PUNCTUATION for c in body)
+    return kept and len(text) <= limit and body == (body.lstrip() if cut else body.strip())
+
+
+def asked_problem(text: str, failed: str) -> str:
+    """Why `text`, a line a command left in a role's `H/wake`, is not one the daemon would
+    have built itself for that role (`failed`: its `failed/` folder), or ''.  The file is
+    anyone's to write: only the fixed lines of §5 and §13 are typed, an answer's with a
+    card's label as `label` makes it (nothing a shell expands, nothing a terminal obeys)."""
+    if text in (TEXT, REFUSED.format(failed=failed)):
+        return ""
+    head, _, tail = ANSWERED.partition("{}")
+    if len(text) >= len(head) + len(tail) and text.startswith(head) and text.endswith(tail):
+        if is_label(text[len(head) : len(text) - len(tail)]):
+            return ""
+        return "an answer's line whose label is not one handoffd makes"
+    return "not a line handoffd types"
 
 
 def check_line(text: str) -> None:

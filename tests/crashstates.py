@@ -140,10 +140,13 @@ class Instant:
 @dataclass
 class State:
     """A tree a power cut may leave, and which inode of the model each file is (a file's
-    identity matters: the daemon archives an original only if it is the file it read)."""
+    identity matters: the daemon archives an original only if it is the file it read);
+    `told`, what the run had told other machines by then, as the explorer's caller reads
+    it (`explore(told=…)`): a power cut here never takes that back."""
 
     tree: Tree
     inodes: dict[str, int]
+    told: object = None
 
 
 def build(recording: Recording, instant: Instant, choice: Choice) -> State:
@@ -211,6 +214,7 @@ def fingerprint(state: State) -> str:
         kept = content or b""
         head = f"{path}\0{state.inodes.get(path)}\0{len(kept)}\0"
         digest.update(head.encode() + kept)
+    digest.update(repr(state.told).encode())  # the same tree, told more: another state
     return digest.hexdigest()
 
 
@@ -354,8 +358,9 @@ Check = Callable[[Tree, list[Op]], list[str]]
 
 class Recovery:
     """One way of recovering a state, run in the explorer's workers (so it must pickle:
-    a module-level class).  `__call__` gets the base the state is laid out below and how
-    file identities moved (see `materialize`), and returns what is wrong after."""
+    a module-level class).  `__call__` gets the base the state is laid out below, how
+    file identities moved (see `materialize`) and what the run had told other machines
+    (`State.told`), and returns what is wrong after."""
 
     name = "recovery"
 
@@ -363,7 +368,7 @@ class Recovery:
         """Whether to recover states first seen during the step labelled `step`."""
         return True
 
-    def __call__(self, base: str, moved: Moved) -> list[str]:
+    def __call__(self, base: str, moved: Moved, told: object = None) -> list[str]:
         raise NotImplementedError
 
 
@@ -389,18 +394,29 @@ class Exploration:
 
 
 def explore(
-    recording: Recording, check: Check, recoveries: list[Recovery], *, workers: int = 2
+    recording: Recording,
+    check: Check,
+    recoveries: list[Recovery],
+    *,
+    workers: int = 2,
+    told: Callable[[list[Op]], object] | None = None,
 ) -> Exploration:
     """Build every crash state of `recording`, `check` each, and recover each distinct one
     in every way of `recoveries` that applies, in `workers` processes, each laying states
-    out below its own base (afresh for each recovery)."""
+    out below its own base (afresh for each recovery).  With `told`, each state also holds
+    what the ops before its instant told other machines (`told(ops)`, say the messages a
+    daemon had acknowledged to a server): states alike on disk but told apart are
+    recovered apart."""
     result = Exploration()
     states: dict[str, tuple[State, str, str]] = {}  # fingerprint -> state, step, where
 
     def named(key: int) -> str:
         return recording.paths.get(key, f"inode {key}")
 
+    said: object = None
     for n in range(len(recording.ops) + 1):
+        if told is not None and (n == 0 or recording.ops[n - 1].kind in ("sent", "began")):
+            said = told(recording.ops[:n])  # only a send or a new step can change it
         instant = Instant(recording.ops, n)
         heard = [op for op in recording.ops[:n] if op.kind in ("began", "said")]
         step = next((op.what for op in reversed(heard) if op.kind == "began"), "")
@@ -408,6 +424,7 @@ def explore(
         result.instants += 1
         for choice in instant.choices(named):
             state = build(recording, instant, choice)
+            state.told = said
             result.checked += 1
             label = f"{where}; {choice.name}"
             for problem in check(state.tree, heard):
@@ -441,7 +458,8 @@ def _describe(recording: Recording, n: int) -> str:
         return "before the first step"
     op = recording.ops[n - 1]
     began = next(o for o in reversed(recording.ops[:n]) if o.kind == "began")
-    what = op.what if op.kind != "said" else f"printed {op.data[:60]!r}"
+    shown = {"said": f"printed {op.data[:60]!r}", "sent": f"sent {op.data[:60]!r} on {op.what}"}
+    what = shown.get(op.kind, op.what)
     return f"step {op.step} ({began.what}), after op {n - 1}: {what}"
 
 
@@ -465,7 +483,8 @@ def _recover(task: tuple[State, list[str]]) -> list[str]:
     for name in names:
         moved = materialize(recording, state, base)
         try:
-            problems += [f"({name}) {problem}" for problem in recoveries[name](base, moved)]
+            found = recoveries[name](base, moved, state.told)
+            problems += [f"({name}) {problem}" for problem in found]
         except Exception as error:  # a crash of the audit itself is a finding, not a hang
             problems.append(f"({name}) recovery raised {type(error).__name__}: {error}")
     shutil.rmtree(base, ignore_errors=True)

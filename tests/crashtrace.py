@@ -31,7 +31,7 @@ TRACED = (
     "fcntl", "write", "pwrite64", "writev", "pwritev", "pwritev2", "lseek", "ftruncate",
     "truncate", "fsync", "fdatasync", "sync", "syncfs", "rename", "renameat", "renameat2",
     "link", "linkat", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir", "symlink",
-    "symlinkat", "chdir", "fchdir", "clone", "clone3", "fork", "vfork",
+    "symlinkat", "chdir", "fchdir", "clone", "clone3", "fork", "vfork", "sendto", "sendmsg",
 )  # fmt: skip
 
 
@@ -220,7 +220,9 @@ class Op:
 
     kind: `link` (name -> inode in `dir`: create, mkdir, link), `unlink` (also rmdir),
     `rename`, `write`, `truncate`, `sync` (fsync of `ino`; None: everything), `said`
-    (a step wrote `data` to its stdout) or `began` (a step started).
+    (a step wrote `data` to its stdout), `sent` (a step sent `data` on the socket `what`
+    names: what it told another machine, which a power cut here does not take back) or
+    `began` (a step started).
     """
 
     kind: str
@@ -486,6 +488,22 @@ class Replay:
             desc.offset = offset + len(data)
         self._emit("write", f"write {self.paths[desc.ino]}", ino=desc.ino, offset=offset,
                    data=data)  # fmt: skip
+
+    # what leaves the machine
+
+    def _sendto(self, proc: Proc, call: Call) -> None:
+        self._sent(call, string(call.args[1]))
+
+    def _sendmsg(self, proc: Proc, call: Call) -> None:
+        pieces = re.findall(r'iov_base=("(?:\\x[0-9a-f]{2})*")', call.args[1])
+        self._sent(call, b"".join(string(p) for p in pieces))
+
+    def _sent(self, call: Call, data: bytes) -> None:
+        """Bytes sent on a socket, named by `-y`'s `socket:[inode]` (one per connection,
+        whichever thread sends)."""
+        assert call.result is not None
+        socket = descriptor(call.args[0])[1] or call.args[0]
+        self._emit("sent", socket, data=data[: call.result])
 
     def _lseek(self, proc: Proc, call: Call) -> None:
         desc = self._desc(proc, call.args[0])

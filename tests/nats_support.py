@@ -263,3 +263,36 @@ def eventually(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 def settle(seconds: float) -> None:
     time.sleep(seconds)
+
+
+def publish_raw(
+    url: str, stream: str, messages: list[tuple[str, bytes, dict[str, str]]]
+) -> list[Any]:
+    """Publish `messages` (subject, data, headers) into `stream` as any holder of the swarm's
+    credentials may, in order; the stream's acknowledgements."""
+    import nats
+
+    async def publish() -> list[Any]:
+        nc = await nats.connect(url)
+        try:
+            js = nc.jetstream()
+            return [await js.publish(subject, data, stream=stream, headers=headers or None)
+                    for subject, data, headers in messages]  # fmt: skip
+        finally:
+            await nc.close()
+
+    return asyncio.run(publish())
+
+
+def stream_messages(url: str, stream: str) -> int:
+    """How many messages `stream` holds."""
+    import nats
+
+    async def ask() -> int:
+        nc = await nats.connect(url)
+        try:
+            return (await nc.jetstream().stream_info(stream)).state.messages
+        finally:
+            await nc.close()
+
+    return asyncio.run(ask())

@@ -249,11 +249,13 @@ def test_a_waiting_card_whose_roles_session_is_gone_is_red_at_once() -> None:
 
 def test_a_refused_original_is_a_card_even_when_a_copy_has_its_id() -> None:
     """A failed original never had copies (no partial fan-out): a copy with its id is
-    another handoff's, and the refusal must not be hidden behind it (an invisible red)."""
+    another handoff's, and the refusal must not be hidden behind it (an invisible red).
+    An `id` header the file's name does not spell is shown, never its card's name
+    (docs/protocol.md §15, "Names"): the refusal is the card of the id its name spells."""
     copy = entry(1, role="B")
     refused = entry(2, State.FAILED, role="A", id=ident(1))  # a hand-made id: the copy's
     board = cards.project(snapshot(copy, refused), NOW)
-    assert colours(board) == {f"{ident(1)}@B": "orange", f"{ident(1)}@A": "red"}
+    assert colours(board) == {f"{ident(1)}@B": "orange", f"{ident(2)}@A": "red"}
 
 
 def test_a_colliding_id_gives_way_to_the_files_own_name_id_then_its_name() -> None:

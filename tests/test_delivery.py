@@ -698,6 +698,26 @@ def test_mail_for_a_recipient_whose_new_is_behind_a_link_waits_for_every_recipie
     assert inbox(project, "cleaner") == inbox(project, "QA") == [path.name]
 
 
+@pytest.mark.parametrize("where", ["handoffs", ".swarmforge"])
+def test_a_recipient_whose_handoff_directory_or_swarmforge_is_a_link_gets_nothing_through_it(
+    project: Project, tmp_path: Path, where: str
+) -> None:
+    """Every path that writes refuses a folder behind a link (docs/protocol.md §15, Part
+    III), the handoff directory and `.swarmforge/` of the worktree included: only the
+    worktree roles.tsv names is trusted."""
+    handoffs = project.handoffs("QA")
+    handoffs.mkdir(parents=True, exist_ok=True)
+    folder = handoffs if where == "handoffs" else handoffs.parent
+    outside = tmp_path / "elsewhere"
+    shutil.move(folder, outside)
+    folder.symlink_to(outside)
+    before = snapshot(outside)
+    path = queue(project, "coder", ["QA"])
+    run_once(project)
+    assert path.exists() and snapshot(outside) == before
+    assert [e["folder"] for e in events(project, "linked_folder")] == [str(folder)]
+
+
 def test_a_linked_folder_is_logged_once_while_it_stays_and_again_once_relinked(
     project: Project, tmp_path: Path
 ) -> None:
@@ -786,3 +806,29 @@ def test_a_fifo_or_link_under_the_copys_name_in_new_is_never_opened_the_copy_lan
     assert inbox(project, "QA") == [name.replace(".handoff", ".2.handoff"), name]
     assert planted.is_symlink() or stat.S_ISFIFO(planted.lstat().st_mode)
     assert target is None or stat.S_ISFIFO(target.lstat().st_mode)
+
+
+# --- names (docs/protocol.md §15, Part III) ---------------------------------------------
+
+
+def test_a_name_with_a_control_character_is_refused_under_a_plain_name_and_never_printed(
+    project: Project,
+) -> None:
+    """A queue file whose name holds an escape sequence: refused to `failed/` before it is
+    read (nobody gets a copy, so no agent's TASK line ever holds it), archived under its
+    name with each control character as its escape (`.error` beside it, both plain), and
+    the daemon's console shows the name escaped, never obeyed."""
+    name = handoff_name("coder", ["QA"]).replace("_to_QA", "_to_QA\x1b[2J\x07")
+    queue(project, "coder", ["QA"], name=name)
+    done = subprocess.run([HANDOFFD, "run", "--once", str(project.root)], capture_output=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    plain = name.replace("\x1b", "\\x1b").replace("\x07", "\\x07")
+    assert sorted(os.listdir(project.box("coder", "failed"))) == [plain, f"{plain}.error"]
+    reason = (project.box("coder", "failed") / f"{plain}.error").read_text()
+    assert reason == "its file name holds a control character (\\x1b)\n"
+    assert inbox(project, "QA") == []
+    assert b"\x1b" not in done.stderr and b"\x07" not in done.stderr
+    assert b"\\x1b[2J" in done.stderr  # the console names it, escaped
+    [refused] = events(project, "failed")
+    assert refused["file"] == name  # the JSON line keeps it, as JSON escapes it

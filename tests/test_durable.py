@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import durable
+from handoffd import durable, safeio
 
 
 def test_create_writes_every_byte_even_when_the_kernel_writes_a_few_at_a_time(
@@ -104,3 +104,55 @@ def test_makedirs_flushes_the_parent_of_each_folder_it_makes_and_nothing_else(
     (tmp_path / "file").write_text("x")
     with pytest.raises(FileExistsError):
         durable.makedirs(str(tmp_path / "file"))
+
+
+# --- files written in place: never through a hard link (docs/protocol.md §15, Part III) ---
+
+
+def test_open_own_moves_a_hard_linked_file_aside_and_starts_one_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """A file appended to in place whose name shares its file with one outside (a hard
+    link planted there) is moved aside, its other name untouched, and a new file made:
+    what is written goes into a file nobody else has a name for."""
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"precious\n")
+    os.link(outside, tmp_path / "x.log")
+    fd, aside = durable.open_own(str(tmp_path / "x.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, b"ours\n")
+    finally:
+        os.close(fd)
+    assert aside == str(tmp_path / "x.log.linked")
+    assert outside.read_bytes() == b"precious\n" and Path(aside).read_bytes() == b"precious\n"
+    assert (tmp_path / "x.log").read_bytes() == b"ours\n"
+    assert os.stat(tmp_path / "x.log").st_nlink == 1 and os.stat(outside).st_nlink == 2
+
+
+def test_open_own_opens_a_file_of_our_own_as_it_is_and_never_a_link_or_a_fifo(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "mine").write_bytes(b"kept\n")
+    fd, aside = durable.open_own(str(tmp_path / "mine"), os.O_WRONLY | os.O_APPEND)
+    os.close(fd)
+    assert aside is None and (tmp_path / "mine").read_bytes() == b"kept\n"  # never truncated
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(tmp_path / "mine")
+    for name in ("fifo", "link"):
+        with pytest.raises(safeio.NotRegular):
+            durable.open_own(str(tmp_path / name), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with pytest.raises(FileNotFoundError):
+        durable.open_own(str(tmp_path / "missing"), os.O_WRONLY | os.O_APPEND)
+
+
+def test_a_temp_name_planted_as_a_hard_link_is_never_written_into(tmp_path: Path) -> None:
+    """`replace` creates its temp exclusively: a hard link planted under the very name it
+    would take (the pid and the counter are easy to guess) is passed over, never emptied
+    or written, and the next name is taken."""
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"precious\n")
+    following = next(durable._counter) + 1  # the names the next temps take, as guessed
+    for n in range(following, following + 3):
+        os.link(outside, tmp_path / f".f.{os.getpid()}.{n}.tmp")
+    durable.replace(str(tmp_path / "f"), b"new\n")
+    assert (tmp_path / "f").read_bytes() == b"new\n" and outside.read_bytes() == b"precious\n"

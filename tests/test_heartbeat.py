@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import heartbeat
+from handoffd import durable, heartbeat
 from tests.conftest import HANG, Project
 
 
@@ -191,3 +191,44 @@ def test_a_rewrite_whose_rename_fails_leaves_no_temp(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError):
         heartbeat.renew(str(tmp_path), "claude", "")
     assert sorted(os.listdir(tmp_path)) == ["heartbeat"]
+
+
+# --- hard links (docs/protocol.md §15, Part III) ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["heartbeat", "idle", "wake"])
+def test_a_rewrite_never_writes_through_a_hard_link_planted_under_its_temp_name(
+    tmp_path: Path, name: str
+) -> None:
+    """The heartbeat, `H/idle` and `H/wake` are written beside their name and renamed: a
+    hard link to a file outside planted under the temp's name (the writer's pid and a
+    counter: easy to guess) is never opened for writing, so never emptied or written."""
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"precious\n")
+    handoffs = tmp_path / "H"
+    handoffs.mkdir()
+    following = next(durable._counter) + 1
+    for temp in [f".{name}.{os.getpid()}.tmp"] + [
+        f".{name}.{os.getpid()}.{n}.tmp" for n in range(following, following + 3)
+    ]:
+        os.link(outside, handoffs / temp)
+    if name == "heartbeat":
+        heartbeat.renew(str(handoffs), "claude", "")
+    elif name == "idle":
+        heartbeat.mark_idle(str(handoffs))
+    else:
+        heartbeat.ask_wake(str(handoffs), LINE)
+    assert outside.read_bytes() == b"precious\n"
+    assert (handoffs / name).exists() and os.stat(handoffs / name).st_nlink == 1
+
+
+def test_a_hard_linked_heartbeat_is_replaced_never_touched_through(tmp_path: Path) -> None:
+    """A heartbeat that shares its file with another name (holding the very bytes a renewal
+    writes) is not touched in place, which would set the other file's time: it is replaced."""
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(heartbeat.content("claude", ""))
+    old = time.time() - 3600
+    os.utime(outside, (old, old))
+    os.link(outside, tmp_path / "heartbeat")
+    heartbeat.renew(str(tmp_path), "claude", "")
+    assert outside.stat().st_mtime == old and os.stat(tmp_path / "heartbeat").st_nlink == 1

@@ -283,3 +283,28 @@ def test_a_line_naming_a_path_outside_history_is_never_opened(project):
         file.write(f"sent/../inbox/new/{outside}\tkept\tx\ninbox/new/{outside}\tkept\tx\n")
     found = history.lookup(cleaner(project), "task:kept")
     assert [(f.state, os.path.basename(f.path)) for f in found] == [("completed", NAME)]
+
+
+def test_an_index_locked_elsewhere_is_neither_waited_on_for_ever_nor_half_written(project):
+    """Another process holds the index's lock (docs/protocol.md §15, "Locks"): a look-up
+    still answers, from the files, and writes nothing to the index (a folder counted as
+    listed while its files are missing would lose them from later look-ups); once the
+    lock is free, the next look-up indexes them."""
+    from tests.test_operator import HOLD
+
+    put(project, "kept")
+    settle(project)
+    folder = project.handoffs("cleaner") / history.INDEX
+    folder.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        found = history.lookup(cleaner(project), "task:kept")
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    assert [f.task for f in found] == ["kept"]
+    assert sorted(os.listdir(folder)) == []
+    assert [f.task for f in history.lookup(cleaner(project), "task:kept")] == ["kept"]
+    assert "kept" in index_file(project, "all")

@@ -494,3 +494,28 @@ def test_an_inbox_folder_behind_a_link_is_refused_and_nothing_moves_in_or_out(
     assert snapshot(outside) == before
     # nothing changed, so the live file is not rewritten (it would list what the link shows)
     assert not (project.worktrees["coder"] / ".swarmforge" / "HANDOFF.md").exists()
+
+
+def test_a_file_whose_name_holds_a_control_character_is_never_taken(project: Project) -> None:
+    """One planted in `new/` by hand (the daemon refuses such a name, docs/protocol.md §15):
+    the agent is never given a TASK line that holds it; the next plain file is taken."""
+    planted = "10_20260101T000000Z_000001_from_QA_to_coder\x1b]0;pwned\x07.handoff"
+    project.put("coder", planted)
+    project.put("coder", "50_20260101T000000Z_000002_from_QA_to_coder.handoff")
+    taken = project.run("ready_for_next", role="coder")
+    assert taken.code == 0 and taken.out.startswith("TASK: "), taken.err
+    assert "000002" in taken.out.splitlines()[0] and "\x1b" not in taken.out + taken.err
+    assert (project.box("coder", "inbox/new") / planted).exists()
+
+
+def test_a_batch_dir_whose_name_holds_a_control_character_is_no_batch(project: Project) -> None:
+    """A `batch_…` folder planted in `in_process/` with an escape sequence in its name is
+    never printed on a BATCH line: it is no batch, and the waiting work is taken."""
+    planted = project.box("cleaner", "inbox/in_process") / "batch_\x1b]0;pwned\x07"
+    planted.mkdir(parents=True)
+    project.put("cleaner", "50_20260101T000000Z_000001_from_QA_to_cleaner.handoff",
+                box="inbox/in_process/" + planted.name)  # fmt: skip
+    project.put("cleaner", "50_20260101T000000Z_000002_from_QA_to_cleaner.handoff")
+    taken = project.run("ready_for_next", role="cleaner")
+    assert taken.code == 0 and taken.out.startswith("BATCH: "), taken.err
+    assert "\x1b" not in taken.out + taken.err and "000002" in taken.out

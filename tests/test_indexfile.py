@@ -3,6 +3,9 @@ and comes back as it was; a line not of ours is reported, never believed."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,3 +36,19 @@ def test_a_torn_or_foreign_line_is_reported_and_the_others_kept() -> None:
 def test_text_after_the_last_line_feed_is_not_yet_a_line_nor_a_wrong_one() -> None:
     good = indexfile._encode([indexfile.line("a", "b", "c")])
     assert indexfile._parse(good + b"an append in fli", 3) == ([["a", "b", "c"]], False)
+
+
+def test_an_index_file_with_another_name_is_read_as_wrong_and_never_appended_to(
+    tmp_path: Path,
+) -> None:
+    """The history index is appended to in place: a bucket that is a hard link to a file
+    outside is not believed (read as wrong, so rebuilt by rename) and an append moves it
+    aside and starts the file anew, the outside file untouched."""
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(indexfile._encode([indexfile.line("sent/x.handoff", "t", "0")]))
+    before = outside.read_bytes()
+    os.link(outside, tmp_path / "b-00")
+    assert indexfile.read(str(tmp_path / "b-00")) == ([], True)
+    indexfile.append(str(tmp_path / "b-00"), [indexfile.line("a", "b", "c")])
+    assert outside.read_bytes() == before
+    assert indexfile.read(str(tmp_path / "b-00")) == ([["a", "b", "c"]], False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,22 @@ def test_a_garbled_line_of_the_commit_itself_is_corrupt(tmp_path: Path) -> None:
     path.write_text("\n".join(lines))
     with pytest.raises(journal.Corrupt):
         journal.load(str(path))
+
+
+def test_a_hard_link_at_the_journal_is_moved_aside_never_emptied_or_written(
+    tmp_path: Path,
+) -> None:
+    """The journal is rewritten in place, and emptied when a pass ends: a hard link planted
+    in its place to a file outside (docs/protocol.md §15, Part III) would be emptied, then
+    hold our lines.  It is moved aside instead, and a journal of our own started."""
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"precious\n")
+    path = tmp_path / "handoffd.journal"
+    os.link(outside, path)
+    assert journal.commit(str(path), [entry(1)]) == str(tmp_path / "handoffd.journal.linked")
+    assert outside.read_bytes() == b"precious\n"
+    assert [fields(e) for e in journal.load(str(path)) or []] == [fields(entry(1))]
+    path.unlink()
+    os.link(outside, path)
+    assert journal.clear(str(path)) == str(tmp_path / "handoffd.journal.2.linked")
+    assert outside.read_bytes() == b"precious\n" and path.read_bytes() == b""

@@ -20,7 +20,7 @@ from watchdog.observers import Observer
 
 from handoffd import log as logging
 from handoffd.log import LogFile
-from tests.conftest import Project, make_project, wait_for
+from tests.conftest import BIN, Project, make_project, wait_for
 from tests.daemon_support import (
     events,
     handoff_bytes,
@@ -35,6 +35,7 @@ from tests.daemon_support import (
 )
 from tests.fault_support import fill, tmpfs
 
+BIN_HANDOFFD = os.path.join(BIN, "handoffd")
 LINE = json.dumps({"event": "deferred", "file": "x" * 150, "reason": "ENOSPC"})
 
 
@@ -133,6 +134,70 @@ def test_an_unwritable_stderr_never_raises_into_the_caller(
     with contextlib.suppress(OSError):
         stream.close()
     assert [e["event"] for e in parsed(tmp_path / "handoffd.log")] == ["deferred"]
+
+
+# --- hard links (docs/protocol.md §15, Part III) --------------------------------------------
+
+
+def test_a_hard_link_at_the_log_is_moved_aside_and_a_log_of_our_own_written(
+    tmp_path: Path,
+) -> None:
+    """A hard link planted where the log goes, to a file outside: appending to it would
+    write the daemon's lines into that file.  It is moved aside unwritten, a new log is
+    made, and its first line says where the other went (`linked_file_moved`)."""
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"precious\n")
+    path = tmp_path / "handoffd.log"
+    os.link(outside, path)
+    log = LogFile(str(path))
+    assert log.write(LINE)
+    log.close()
+    assert outside.read_bytes() == b"precious\n"
+    moved, line = parsed(path)
+    assert (moved["event"], moved["file"]) == ("linked_file_moved", str(path))
+    assert (
+        moved["moved_to"] == str(tmp_path / "handoffd.log.linked") and line["event"] == "deferred"
+    )
+
+
+def test_a_hard_link_made_to_the_open_log_gets_none_of_its_later_lines(tmp_path: Path) -> None:
+    """A name given to the log while the daemon writes it (`ln handoffd.log elsewhere`):
+    the next line goes into a log begun anew, never through the name shared."""
+    path = tmp_path / "handoffd.log"
+    log = LogFile(str(path))
+    assert log.write(LINE)
+    os.link(path, tmp_path / "elsewhere")
+    assert log.write(json.dumps({"event": "delivered"}))
+    log.close()
+    assert [e["event"] for e in parsed(tmp_path / "elsewhere")] == ["deferred"]
+    assert [e["event"] for e in parsed(path)] == ["linked_file_moved", "delivered"]
+
+
+def test_the_daemon_writes_through_no_hard_link_at_its_journal_or_its_log(project: Project) -> None:
+    """`run --once` delivering with a hard link planted at `daemon/handoffd.journal` and at
+    `daemon/handoffd.log`, each to a file outside: both outside files are as they were
+    (the journal's would have been emptied, the log's appended to), the mail is
+    delivered, and the log names both moves."""
+    daemon = project.root / ".swarmforge" / "daemon"
+    daemon.mkdir(parents=True, exist_ok=True)
+    outside = {name: project.root.parent / f"{name}.outside" for name in ("journal", "log")}
+    for name, path in outside.items():
+        path.write_bytes(b"precious\n")
+        os.link(path, daemon / f"handoffd.{name}")
+    queue(project, "coder", ["QA"])
+    done = subprocess.run([BIN_HANDOFFD, "run", "--once", str(project.root)], capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert {name: path.read_bytes() for name, path in outside.items()} == {
+        "journal": b"precious\n",
+        "log": b"precious\n",
+    }
+    assert len(inbox(project, "QA")) == 1
+    moved = {e["file"]: e["moved_to"] for e in events(project, "linked_file_moved")}
+    assert moved == {
+        str(daemon / "handoffd.log"): str(daemon / "handoffd.log.linked"),
+        str(daemon / "handoffd.journal"): str(daemon / "handoffd.journal.linked"),
+    }
 
 
 # --- the daemon on a full disk ------------------------------------------------------------

@@ -19,7 +19,8 @@ from tests.conftest import Project, make_project, run_command, snapshot
 from tests.mcp_support import Agent, agent, cli_json, text, texts
 from tests.test_helpers import imported_by
 
-ROLES_OPTIONS = {"role", "agent", "conversation"}
+# Who runs it; never `role`: a server acts for its own role only (docs/protocol.md §12, §15).
+ROLES_OPTIONS = {"agent", "conversation"}
 SCHEMAS = {  # tool -> its arguments: the command's long options in snake_case, an ID as `id`
     "send_handoff": {
         "type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason",
@@ -34,9 +35,9 @@ SCHEMAS = {  # tool -> its arguments: the command's long options in snake_case, 
     "block": {"id", "reason"} | ROLES_OPTIONS,
     "unblock": {"id"} | ROLES_OPTIONS,
     "report": {"id", "status", "file", "text", "reason"} | ROLES_OPTIONS,
-    "note": {"decision", "ruled_out", "verify", "role"},
+    "note": {"decision", "ruled_out", "verify"},
     "status": {"role", "all", "json", "window", "all_hosts", "roles"},
-    "resume": {"role", "json"},
+    "resume": {"json"},
     "digest": {"id", "task", "max_lines", "json"},
     "carry_forward": {"n", "since", "role", "json"},
     "answer": {"card", "text", "by"},
@@ -207,8 +208,6 @@ def test_every_refusal_is_a_tool_error_with_the_commands_exit_code_and_message(
         ("QA", "note", {}, ("handoffd", "note")),
         ("QA", "digest", {"id": "nope"}, ("handoffd", "digest", "nope")),
         ("QA", "digest", {"task": "nope"}, ("handoffd", "digest", "--task", "nope")),
-        ("QA", "resume", {"role": "ghost"}, ("handoffd", "resume", "--role", "ghost")),
-        ("QA", "heartbeat", {"role": "ghost"}, ("handoffd", "heartbeat", "--role", "ghost")),
     ]
     in_process = [  # with work in process for QA
         ("QA", "release", {"id": "nope"}, ("handoffd", "release", "nope")),
@@ -279,6 +278,48 @@ def test_a_role_the_server_cannot_resolve_is_the_helpers_refusal(
         assert sent == (1, "Unknown sender role: ghost\n")
         ready = cli(project, "ghost", "ready_for_next", cwd=project.root)
         assert refusal(ghost.call("ready_for_next")) == ready
+
+
+# --- a server acts for its own role only (docs/protocol.md §12, §15, Part III) ----------------
+
+
+def test_no_tool_acts_for_a_role_a_call_names_or_whose_card_it_gives(
+    project: Project, log: Path
+) -> None:
+    """QA's server, asked to report DONE for cleaner (its `role` argument) or to release,
+    block or unblock a card of cleaner's (`<id>@cleaner`), refuses with the tool's error
+    and leaves cleaner's batch as it was; naming its own role changes nothing."""
+    batch = "batch_20260101T000000Z_000001"
+    held = f"{batch}/50_20260101T000000Z_000001_from_coder_to_cleaner.handoff"
+    project.put("cleaner", held, box="inbox/in_process", id="20260101T000000Z_000001_from_coder")
+    card = "20260101T000000Z_000001_from_coder@cleaner"
+    before = snapshot(project.handoffs("cleaner"))
+    calls = [("report", {"role": "cleaner", "status": "DONE"}),
+             ("heartbeat", {"role": "cleaner"}), ("resume", {"role": "cleaner"}),
+             ("note", {"role": "cleaner", "decision": "keep it"}),
+             ("release", {"id": card}), ("block", {"id": card, "reason": "stop"}),
+             ("unblock", {"id": card})]  # fmt: skip
+    with agent(project, "QA", log) as qa:
+        for tool, args in calls:
+            code, message = refusal(qa.call(tool, **args))
+            assert code == 2 and message.startswith("INVALID_ARGUMENTS: "), (tool, message)
+            assert "this server acts for QA, never for" in message, (tool, message)
+        assert not qa.call("heartbeat", role="QA").is_error  # its own: as if not given
+    assert snapshot(project.handoffs("cleaner")) == before
+    assert (project.handoffs("cleaner") / "inbox/in_process" / held).exists()
+
+
+def test_an_agents_answer_says_which_role_gave_it(project: Project, log: Path) -> None:
+    """The `answer` tool, given no `by`, records the server's role as who answered (not the
+    operator's $USER: an agent's answer is never shown as a person's)."""
+    project.put("cleaner", "50_20260101T000000Z_000002_from_coder_to_cleaner.handoff",
+                box="inbox/new", blocked_reason="which parser?",
+                id="20260101T000000Z_000002_from_coder")  # fmt: skip
+    with agent(project, "QA", log) as qa:
+        done = qa.call("answer", card="20260101T000000Z_000002_from_coder@cleaner", text="the new")
+    assert not done.is_error, text(done)
+    [stored] = (project.handoffs("cleaner") / "reports").rglob("*_ANSWER.md")
+    assert "\nagent: QA\n" in stored.read_text()
 
 
 def test_arguments_outside_the_schema_are_a_tool_error_naming_them(
@@ -622,8 +663,8 @@ def test_a_lone_surrogate_in_a_tools_argument_is_answered_with_the_commands_refu
 ) -> None:
     """Valid JSON (`"\\ud800"`) that the SDK's own parser refuses, and would drop without a
     reply (the client waiting for ever), is answered: the tool's refusal; the server goes on."""
-    project.put("coder", TAKEN, box="inbox/in_process", id=TAKEN[3:-17], task="t-1")
-    card = f"{TAKEN[3:-17]}@coder"
+    project.put("coder", TAKEN, box="inbox/in_process", id=TAKEN[3:-14], task="t-1")
+    card = f"{TAKEN[3:-14]}@coder"  # the id its name spells (docs/protocol.md §2)
     arguments = {"name": "answer", "arguments": {"card": card, "text": "lone HERE surrogate"}}
     request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": arguments}
     call = json.dumps(request).replace("HERE", "\\ud800")  # JSON's escape of U+D800

@@ -373,3 +373,28 @@ def _numbers_kept(tree: crashtrace.Tree, heard: list[crashtrace.Op]) -> list[str
         for p in published
         if int(os.path.basename(p).split("_")[2]) > number
     ]
+
+
+def test_a_held_queueing_lock_is_waited_on_for_5_seconds_then_refused(project: Project) -> None:
+    """Another process holds the lock `swarm_handoff` numbers its handoff under (a hung
+    helper of the role, or one holding it on purpose): the send waits 5 s at most, then
+    refuses `OUTBOX_BUSY` (exit 2) with nothing queued and the draft kept; it used to
+    wait for ever (docs/protocol.md §3, §15)."""
+    from tests.test_operator import HOLD
+
+    handoffs = project.handoffs("coder")
+    handoffs.mkdir(parents=True, exist_ok=True)
+    draft = project.draft(project.note_draft(to="QA"))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(handoffs)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        sent = project.run("swarm_handoff", str(draft), role="coder", timeout=30)
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    assert sent.code == 2 and sent.out == ""
+    assert sent.err.startswith(f"OUTBOX_BUSY: {handoffs} is locked by another process; "), sent.err
+    assert draft.exists() and not list(project.box("coder", "outbox").glob("*.handoff"))
+    again = project.run("swarm_handoff", str(draft), role="coder")
+    assert again.code == 0 and again.out.startswith("HANDOFF QUEUED: "), again.err

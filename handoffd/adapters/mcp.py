@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from handoffd import config
 from handoffd.adapters import sources
 from handoffd.ops import spec
-from handoffd.ops.context import config_refusal, resolve_context
+from handoffd.ops.context import card_role, config_refusal, resolve_context
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import TOOLS
 from handoffd.outcome import Exit, Refusal, Result, refused
@@ -37,7 +37,7 @@ Start a session with `resume`. Take work with `ready_for_next`, send results wit
 `send_handoff`, then `done_with_current`. On long work `report` RUNNING; when stuck
 `report` BLOCKED (or `block`) with the question itself; when woken, `ready_for_next` shows
 the operator's ANSWER. `note` keeps decisions for the next session."""
-ROLE_KEYS = ("role", "agent", "conversation")
+WHO_KEYS = ("agent", "conversation")  # who runs it; the role is the server's own
 
 
 # --- schemas --------------------------------------------------------------------------------
@@ -114,7 +114,8 @@ def call(root: str, name: str, args: dict[str, Any]) -> types.CallToolResult:
     op = TOOLS.get(name)
     if op is None:
         raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {name}")
-    problem = problems(op, args)
+    args = dict(args)
+    problem = foreign_role(op, root, args) or problems(op, args)
     if problem is not None:
         return result(op, refused(problem))
     # Stray prints from anything below must not reach stdout: it carries the protocol.
@@ -123,6 +124,35 @@ def call(root: str, name: str, args: dict[str, Any]) -> types.CallToolResult:
             return result(op, run(op, root, args))
         except Exception as error:  # a bug below is a tool error, never a protocol one
             return result(op, Result(Exit.FAILED, "", unexpected(name, error)))
+
+
+def foreign_role(op: Op, root: str, args: dict[str, Any]) -> str | None:
+    """The refusal of a call that would act for another role than the server's own
+    (docs/protocol.md §12, §15): a `role` argument naming another (one naming the server's
+    own is dropped: it changes nothing), or an `id` written as another role's card
+    (`<id>@<role>`) for a tool whose command takes it to name the role acted for.  None
+    when the call acts for the server's role only.  A tool whose `role` is a filter of
+    what it shows (`status`, `carry_forward`) keeps it: it acts for no role."""
+    wanted = None if "role" in input_schema(op)["properties"] else args.get("role")
+    card = args.get("id") if op.card_names_role else None
+    if wanted is None and not (isinstance(card, str) and "@" in card):
+        return None
+    context: Any = None
+    try:
+        context = resolve_context(root)
+        me = context.me.name
+    except config.ConfigError as error:  # a server for no role acts for none
+        me = f"no role ({' '.join(str(error).split())})"
+    if wanted is not None:
+        if wanted != me:
+            return (f"INVALID_ARGUMENTS: role: a tool takes no role; this server acts for "
+                    f"{me}, never for {wanted!r} (start a server for that role)")  # fmt: skip
+        del args["role"]
+    other = card_role(card, context.roles) if context is not None else None
+    if other is not None and other != me:
+        return (f"INVALID_ARGUMENTS: id: {card!r} is a card of {other}; this server acts for "
+                f"{me}, never for {other}")  # fmt: skip
+    return None
 
 
 def unexpected(name: str, error: Exception) -> str:
@@ -140,16 +170,28 @@ def run(op: Op, root: str, args: dict[str, Any]) -> Result:
         spec.not_text(op.arguments("tool"), values, tool=True)
     except Refusal as refusal:
         return refusal.result()
-    who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
+    # The role acted for is the server's own, as §12 finds it ($SWARMFORGE_ROLE, else the
+    # working directory): never one a call names, nor the role of a card it gives
+    # (`foreign_role` refused those already).
+    who = {key: values.pop(key, None) for key in WHO_KEYS} if op.needs == "role" else {}
     try:
-        card = values.get("id") if op.card_names_role else None
-        context = resolve_context(root, **who, needs_role=op.needs == "role", card=card)
+        context = resolve_context(root, **who, needs_role=op.needs == "role")
     except config.ConfigError as error:
         return config_refusal(error, op.unknown_role)
     fetched = sources.from_tool(op, values, context)
     if isinstance(fetched, Result):
         return fetched
+    if any(p.name == "by" for p in op.arguments("tool")) and fetched.get("by") is None:
+        fetched["by"] = _server_role(root)  # an agent's answer says which role gave it
     return op.run(context, **fetched)
+
+
+def _server_role(root: str) -> str | None:
+    """The name of the role the server acts for; None when it acts for none."""
+    try:
+        return resolve_context(root).me.name
+    except config.ConfigError:
+        return None
 
 
 def result(op: Op, outcome: Result) -> types.CallToolResult:

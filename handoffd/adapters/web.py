@@ -144,12 +144,20 @@ class Actions:
                       result.data)  # fmt: skip
 
     def log(self, **fields: str) -> None:
-        """One line in the daemon's log format: never raises, never follows a link."""
+        """One line in the daemon's log format: never raises, never follows a link, the
+        folder's included (a `daemon/` that is a link gets no line: written through, it
+        would land outside the project; the daemon puts a real folder back)."""
+        from handoffd import safeio
         from handoffd.handoff import iso_now
 
+        if safeio.linked_folders(os.path.join(self.root, config.SWARMFORGE), ("daemon",)):
+            return
         if self._log is None:
             path = os.path.join(self.root, WEB_LOG)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+            except OSError:
+                return  # no folder to log into: the action stands, its line is lost
             self._log = LogFile(path)
         line = {"event": "web_action", **fields, "level": "info", "timestamp": iso_now()}
         self._log.write(json.dumps(line, ensure_ascii=False))

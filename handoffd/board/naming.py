@@ -2,13 +2,14 @@
 
 A name is how a person points at a card: a row of `status`, a link of the web board,
 the ID a command takes.  Every card must have one, no two the same, and each must be
-fit for a link.  A queue file's `id` header is its name's first choice, but a file
-dropped by hand can carry any `id` — one another card already has, one with a CR (a
-CRLF file), a slash, or none — so the next choices are the id its file name spells,
-then the file name itself (which the commands take too), shown escaped if it holds a
-control character, and last that with a number: a card is never left out for want of
-a name.  Cards are named in board-building order (copies, then originals, then history),
-so the card a name first belongs to keeps it.
+fit for a link.  Its first choice is the id its file name spells (`Entry.id`), the one
+every command files its reports under and looks it up by; an `id` header that differs
+is shown, never a name (docs/protocol.md §15, "Names").  A file dropped by hand can
+spell none, or one another card already has, so the next choices are the file name
+itself (which the commands take too), shown escaped if it holds a control character,
+and last that with a number: a card is never left out for want of a name.  Cards are
+named in board-building order (copies, then originals, then history), so the card a
+name first belongs to keeps it.
 """
 
 from __future__ import annotations
@@ -44,12 +45,8 @@ def usable(ident: str) -> bool:
 def candidates(card: Named) -> Iterator[str]:
     """The names `card` may take, best first."""
     entry, suffix = card.entry, f"@{card.role}"
-    header = entry.headers.get("id") or ""
-    if usable(header):
-        yield header + suffix
-    parts = entry.parts
-    if parts is not None:
-        yield parts.id + suffix
+    if usable(entry.id):
+        yield entry.id + suffix
     if usable(entry.name):
         yield entry.name + suffix
     shown = escape(entry.name) + suffix  # a file name with a CR: a name a link can hold

@@ -204,12 +204,13 @@ def _store(context: Context, files: list[str], status: str, text: str, now: floa
 
 
 def report_id(path: str) -> str:
-    """The id a report on the file at `path` is filed under: its `id` header, unless that
-    could name a folder outside `reports/`, then the id its file name carries."""
+    """The id a report on the file at `path` is filed under, and looked up by: the id its
+    name spells (`hf.file_id`), never an `id` header that differs from it."""
+    name = os.path.basename(path)
+    if hf.parse_name(name) is not None:
+        return hf.file_id(name)
     try:
-        ident = hf.read(path).get("id") or ""
+        header = hf.read(path).get("id")
     except hf.HandoffError:
-        ident = ""
-    if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
-        return hf.name_id(os.path.basename(path))
-    return ident
+        header = None
+    return hf.file_id(name, header)

@@ -23,7 +23,6 @@ as absent and is replaced.  Records older than TTL are removed by the next keyed
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -35,9 +34,10 @@ from handoffd import handoff as hf
 from handoffd.checks import MAX_BYTES
 from handoffd.config import Box, Role
 from handoffd.draft import Draft
+from handoffd.inbox import Busy, hold
 from handoffd.ops import steps
 from handoffd.ops.context import Context
-from handoffd.outcome import Exit, Refusal, Result, refused
+from handoffd.outcome import OUTBOX_BUSY_MESSAGE, Exit, Refusal, Result, refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -122,7 +122,8 @@ class Records:
         _make_folder(self.folder)
         self.fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            if not hold(self.fd):  # a keyed call hung holding it: never waited on for ever
+                raise Busy(Exit.BUSY, OUTBOX_BUSY_MESSAGE.format(folder=self.folder))
             self.expire(time.time())
         except BaseException:
             os.close(self.fd)

@@ -27,7 +27,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from handoffd.board.cards import Card
 
-ANSWERED = "An operator answered you on {}. Run ready_for_next.sh to see it."
 OPEN = (State.NEW, State.IN_PROCESS)
 
 
@@ -126,7 +125,7 @@ def answered(found: Card) -> str:
     header is untrusted and the line is typed into a pane (`wake.label`)."""
     from handoffd import wake
 
-    return ANSWERED.format(wake.label(found.headers.get("task") or found.id))
+    return wake.ANSWERED.format(wake.label(found.headers.get("task") or found.id))
 
 
 def _check_answer(text: str) -> None:
@@ -142,7 +141,7 @@ def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -
     a state a second `answer` or an `unblock` finishes), then the block lifted.  Its lines,
     and the stderr line that says another answer came first (two operators at once: the
     lock orders them, and the second learns of the first)."""
-    with Inbox(role.handoffs) as inbox:
+    with Inbox(role.handoffs, role.name) as inbox:
         paths = inbox.copies_named(name)
         if not paths:
             raise unknown(card)  # taken and finished since the scan
@@ -212,7 +211,7 @@ def _guarded(role: Role) -> Inbox:
 
     boxes = (Box.OUTBOX, Box.FAILED, Box.DISMISSED)
     refuse_linked(role.handoffs, boxes, "nothing was moved")
-    return Inbox(role.handoffs)
+    return Inbox(role.handoffs, role.name)
 
 
 def retry(context: Context, card: str, force: bool = False) -> Result:
@@ -292,7 +291,7 @@ def reopen(context: Context, card: str, reason: str | None = None, by: str | Non
     if found is None or found.state != State.COMPLETED:
         raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}{_role_line(context, card)}")
     role = context.roles[found.role]
-    with Inbox(role.handoffs) as inbox:
+    with Inbox(role.handoffs, role.name) as inbox:
         if not safeio.is_regular(found.path):  # reopened or removed since the scan
             raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
         if inbox.held(found.entry.name):

@@ -7,9 +7,11 @@ and what it imports at the top use only cheap standard modules (a test pins the 
 
 from __future__ import annotations
 
+import os
 import time
 
 from handoffd import blocks
+from handoffd import handoff as hf
 from handoffd.inbox import BLOCKED, Inbox, Item, dependencies, not_ready_line
 from handoffd.ops.context import Context
 from handoffd.ops.steps import after_step, and_then, locked
@@ -108,7 +110,7 @@ class Ready:
         wanted = dependencies(handoff)
         if wanted:
             lines += self.dependencies().lines(item.path, wanted)
-        ident = handoff.get("id") or ""
+        ident = hf.file_id(os.path.basename(item.path), handoff.get("id"))  # as stored
         if has_answer(self.context.me.handoffs, ident):
             from handoffd.ops.readiness import answer_lines
 

@@ -4,7 +4,7 @@ live file (docs/protocol.md §8, §10).  Helpers import this module: standard `o
 from __future__ import annotations
 
 from handoffd import heartbeat
-from handoffd.inbox import Inbox, LinkedFolder
+from handoffd.inbox import Busy, Inbox, LinkedFolder
 from handoffd.ops.context import Context
 from handoffd.outcome import Refusal, Result
 
@@ -45,9 +45,10 @@ def locked(context: Context, step: Step, *, alive: bool, force: bool = False) ->
     """Run `step` holding the role's inbox lock; a refusal or an I/O error is its result;
     `force` rewrites the live file after a step that succeeded."""
     try:
-        with Inbox(context.me.handoffs) as inbox:
+        with Inbox(context.me.handoffs, context.me.name) as inbox:
             result = step(context, inbox)
-    except LinkedFolder as refusal:  # nothing changed; the live file would read through it
+    except (LinkedFolder, Busy) as refusal:  # nothing changed (a linked folder: the live
+        # file would read through it; a busy lock: its holder is still changing the inbox)
         return after_step(context, refusal.result(), alive=alive, changed=False)
     except Refusal as refusal:
         result = refusal.result()

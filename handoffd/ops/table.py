@@ -15,12 +15,13 @@ from handoffd.ops.spec import CHOICE, DRAFT, FLAG, FLOAT, INT, NAMES, STR, TEXT,
 
 ROOT = Param("root", STR, "Project root (default: found from the working directory).",
              metavar="DIRECTORY", tool=False)  # fmt: skip
-ROLE = Param("role", STR, "Act for this role (default: the calling role).")
+# Not a tool's: an MCP server acts for its own role only (docs/protocol.md §12, §15).
+ROLE = Param("role", STR, "Act for this role (default: the calling role).", tool=False)
 AGENT = Param("agent", STR, "Agent name (default: $SWARMFORGE_AGENT, else roles.tsv).")
 CONVERSATION = Param("conversation", STR, "Conversation (default: $SWARMFORGE_CONVERSATION).")
 WHO = (ROLE, AGENT, CONVERSATION)
-ID = Param("id", STR, "A handoff id (its `id` header, or its card). Default: the work in process.",
-           positional=True, metavar="[ID]")  # fmt: skip
+ID = Param("id", STR, "A handoff id (as its file name spells it, or its card). Default: the "
+           "work in process.", positional=True, metavar="[ID]")  # fmt: skip
 JSON = Param("json", FLAG, "The command's --json output as the text.", default=False)
 WINDOW = Param("window", FLOAT, "A claim is live while its heartbeat is younger than this.",
                default=60.0, minimum=0, open_minimum=True, metavar="MINUTES")  # fmt: skip

@@ -4,7 +4,8 @@ host's name; `status --all-hosts` and `web --all-hosts` read every host's entry.
 An entry is `{"host", "at", "cards"}`, `at` the putting host's clock (epoch seconds).  It
 is put at most every PUT_EVERY seconds while the cards change and at least every
 REFRESH seconds, so an entry older than STALE means that host's daemon is not running
-(or cannot reach NATS).
+(or cannot reach NATS).  Every entry read is checked first (`bucket.check`): the bucket is
+shared, and what a peer put there is not trusted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 
 from handoffd.board import status as board
 from handoffd.remote import link as links
+from handoffd.remote.bucket import CARD_LIMIT, Entry, check
 from handoffd.remote.settings import Network
 
 TYPE_CHECKING = False
@@ -22,14 +24,17 @@ if TYPE_CHECKING:
     from typing import Any
 
     from nats.aio.client import Client
+    from nats.js.kv import KeyValue
     from structlog.typing import FilteringBoundLogger
 
     from handoffd.config import Role
 
 PUT_EVERY = 2.0  # seconds, at most one put this often while the cards change
 REFRESH = 10.0  # seconds, at least one put this often: a live host never looks stale
-STALE = 30.0  # seconds: an entry older than this names its host as last seen
-CARD_LIMIT = 1000  # cards per entry: a bucket value stays well under NATS's 1 MB payload
+# Entries read besides the declared hosts', and keys listed at most: a swarm has a few hosts,
+# a peer with its credentials may put thousands of keys.
+HOST_LIMIT = 100
+KEY_LIMIT = 10_000
 
 
 class Publisher:
@@ -82,64 +87,65 @@ def encode(value: dict[str, Any]) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-class Entry:
-    """One host's entry read from the bucket."""
+def read_all(network: Network, now: float | None = None) -> list[Entry]:
+    """Every host's entry, each checked against `now`: the swarm's declared hosts always,
+    then other keys of the bucket (a host not declared here yet, or a peer's junk) up to
+    HOST_LIMIT of them; raises `ConnectionError` (`nats: …`)."""
 
-    def __init__(self, host: str, at: float | None, cards: list[dict[str, Any]]) -> None:
-        self.host = host
-        self.at = at
-        self.cards = cards
-
-    def stale(self, now: float) -> bool:
-        return self.at is None or now - self.at > STALE
-
-
-def read_all(network: Network) -> list[Entry]:
-    """Every host's entry, by host name; raises `ConnectionError` (`nats: …`)."""
-
-    async def work(nc: Client) -> list[Entry]:
-        from nats.js.errors import NoKeysError
+    async def work(nc: Client) -> list[tuple[str, bytes]]:
+        from nats.js.errors import KeyNotFoundError
 
         kv = await nc.jetstream(timeout=links.REQUEST_TIMEOUT).key_value(network.bucket)
-        try:
-            keys = await kv.keys()
-        except NoKeysError:
-            return []
-        entries = []
-        for key in sorted(keys):
-            got = await kv.get(key)
-            entries.append(decode(key, got.value or b""))
-        return entries
+        others = sorted(set(await _keys(kv)) - set(network.hosts))
+        values = []
+        for key in [*network.hosts, *others[:HOST_LIMIT]]:
+            try:  # a key spelt outside the client's rules is still read (and checked)
+                got = await kv.get(key, validate_keys=False)
+            except KeyNotFoundError:  # never put, or removed since it was listed
+                continue
+            values.append((key, got.value or b""))
+        return values
 
     try:
-        return links.once(network, work)
+        values = links.once(network, work)
     except ConnectionError:
         raise
     except Exception as error:
         raise ConnectionError(links.describe(error)) from None
+    when = time.time() if now is None else now
+    return [check(key, raw, when) for key, raw in sorted(values)]
 
 
-def decode(key: str, raw: bytes) -> Entry:
-    """An entry as put by `Publisher`; anything else reads as a host with no cards, never
-    seen (the bucket is shared: its values are not trusted)."""
+async def _keys(kv: KeyValue) -> list[str]:
+    """The bucket's keys (at most KEY_LIMIT), listed by a watcher that reads no values: a
+    peer's thousands of large entries cost one small message each, and only once."""
+    watcher = await kv.watchall(ignore_deletes=True, meta_only=True)
+    keys: list[str] = []
     try:
-        value = json.loads(raw)
-        at = float(value["at"])
-        cards = [dict(card, host=key) for card in value["cards"] if isinstance(card, dict)]
-    except (ValueError, KeyError, TypeError):
-        return Entry(key, None, [])
-    return Entry(key, at, cards)
+        while len(keys) < KEY_LIMIT:
+            update = await watcher.updates(timeout=links.REQUEST_TIMEOUT)  # type: ignore[no-untyped-call]
+            if update is None:  # every key there was when the watch began: all seen
+                break
+            keys.append(update.key)
+    finally:
+        await watcher.stop()  # type: ignore[no-untyped-call]
+    return keys
 
 
 def last_seen(entries: list[Entry], now: float) -> list[str]:
-    """`host b: last seen 2m ago` for each stale host (`never seen` for an unreadable one)."""
+    """`host b: last seen 2m ago` for each stale host, `host c: unreadable entry (<why>)` for
+    each whose entry failed its check."""
     from handoffd.board.colour import ago
+    from handoffd.terminal import escape
 
     lines = []
     for entry in entries:
-        if entry.stale(now):
-            when = "never seen" if entry.at is None else f"last seen {ago(now - entry.at)} ago"
-            lines.append(f"host {entry.host}: {when}")
+        host = escape(entry.host)  # a key is any subject token a peer chose
+        if entry.problem is not None:
+            lines.append(f"host {host}: unreadable entry ({entry.problem})")
+        elif entry.stale(now):
+            assert entry.at is not None
+            lines.append(f"host {host}: last seen {ago(now - entry.at)} ago")
     return lines
 
 

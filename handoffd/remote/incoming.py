@@ -1,22 +1,33 @@
 """Copies arriving from other hosts: written into this host's inboxes, then acknowledged.
 
-Each batch the link fetched is published the §5 way, role by role: every new copy staged
-as a hidden temp file in the role's `new/` (fsynced), renamed into view, one flush of
-`new/`; the daemon wakes the roles, and only then are the messages acknowledged.  A copy
-whose name the role already holds anywhere in its inbox is acknowledged without a second
-copy: the server redelivers what a killed daemon wrote but never acknowledged, and the
-name (unique per sender) says it is the same handoff.
+Each message of a batch the link fetched is first classified (`arrival.classify`, pure): a
+message no retry could make usable is terminated at once and logged `remote_refused`, so it
+never comes back and never holds back another.  The copies are then written role by role,
+each on its own, the §5 way: a hidden temp file in the role's `new/` (fsynced), linked into
+view under its name, and one flush of `new/` for the role's whole batch; the daemon wakes
+the roles, and only then are those messages acknowledged.  A copy that cannot be written now
+(a full disk) is naked alone, with backoff, and the others of its batch go on; a role whose
+inbox folders, or a folder above them, lie behind a symbolic link gets nothing written
+through it (each of its messages naked, `remote_deferred`, never acknowledged).
+
+A copy the role already holds anywhere in its inbox is acknowledged without a second copy:
+the server redelivers what a killed daemon wrote but never acknowledged.  "Already holds" is
+by content, not name alone: a peer could publish junk under the name a real copy will have,
+and the real copy must then be written beside it (under a name of its own), not dropped.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 
 from nats.aio.msg import Msg
 
-from handoffd import checks, durable
+from handoffd import delivery, durable, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
+from handoffd.remote import arrival
+from handoffd.remote.arrival import NAME, Copy
 from handoffd.remote.link import Link
 from handoffd.remote.settings import Network
 from handoffd.scan import State, listing
@@ -25,13 +36,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
-NAME = "Handoffd-Name"
-LIMIT = checks.MAX_BYTES + 4096  # an original's limit, and the headers stamping adds
 INBOX = (State.NEW, State.IN_PROCESS, State.COMPLETED)
-
-
-class Refused(Exception):
-    """A message no daemon can use: the reason, logged once; it is never redelivered."""
+FOLDERS = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)  # read or written by a receive
 
 
 class Incoming:
@@ -50,16 +56,11 @@ class Incoming:
             batch.append(self.link.received.popleft())
         if not batch:
             return set()
-        by_role: dict[str, list[tuple[str, bytes, Msg]]] = {}
+        by_role: dict[str, list[tuple[Copy, Msg]]] = {}
         for message in batch:
-            try:
-                role, name = self._check(message, local)
-            except Refused as refusal:
-                self.log.error("remote_refused", subject=message.subject, reason=str(refusal))
-                self.link.term(message)
-                continue
-            if role is not None:
-                by_role.setdefault(role, []).append((name, message.data, message))
+            copy = self._classify(message, set(local))
+            if copy is not None:
+                by_role.setdefault(copy.role, []).append((copy, message))
         got = {role for role, items in by_role.items() if self._publish(local[role], items)}
         if not self.written:
             self.link.taken()
@@ -74,56 +75,175 @@ class Incoming:
         self.written = []
         self.link.taken()
 
-    def _check(self, message: Msg, local: dict[str, Role]) -> tuple[str | None, str]:
-        """(role, file name) of a usable message; role None: not ours to write now."""
+    def _classify(self, message: Msg, local: set[str]) -> Copy | None:
+        """The copy a message is, if it is one to write now; a poison message is terminated."""
         role = self.network.role_of(message.subject)
-        name = (message.headers or {}).get(NAME, "")
-        if role is None or role not in local:
+        name = (message.headers or {}).get(NAME)
+        try:
+            copy = arrival.classify(role, name, message.data, local)
+        except arrival.Refused as refusal:
+            self._refuse(message, name, str(refusal))
+            return None
+        if copy is None:
             # roles.tsv moved the role away since the fetch: its new host's consumer takes
             # it once this one no longer asks for it (unacknowledged, it is sent again)
             self.log.warning("remote_not_local", subject=message.subject, file=name)
-            return None, name
-        parsed = hf.parse_name(name) if hf.is_visible(name) and "/" not in name else None
-        if parsed is None or role not in parsed.recipients:
-            raise Refused(f"{NAME} {name!r} is not a queue file name addressed to {role}")
-        data = message.data
-        if len(data) > LIMIT or b"\0" in data:
-            raise Refused(f"{name}: larger than {LIMIT} bytes, or holds a NUL byte")
-        try:
-            copy = hf.parse(data, name)
-        except hf.HandoffError as error:
-            raise Refused(str(error)) from None
-        if copy.get("recipient") != role or not copy.get("enqueued_at"):
-            raise Refused(f"{name}: not a copy stamped for {role}")
-        return role, name
+        return copy
 
-    def _publish(self, role: Role, items: list[tuple[str, bytes, Msg]]) -> bool:
-        """Write one role's new copies; True if any came into view.  A write that fails
-        (disk full…) leaves its messages unacknowledged: the server sends them again."""
-        present = {entry.name for entry in listing(role, INBOX)}
-        new = role.path(Box.NEW)
-        staged: list[tuple[str, str, Msg]] = []
-        try:
-            durable.makedirs(new)
-            for name, data, message in items:
-                if name in present:
-                    self.log.warning("duplicate_skipped", file=name, role=role.name, remote=True)
-                    self.written.append(message)
-                    continue
-                present.add(name)
-                temp = durable.temp_name(new, name)
-                durable.create(temp, data)
-                staged.append((temp, os.path.join(new, name), message))
-            for temp, final, _ in staged:
-                os.rename(temp, final)  # `present` said no copy of this name is there
-            durable.fsync_dir(new)
-        except OSError as error:
-            for temp, _, _ in staged:
-                durable.unlink_quietly(temp)
-            self.log.warning("remote_deferred", role=role.name, error=str(error),
-                             files=[os.path.basename(final) for _, final, _ in staged])  # fmt: skip
+    # --- writing one role's copies ----------------------------------------------------
+
+    def _publish(self, role: Role, items: list[tuple[Copy, Msg]]) -> bool:
+        """Write one role's new copies; True if any came into view."""
+        linked = delivery.linked_folders(role)
+        link = next((linked[box] for box in FOLDERS if box in linked), None)
+        if link is not None:
+            why = f"{link} is a symbolic link, not a folder; nothing is written through it"
+            for copy, message in items:
+                self._defer(role, copy.name, message, why)
             return False
-        for _, final, message in staged:
-            self.written.append(message)
-            self.log.info("received", file=os.path.basename(final), role=role.name)
-        return bool(staged)
+        try:
+            folder = _open_new(role)
+        except OSError as error:  # new/ cannot be made or opened (a file in its place…)
+            for copy, message in items:
+                self._defer(role, copy.name, message, delivery.reason_of(error))
+            return False
+        try:
+            return self._write(role, folder, items)
+        finally:
+            os.close(folder)
+
+    def _write(self, role: Role, folder: int, items: list[tuple[Copy, Msg]]) -> bool:
+        """Each copy into `new/` (open at `folder`) on its own; then one flush of `new/`,
+        and of each folder where a copy was found already, before any is acknowledged."""
+        held = _held(role)
+        taken = {os.path.basename(path) for paths in held.values() for path in paths}
+        landed: list[tuple[Copy, str, Msg]] = []
+        found: list[tuple[Copy, str, Msg]] = []  # (copy, the folder holding it, message)
+        for copy, message in items:
+            there = _same(held.get(copy.name, []), copy)
+            if there is not None:
+                found.append((copy, os.path.dirname(there), message))
+                continue
+            final = self._place(role, folder, copy, message, taken)
+            if final is not None:
+                held.setdefault(copy.name, []).append(os.path.join(role.path(Box.NEW), final))
+                taken.add(final)
+                landed.append((copy, final, message))
+        flushed = _flush(folder, {where for _, where, _ in found})
+        for copy, where, message in found:
+            if where in flushed:
+                self.log.warning("duplicate_skipped", file=copy.name, role=role.name, remote=True)
+                self.written.append(message)
+            else:
+                self._defer(role, copy.name, message, f"{where} could not be flushed")
+        for copy, final, message in landed:
+            if None in flushed:
+                self.log.info("received", file=final, role=role.name)
+                self.written.append(message)
+            else:  # in view but maybe not durable: the redelivery finds it and flushes again
+                self._defer(role, copy.name, message, "the role's new/ could not be flushed")
+        return bool(landed) and None in flushed
+
+    def _place(
+        self, role: Role, folder: int, copy: Copy, message: Msg, taken: set[str]
+    ) -> str | None:
+        """Stage `copy` and link it into view under a name no copy in the inbox has (none of
+        `taken`); that name, or None when it could not be written (the message is deferred
+        or refused)."""
+        new = role.path(Box.NEW)
+        temp = os.path.basename(durable.temp_name(new, copy.name))
+        try:
+            durable.create(temp, copy.data, dir_fd=folder)
+            try:
+                final = _link(folder, temp, new, copy.name, taken)
+            finally:
+                durable.unlink_quietly(temp, dir_fd=folder)
+        except OSError as error:
+            if error.errno in delivery.PERMANENT:  # the file system refuses the name itself
+                self._refuse(message, copy.name, f"cannot be written: {delivery.reason_of(error)}")
+            else:
+                self._defer(role, copy.name, message, delivery.reason_of(error))
+            return None
+        if final != copy.name:
+            self.log.warning("renamed_on_arrival", file=copy.name, to=final, role=role.name)
+        return final
+
+    # --- outcomes -----------------------------------------------------------------------
+
+    def _refuse(self, message: Msg, name: str | None, reason: str) -> None:
+        self.log.error("remote_refused", subject=message.subject, file=name, reason=reason)
+        self.link.term(message)
+
+    def _defer(self, role: Role, name: str, message: Msg, reason: str) -> None:
+        """Have the message sent again later, waiting longer each time it comes back."""
+        try:
+            deliveries = message.metadata.num_delivered or 1
+        except Exception:  # not a JetStream delivery (never from the link): as a first one
+            deliveries = 1
+        delay = arrival.retry_in(deliveries)
+        self.log.warning("remote_deferred", role=role.name, file=name, reason=reason,
+                         retry_in=delay)  # fmt: skip
+        self.link.nak(message, delay)
+
+
+def _open_new(role: Role) -> int:
+    """A descriptor on the role's `new/` (made if missing), reached from its worktree
+    without following any link: a link swapped in after the check is refused here too."""
+    if not os.path.isdir(role.worktree):
+        raise FileNotFoundError(errno.ENOENT, "the role's worktree is missing", role.worktree)
+    durable.makedirs(role.path(Box.NEW))
+    return safeio.open_dir(role.path(Box.NEW), below=role.worktree)
+
+
+def _held(role: Role) -> dict[str, list[str]]:
+    """The paths of the role's inbox copies by the name they arrived under (a copy renamed on
+    arrival, `….2.handoff`, under its original's)."""
+    held: dict[str, list[str]] = {}
+    for entry in listing(role, INBOX):
+        arrived = entry.name.partition(".")[0] + hf.SUFFIX  # role names hold no `.`
+        held.setdefault(arrived, []).append(entry.path)
+    return held
+
+
+def _same(paths: list[str], copy: Copy) -> str | None:
+    """The path of the inbox copy that is `copy` (as taking, blocking or finishing left it),
+    if one is; a file that cannot be read as one is not."""
+    for path in paths:
+        try:
+            there = safeio.read_regular(path, hf.READ_LIMIT)
+        except OSError:
+            continue
+        if arrival.same_copy(there, copy):
+            return path
+    return None
+
+
+def _link(folder: int, temp: str, new: str, name: str, taken: set[str]) -> str:
+    """Link the staged `temp` into `new/` as `name`, or as the first free name after it when
+    that is taken (in `new/` or another folder of the inbox); the name given.  A link never
+    replaces a file, so a copy that appeared meanwhile under that name is never lost."""
+    final = durable.free_name(new, name, taken=taken)
+    for _ in range(100):
+        try:
+            os.link(temp, final, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+            return final
+        except FileExistsError:  # made meanwhile: the next free one
+            final = durable.free_name(new, name, taken=taken | {final})
+    raise OSError(errno.EEXIST, "no free name for the copy", name)
+
+
+def _flush(folder: int, others: set[str]) -> set[str | None]:
+    """fsync `new/` (reported as None) and each of `others`; the ones that were flushed."""
+    done: set[str | None] = set()
+    try:
+        os.fsync(folder)
+        done.add(None)
+    except OSError:
+        pass
+    for path in others:
+        try:
+            durable.fsync_dir(path)
+            done.add(path)
+        except OSError:
+            pass
+    return done

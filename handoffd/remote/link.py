@@ -225,6 +225,11 @@ class Link:
         recipient's duplicate check absorbs)."""
         self.submit(_quietly(message.ack()))
 
+    def nak(self, message: Msg, delay: float) -> None:
+        """Have the server send a message again in `delay` seconds (it could not be written
+        now; fire and forget: a lost nak is a redelivery after the ack wait)."""
+        self.submit(_quietly(message.nak(delay=delay)))
+
     def term(self, message: Msg) -> None:
         """Tell the server never to redeliver a message no daemon can use."""
         self.submit(_quietly(message.term()))

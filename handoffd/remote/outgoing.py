@@ -3,6 +3,14 @@
 The courier (delivery.py) owns the journal and the originals; this keeps, per original,
 the publishes in flight on the link's loop.  `send` never waits: a publish's future pokes
 the daemon when the stream answers, and the next pass `collect`s it.
+
+A copy's message id names its bytes (`settings.msg_id`), and its bytes are fixed once, in
+the journal (`Entry.stamp`), so a copy sent again is a duplicate the stream drops.  An
+acknowledgement that says "duplicate" is believed only for a copy this daemon may have
+published before: one it already handed to the link, or one whose journal entry it found
+at start-up (a previous run may have published it just before it stopped).  For any other
+the stream holds another message under that id, put there by someone else: a conflict,
+never a delivery (docs/protocol.md §15, "Message ids").
 """
 
 from __future__ import annotations
@@ -19,6 +27,28 @@ if TYPE_CHECKING:
 
     from handoffd.journal import Entry
 
+Key = tuple[str, str, str | None]  # (original, role, stamp): one copy's bytes
+
+
+class Flight:
+    """One publish in flight: its answer, and whether a duplicate would be believed."""
+
+    __slots__ = ("future", "ident", "trusted")
+
+    def __init__(self, future: concurrent.futures.Future[api.PubAck], ident: str, trusted: bool):
+        self.future = future
+        self.ident = ident  # its message id, for the log
+        self.trusted = trusted  # published (maybe) before: a duplicate answer is ours
+
+
+class Answers:
+    """What the stream answered for one original since the last look."""
+
+    def __init__(self) -> None:
+        self.acked: list[str] = []  # roles whose copies the stream now holds
+        self.conflicts: list[tuple[str, str]] = []  # (role, message id) taken by another
+        self.error: str | None = None  # the first publish that failed, said as `nats: …`
+
 
 class Outgoing:
     """The publishes of remote copies in flight, by original."""
@@ -26,7 +56,9 @@ class Outgoing:
     def __init__(self, link: links.Link, network: Network) -> None:
         self.link = link
         self.network = network
-        self.flights: dict[str, dict[str, concurrent.futures.Future[api.PubAck]]] = {}
+        self.flights: dict[str, dict[str, Flight]] = {}
+        self.published: set[Key] = set()  # copies this daemon may have published before
+        self.taken: set[Key] = set()  # copies whose id another message held: never believed
         self._generation = link.generation
 
     def reconnected(self) -> bool:
@@ -35,29 +67,35 @@ class Outgoing:
         changed, self._generation = now != self._generation, now
         return changed
 
-    def in_flight(self, entry: Entry) -> bool:
-        return any(not f.done() for f in self.flights.get(entry.original, {}).values())
+    def inherit(self, entries: list[Entry]) -> None:
+        """The journal found at start-up: a run before this one may have published each of
+        its remote copies just before it stopped, so a duplicate answer for one is ours."""
+        self.published.update(_key(e, role) for e in entries for role in e.unacked)
 
-    def collect(self, entry: Entry) -> tuple[list[str], str | None]:
-        """The remote recipients of `entry` whose copies the stream acknowledged since the
-        last call (added to `entry.acked`), and the first publish error, if any."""
+    def in_flight(self, entry: Entry) -> bool:
+        return any(not f.future.done() for f in self.flights.get(entry.original, {}).values())
+
+    def collect(self, entry: Entry) -> Answers:
+        """What the stream answered for `entry`'s copies since the last call; the roles it
+        acknowledged are added to `entry.acked`."""
+        answers = Answers()
         flights = self.flights.get(entry.original)
-        if not flights:
-            return [], None
-        acked, error = [], None
-        for role, future in list(flights.items()):
-            if not future.done():
+        for role, flight in list((flights or {}).items()):
+            if not flight.future.done():
                 continue
-            del flights[role]
-            problem = future.exception()
-            if problem is None:
-                acked.append(role)
-            elif error is None:
-                error = links.describe(problem)
-        if not flights:
+            del flights[role]  # type: ignore[union-attr]
+            problem = flight.future.exception()
+            if problem is not None:
+                answers.error = answers.error or links.describe(problem)
+            elif flight.future.result().duplicate and not flight.trusted:
+                self.taken.add(_key(entry, role))
+                answers.conflicts.append((role, flight.ident))
+            else:
+                answers.acked.append(role)
+        if flights is not None and not flights:
             del self.flights[entry.original]
-        entry.acked += [role for role in acked if role not in entry.acked]
-        return acked, error
+        entry.acked += [role for role in answers.acked if role not in entry.acked]
+        return answers
 
     def send(self, entry: Entry, copies: dict[str, bytes]) -> str | None:
         """Publish the copies of `entry`'s unacknowledged remote recipients (`copies`: the
@@ -65,16 +103,21 @@ class Outgoing:
         if not self.link.connected:
             return f"nats: not connected to {self.network.describe()}"
         name = entry.original.rsplit("/", 1)[-1]
-        ident = hf.name_id(name)
         flights = self.flights.setdefault(entry.original, {})
         for role in entry.unacked:
             if role not in flights:
-                publish = self.link.publish(
-                    self.network.subject(role), copies[role], msg_id(ident, role), name
-                )
-                flights[role] = self.link.submit(publish)
+                key = _key(entry, role)
+                ident = msg_id(hf.name_id(name), role, copies[role])
+                publish = self.link.publish(self.network.subject(role), copies[role], ident, name)
+                trusted = key in self.published and key not in self.taken
+                flights[role] = Flight(self.link.submit(publish), ident, trusted)
+                self.published.add(key)
         return None
 
     def pending(self) -> int:
         """Publishes not yet answered (`run --once` waits for them)."""
-        return sum(not f.done() for fs in self.flights.values() for f in fs.values())
+        return sum(not f.future.done() for fs in self.flights.values() for f in fs.values())
+
+
+def _key(entry: Entry, role: str) -> Key:
+    return entry.original, role, entry.stamp

@@ -7,6 +7,7 @@ same stream, subjects, bucket and consumer names from the one committed configur
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 from handoffd import config, project
@@ -73,9 +74,12 @@ class Network:
         return ",".join(self.urls)
 
 
-def msg_id(ident: str, role: str) -> str:
-    """The stream's dedupe key for one copy: `<id>@<role>`, the copy's card."""
-    return f"{ident}@{role}"
+def msg_id(ident: str, role: str, data: bytes) -> str:
+    """The stream's dedupe key for one copy: `<id>@<role>#<16 hex digits of the SHA-256 of
+    its bytes>`, the copy's card and what it holds.  The stream drops a message whose id it
+    has seen, from whoever; an id that names the bytes cannot be taken first by someone
+    publishing other bytes (docs/protocol.md §15, "Message ids")."""
+    return f"{ident}@{role}#{hashlib.sha256(data).hexdigest()[:16]}"
 
 
 def load(root: str) -> Network | None:

@@ -32,7 +32,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markdown_it import MarkdownIt
@@ -40,7 +40,7 @@ from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -50,6 +50,8 @@ from handoffd import config, held, reports, safeio, scan
 from handoffd import handoff as hf
 from handoffd.board import cards, status
 from handoffd.board.web import views
+from handoffd.board.web.workers import BOARD_BUSY, Workers
+from handoffd.outcome import INBOX_BUSY
 from handoffd.scan import Snapshot
 
 STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
@@ -76,6 +78,7 @@ HOW = (  # where the key is, in every answer that lacks it
     "open the URL with ?key= that `handoffd web` printed when it started (with "
     "`--key-file F`, the key is the line in F)"
 )
+READ_ONLY_BOARD = "this board is read-only (handoffd web --read-only): it takes no actions"
 STALE = f"This browser holds an old key of this board (it restarted with a new key): {HOW}."
 
 Check = Callable[[Scope], Response | None]
@@ -132,10 +135,13 @@ def allowed_hosts(host: str, port: int) -> frozenset[str]:
 
 
 def read_only(scope: Scope) -> Response | None:
-    """405 for any method but GET and HEAD: the board changes nothing (`--read-only`)."""
+    """405 for any method but GET and HEAD: the board changes nothing (`--read-only`), and
+    says so (it printed no key to act with, so the refusal speaks of none)."""
     if scope["method"] in READ_ONLY:
         return None
-    return Response("Method Not Allowed\n", 405, {"Allow": ", ".join(READ_ONLY)})
+    return Response(
+        f"Method Not Allowed: {READ_ONLY_BOARD}\n", 405, {"Allow": ", ".join(READ_ONLY)}
+    )
 
 
 def methods(scope: Scope) -> Response | None:
@@ -208,18 +214,24 @@ Page = Callable[[int, str], Response]  # a refusal as a page of the board: (stat
 
 
 def key_check(
-    keys: Keys | None, host: str, port: int, loopback: bool, page: Page | None = None
+    keys: Keys | None,
+    host: str,
+    port: int,
+    loopback: bool,
+    page: Page | None = None,
+    writable: bool = True,
 ) -> Check:
     """The key's rules (docs/protocol.md §13): `?key=` trades the key for its cookie; a POST
     needs the cookie and, when it names one, the board's own Origin; off loopback every
     request needs the cookie.  Without a key the board is read-only: a POST is 403.  A
-    wrong key is said on a `page` of the board, with a way back (§15)."""
+    wrong key is said on a `page` of the board, with a way back (§15).  A read-only board on
+    loopback printed no key and needs none: a `?key=` is dropped."""
     origins = {f"http://{name}" for name in allowed_hosts(host, port)}
 
     def check(scope: Scope) -> Response | None:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if "key" in query and scope["method"] in READ_ONLY:
-            return _trade(keys, scope, query, page)
+            return _trade(keys if writable or not loopback else None, scope, query, page)
         held = keys is not None and keys.held(scope)
         if scope["method"] == "POST":
             if not held:
@@ -237,13 +249,23 @@ def key_check(
 def _trade(keys: Keys | None, scope: Scope, query: dict[str, str], page: Page | None) -> Response:
     """The key given in the URL, as a cookie, then the same URL without it."""
     given = query.pop("key")
-    if keys is None or not hmac.compare_digest(given.encode(), keys.key.encode()):
+    target = on_board(scope["path"]) + (f"?{urlencode(query)}" if query else "")
+    if keys is None:  # a read-only board on loopback: no key to trade, none needed to read
+        return Response(status_code=303, headers={"Location": target})
+    if not hmac.compare_digest(given.encode(), keys.key.encode()):
         said = f"Forbidden: not the board's key; {HOW}."
         return page(403, said.replace("`", "")) if page else Response(said + "\n", 403)
-    target = scope["path"] + (f"?{urlencode(query)}" if query else "")
     response = Response(status_code=303, headers={"Location": target})
     response.set_cookie(keys.cookie, keys.value, httponly=True, samesite="strict", path="/")
     return response
+
+
+def on_board(path: str) -> str:
+    """`path` as a `Location` that stays on the board: percent-encoded (a backslash, which
+    browsers read as a slash, or a control character is then no part of the URL's syntax)
+    and starting with exactly one `/`, so `//host/…`, which a browser would leave the
+    board for, is the board's own path `/host/…`."""
+    return "/" + quote(path, safe="/:@!$&'()*+,;=-._~").lstrip("/")
 
 
 def _forbidden(keys: Keys | None, scope: Scope, why: str) -> Response:
@@ -300,6 +322,7 @@ class Board:
         self.clock = clock
         self.env = environment()
         self.all_hosts = all_hosts  # other hosts' cards too (docs/protocol.md §15)
+        self.workers = Workers()
         self._others: tuple[float, list[dict[str, Any]], list[str]] = (float("-inf"), [], [])
 
     def others(self) -> tuple[list[dict[str, Any]], list[str]]:
@@ -519,7 +542,11 @@ class Board:
         if not self.keys.csrf_ok(fields.get("csrf", "")):
             raise HTTPException(403, "The form is stale or not this board's: reload the page.")
         given = {key: fields[key] for key in ("text", "reason") if key in fields}
-        result = await run_in_threadpool(self.actions.run, action, name, given)
+        result = await self.workers.run(self.actions.run, action, name, given)
+        if result is None or result.err.startswith(INBOX_BUSY + ":"):
+            said = result.err.strip() if result is not None else BOARD_BUSY
+            return PlainTextResponse(f"Service Unavailable: {said}\n", 503,
+                                     headers={"Retry-After": "5"})  # fmt: skip
         if result.ok and "text/plain" in request.headers.get("accept", ""):
             return PlainTextResponse(views.done_line(action, name) + "\n")  # the open page's
         if result.ok:  # the card's page says it was done (a retried card may be gone: `/`)
@@ -576,12 +603,17 @@ class Acting:
 
 
 async def form_fields(request: Request) -> dict[str, str]:
-    """An url-encoded form's fields (the first of each name), read to `FORM_LIMIT`."""
+    """An url-encoded form's fields (the first of each name), read to `FORM_LIMIT`.  A
+    client that goes before its whole body came is answered 400 (to nobody), quietly: a
+    dropped connection is no error of the board's, and leaves no traceback."""
     body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > FORM_LIMIT:
-            raise HTTPException(413, "The form is too large.")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > FORM_LIMIT:
+                raise HTTPException(413, "The form is too large.")
+    except ClientDisconnect:
+        raise HTTPException(400, "The form was not sent whole: the connection closed.") from None
     fields: dict[str, str] = {}
     # bytes that are not UTF-8 are kept (as lone surrogates) for the action to refuse with
     # the command's message, never turned into U+FFFD and stored
@@ -650,6 +682,7 @@ def create_app(
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: pages.error})
     rule = read_only if not writable else methods
-    checks = [host_check(host, port), rule, key_check(keys, host, port, loopback, pages.refusal)]
+    guard = key_check(keys, host, port, loopback, pages.refusal, writable)
+    checks = [host_check(host, port), rule, guard]
     app.add_middleware(Guard, checks=checks)
     return app
