@@ -39,6 +39,7 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers reach this module (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator  # collections costs ~1.5 ms
 
+    from handoffd.held import Held
     from handoffd.lifecycle import DaemonState
     from handoffd.reports import Head
 
@@ -204,6 +205,7 @@ class Snapshot:
         self.wake_submitted: dict[str, list[bool | None]] = {}  # beside `wakes`, one per wake-up
         self.daemon_options: dict[str, object] = {}  # the last `started` line of the log
         self.panes: dict[str, dict[str, object]] = {}  # role -> its pane as the daemon saw it
+        self.held: Held | None = None  # the running daemon's NATS link and deferrals
         self.took_at: dict[str, float | None] = {}  # role -> when its in_process/ last changed
         self.idle_at: dict[str, float | None] = {}  # role -> its last `handoffd idle`
         self._once = once
@@ -436,13 +438,14 @@ def _read_wakes(snapshot: Snapshot, root: str) -> None:
     """The wake-ups and the daemon's options from the log's tail; each role's pane as the
     daemon last saw it (only while a daemon runs: a dead one's file is stale) and when its
     `in_process/` last changed (docs/protocol.md §14)."""
-    from handoffd import lifecycle, panes
+    from handoffd import held, lifecycle, panes
 
     tail = lifecycle.log_tail(root)
     snapshot.wakes, snapshot.wake_failures = tail.sent, tail.failed
     snapshot.wake_submitted, snapshot.daemon_options = tail.submitted, tail.options
     if snapshot.daemon is not None and snapshot.daemon.running:
         snapshot.panes = panes.load(root)
+        snapshot.held = held.load(root)
     for name, role in snapshot.roles.items():
         snapshot.idle_at[name] = heartbeat.idle_at(role.handoffs)
         try:

@@ -230,6 +230,9 @@ class RecordingWaker:
     def look(self, roles: Iterable[tuple[str, str]]) -> None:
         pass
 
+    def waiting(self, role: str) -> bool:
+        return False  # every request is "typed" when it is recorded
+
     def drain(self, timeout: float) -> bool:
         return True
 
