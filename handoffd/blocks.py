@@ -12,8 +12,9 @@ if TYPE_CHECKING:
 
 def task(item: Item, notes: list[str] | None = None) -> str:
     """A TASK block; the payload is the body verbatim, with no newline added.  `notes`:
-    the lines of docs/protocol.md §13 (a blocked reason, dependencies, an answer), shown
-    between TASK_NAME and PAYLOAD only when there are any."""
+    the lines of docs/protocol.md §13 and §15 (reopened, a commit missing, a blocked
+    reason, dependencies, an answer), shown between TASK_NAME and PAYLOAD only when there
+    are any."""
     h: Handoff = item.handoff
     lines = [
         f"TASK: {item.path}",
@@ -26,6 +27,17 @@ def task(item: Item, notes: list[str] | None = None) -> str:
     lines += notes or ()
     lines.append("PAYLOAD:")
     return "\n".join(lines) + "\n" + h.body
+
+
+def reopened(headers: Handoff | dict[str, str]) -> str | None:
+    """`REOPENED: <reason, or "reopened"> (<by>, <reopened_at>)` for a copy an operator put
+    back (docs/protocol.md §15), or None; raw header text: the caller makes it printable.
+    A copy reopened before `reopened_by` was kept says `unknown`, as FROM does."""
+    at = headers.get("reopened_at")
+    if not at:
+        return None
+    why = headers.get("reopened_reason") or "reopened"
+    return f"REOPENED: {why} ({headers.get('reopened_by') or 'unknown'}, {at})"
 
 
 def batch(

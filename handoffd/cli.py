@@ -45,18 +45,47 @@ class Group(click.Group):
             self.add_command(getattr(__import__(module, fromlist=[attribute]), attribute), name)
         return super().get_command(ctx, name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, but an unknown name is matched against every command, made or not
+        (click looks only among those made so far, the `run`, `start`… of this module),
+        and the one nearest it is suggested (`statsu` → `status`)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError:
+            name = click.utils.make_str(args[0]) if args else ""
+            near = config.nearest(name, self.list_commands(ctx))
+            if not name or name in self.list_commands(ctx):
+                raise
+            said = f"No such command {name!r}." + (f" Did you mean {near!r}?" if near else "")
+            raise click.UsageError(said, ctx) from None
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with its whole one-line summary: click shortens a help to fit one
+        row (and a command made from the table has only its one line), so it is given
+        whole here and wrapped under the name instead of cut."""
         rows = []
         for name in self.list_commands(ctx):
             # a command not made yet is shown by its one line, without importing it
             line = BY_NAME[name].help if name in BY_NAME else LAZY.get(name, ("", ""))[1]
-            shown = self.commands.get(name) or click.Command(name, help=line)
-            rows.append((name, shown.get_short_help_str(formatter.width - 20)))
+            made = self.commands.get(name)
+            rows.append((name, summary(made.help or "") if made is not None else line))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+def summary(text: str) -> str:
+    """A command's help up to its first blank line, as one line (`\\f` ends a help)."""
+    first = text.split("\f")[0].strip().split("\n\n")[0]
+    return " ".join(first.split())
+
+
+@click.group(
+    cls=Group,
+    # a wide terminal gets wider help (click stops at 80 columns unless told)
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120},
+)
 @click.version_option(package_name="handoffd")
 def main() -> None:
     """handoffd: the post office between AI coding agents."""
@@ -131,11 +160,27 @@ def start(
         )
     except lifecycle.AlreadyRunning as running:
         click.echo(f"handoffd is already running for {project} ({running})")
+        _say_nats(project)
         return
     except RuntimeError as error:
         log = lifecycle.daemon_path(project, "handoffd.log")
         raise click.ClickException(f"{error}; see {log}") from None
     click.echo(f"handoffd started for {project} (pid {pid})")
+    _say_nats(project)
+
+
+def _say_nats(project: str) -> None:
+    """For a swarm over hosts: whether the daemon reached its NATS servers (§15), once it
+    has tried them; nothing for a project without NATS."""
+    from handoffd import held
+    from handoffd.remote import settings
+
+    try:
+        network = settings.load(project)
+    except config.ConfigError:
+        return  # the daemon logs it as config_error; init says it plainly
+    if network is not None:
+        click.echo(held.link_line(held.first_link(project), network.describe()))
 
 
 @main.command()
@@ -195,11 +240,12 @@ def init(config_file: str | None, host: str | None, root: str | None) -> None:
         project.check_hosts(swarm, here, source)
         for warning in project.host_warnings(swarm, source):
             click.echo(warning, err=True)
+        before = project.role_names(base)
         changes = project.init(base, swarm.windows, text, here, swarm.hosts)
     except (project.SwarmConfigError, config.ConfigError) as error:
         raise click.ClickException(str(error)) from None
     for change in changes:
-        click.echo(f"created {change}")
+        click.echo(change)
     if swarm.urls:
         from handoffd.remote import settings
 
@@ -209,6 +255,9 @@ def init(config_file: str | None, host: str | None, root: str | None) -> None:
     roles = ", ".join(f"{w.role} ({w.mode}{'' if w.local(here) else ' on ' + w.host})"
                       for w in swarm.windows)  # fmt: skip
     click.echo(f"{base}: {roles}" + ("" if changes else " — already up to date"))
+    added = [w.role for w in swarm.windows if w.local(here) and w.role not in (before or [])]
+    if before is not None and added:  # a role added to a laid-out swarm has no session yet
+        click.echo(f"run handoffd up to start {', '.join(added)}")
 
 
 def _prepare_nats(network: Network) -> list[str]:
@@ -295,6 +344,7 @@ def up(
                                    said=said)  # fmt: skip
         for line in said:
             click.echo(line)
+        woken = swarm.wake_waiting(project_root, started)
         dead = swarm.died(socket, started, check_after)
         roles = config.load_roles(project_root)
     except (config.ConfigError, RuntimeError, OSError) as error:
@@ -302,11 +352,14 @@ def up(
     click.echo(f"swarm up for {project_root}; started: {', '.join(started) or 'nothing new'}")
     pid = lifecycle.holder(project_root)
     click.echo(f"daemon: {'already running' if running else 'started'} (pid {pid})")
+    _say_nats(project_root)
     for role in roles.values():
         if config.is_local(role, here):
             click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")
         else:
             click.echo(f"  {role.name:<12} on host {role.host} (`handoffd up` there)")
+    for name in woken:
+        click.echo(f"{name}: mail is waiting; woken once its session is idle")
     click.echo(f"log: {os.path.join(project_root, config.SWARMFORGE, 'daemon', 'handoffd.log')}")
     for session, how in dead.items():
         click.echo(f"DIED: {session}: its agent exited at once ({how})", err=True)

@@ -12,6 +12,10 @@ import stat
 
 from handoffd import safeio
 
+TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 SWARMFORGE = ".swarmforge"
 ROLES_FILE = os.path.join(SWARMFORGE, "roles.tsv")
 ROLES_LIMIT = 1024 * 1024  # bytes: thousands of roles; never read more of roles.tsv
@@ -35,11 +39,54 @@ class ConfigError(Exception):
 
 
 class UnknownRole(ConfigError):
-    """The calling role is not in roles.tsv."""
+    """A role someone named (`--role`, `$SWARMFORGE_ROLE`, a card's `@role`) that roles.tsv
+    does not list; the message names the `known` roles and the nearest of them."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"Unknown role: {name}")
+    def __init__(self, name: str, known: Iterable[str] = ()) -> None:
+        super().__init__(f"Unknown role: {_shown(name)}{role_hint(name, known)}")
         self.name = name
+
+
+def role_hint(name: str, known: Iterable[str]) -> str:
+    """` (known roles: cleaner, coder; did you mean cleaner?)`, or '' with none known."""
+    roles = sorted(known)
+    if not roles:
+        return ""
+    near = nearest(name, roles)
+    return f" (known roles: {', '.join(roles)}" + (f"; did you mean {near}?)" if near else ")")
+
+
+def nearest(word: str, known: Iterable[str]) -> str | None:
+    """The one of `known` a typo of `word` most likely meant: fewest edits (a swapped pair
+    of letters is one, so `statsu` is `status`, not `start`), at most a third of the word's
+    length (at least one); the first in sorted order on a tie; None if none is that close."""
+    limit = max(1, len(word) // 3)
+    scored = sorted((_edits(word.lower(), name.lower()), name) for name in known)
+    return scored[0][1] if scored and scored[0][0] <= limit else None
+
+
+def _edits(a: str, b: str) -> int:
+    """Edits from `a` to `b`: insertions, deletions, substitutions and swaps of neighbours
+    (the optimal string alignment distance)."""
+    rows = [list(range(len(b) + 1))]
+    for i, x in enumerate(a, 1):
+        row = [i]
+        for j, y in enumerate(b, 1):
+            cost = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                cost = min(cost, rows[-2][j - 2] + 1)
+            row.append(cost)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+def _shown(name: str) -> str:
+    """A name someone typed, on one line: a control character in it shown escaped."""
+    if name.isprintable():
+        return name
+    from handoffd.terminal import escape
+
+    return escape(name)
 
 
 class Box:
@@ -267,7 +314,7 @@ def calling_role(roles: dict[str, Role], env_role: str | None, cwd: str | None =
     if not name:
         raise ConfigError("Set SWARMFORGE_ROLE.")
     if name not in roles:
-        raise UnknownRole(name)
+        raise UnknownRole(name, roles)
     return roles[name]
 
 

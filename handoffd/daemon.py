@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable, heartbeat, lifecycle, panes, safeio, wake
+from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio, wake
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier, linked_folders
@@ -131,6 +131,7 @@ class Daemon:
         self.courier = Courier(root, log, self.roles.reread)
         self.panes = panes.Panes(idle_after or wake.IDLE_AFTER)
         self.harnesses = Harnesses(root, lambda: self.roles.current)  # docs/protocol.md §16
+        self.held = held.Keeper(root)  # the link and deferrals `status` shows
         self.waker = Waker(root, log, on_failed=self._wake_failed, idle_after=idle_after,
                            idle_wait=idle_wait, idle_mark=self._idle_mark,
                            pane_states=self.panes, harness_of=self.harnesses.of,
@@ -309,6 +310,8 @@ class Daemon:
                 self.bridge.follow(local)
                 self.bridge.board.tick(local, now)
         self.panes.save(self.root)  # what `status` shows of the panes, when it changed
+        link = self.bridge.link.status() if self.bridge is not None else None
+        self.held.update(link, self.courier.held())  # and of its link and deferrals
 
     def _restore_daemon_files(self) -> None:
         """Put back the pid file and the log if someone removed `daemon/` (the journal is
@@ -395,9 +398,12 @@ class Daemon:
         nagged for them.  Readiness is read only when a re-notify is due (at most once per
         interval per role, headers only); a role found with nothing ready starts its clock
         again, so it is looked at once per interval until its mail is ready."""
-        due = [name for name in roles if self.renotifier.observe(
-            name, states[name] == {State.NEW}, now
-        )]  # fmt: skip
+        due = []
+        for name in roles:
+            if self.waker.waiting(name):  # its wake-up waits for an idle pane: none to repeat
+                self.renotifier.woken(name, now)
+            elif self.renotifier.observe(name, states[name] == {State.NEW}, now):
+                due.append(name)
         if due:
             waiting = self._not_ready(due, roles)
             for name in waiting:

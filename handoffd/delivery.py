@@ -29,7 +29,18 @@ import os
 import stat
 import time
 
-from handoffd import checks, config, durable, failed, journal, lifecycle, outbox, safeio, settle
+from handoffd import (
+    checks,
+    config,
+    durable,
+    failed,
+    held,
+    journal,
+    lifecycle,
+    outbox,
+    safeio,
+    settle,
+)
 from handoffd import handoff as hf
 from handoffd.config import SWARMFORGE, Box, Role
 from handoffd.journal import Entry
@@ -60,13 +71,16 @@ SENDING = (Box.OUTBOX, Box.SENT, Box.FAILED)
 
 
 class Retry:
-    """Backoff state of one deferred original."""
+    """Backoff state of one deferred original, and why and since when (the wall clock) it
+    waits: what `status` shows of it (`held.py`)."""
 
-    __slots__ = ("attempts", "due")
+    __slots__ = ("attempts", "due", "reason", "since")
 
-    def __init__(self, attempts: int, due: float) -> None:
+    def __init__(self, attempts: int, due: float, reason: str = "", since: float = 0.0) -> None:
         self.attempts = attempts
         self.due = due
+        self.reason = reason
+        self.since = since
 
 
 class Courier:
@@ -111,7 +125,8 @@ class Courier:
                     self._sweep(role.path(box))
             if Box.FAILED not in self.linked.get(role.name, {}):
                 self._sweep_reasons(role)
-        own = tuple(f".{os.path.basename(n)}." for n in (self.journal, lifecycle.PID_FILE))
+        own = tuple(f".{os.path.basename(n)}." for n in (self.journal, lifecycle.PID_FILE,
+                                                          held.FILE))  # fmt: skip
         self._sweep(os.path.dirname(self.journal), own)
         for role in local.values():
             outbox.sweep(role.handoffs)  # a sender killed mid-queue, if it never sends again
@@ -272,7 +287,7 @@ class Courier:
         self._postpone(path, "nats: not configured", now)
 
     def _postpone(self, path: str, reason: str, now: float) -> None:
-        delay = self._backoff(path, now)
+        delay = self._backoff(path, now, reason)
         self.log.warning("deferred", file=os.path.basename(path), reason=reason,
                          attempt=self.retries[path].attempts, retry_in=delay)  # fmt: skip
 
@@ -527,7 +542,7 @@ class Courier:
     def _stuck(self, entry: Entry, error: OSError, now: float, unfinished: list[Entry]) -> None:
         """A committed entry that cannot be finished now: retried alone, with backoff."""
         unfinished.append(entry)
-        delay = self._backoff(entry.original, now)
+        delay = self._backoff(entry.original, now, reason_of(error))
         self.log.warning(
             "publish_stuck", file=os.path.basename(entry.original), sender=entry.sender,
             reason=reason_of(error), retry_in=delay,
@@ -568,19 +583,25 @@ class Courier:
         if sender is not None and error.errno in PERMANENT:
             self._fail(sender, path, f"cannot be delivered: {reason_of(error)}", now)
             return
-        delay = self._backoff(path, now)
+        delay = self._backoff(path, now, reason_of(error))
         self.log.warning(
             "deferred", file=os.path.basename(path), reason=reason_of(error),
             attempt=self.retries[path].attempts, retry_in=delay,
         )  # fmt: skip
 
-    def _backoff(self, path: str, now: float) -> float:
-        """Schedule the next try of `path`, waiting twice as long as last time; the delay."""
+    def _backoff(self, path: str, now: float, reason: str) -> float:
+        """Schedule the next try of `path`, waiting twice as long as last time; the delay.
+        It waits since its first deferral, for the latest `reason`."""
         previous = self.retries.get(path)
         attempts = previous.attempts + 1 if previous else 1
         delay: float = min(FIRST_RETRY * 2 ** (attempts - 1), LAST_RETRY)
-        self.retries[path] = Retry(attempts, now + delay)
+        since = previous.since if previous else self.clock()
+        self.retries[path] = Retry(attempts, now + delay, reason, since)
         return delay
+
+    def held(self) -> dict[str, tuple[float, str]]:
+        """Each original waiting in an outbox for a retry: since when, and why."""
+        return {path: (retry.since, retry.reason) for path, retry in self.retries.items()}
 
 
 # --- file steps -------------------------------------------------------------------------

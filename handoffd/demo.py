@@ -116,7 +116,7 @@ def run(
     """Run the demo; the caller decides what a failed invariant means for its exit code."""
     wakes = wakes or Wakes()
     if hosts > 1:
-        return run_hosts(rounds, miss_rate, renotify_after, seed, timeout, say)
+        return run_hosts(rounds, miss_rate, renotify_after, seed, timeout, say, wakes)
     base = tempfile.mkdtemp(prefix="handoffd-demo-")
     root = os.path.join(base, "project")
     limit = timeout or 60 + rounds * (3 + 20 * miss_rate + 6 * wakes.busy_rate)
@@ -152,9 +152,12 @@ def run_hosts(
     seed: int,
     timeout: float | None,
     say: Callable[[str], None],
+    wakes: Wakes | None = None,
 ) -> Summary:
     """`demo --hosts 2`: two project roots on this machine as hosts a and b, and a local
-    NATS server (sync_interval always) started and stopped here."""
+    NATS server (sync_interval always) started and stopped here.  Each daemon wakes its
+    agent with the one-host demo's options (`Wakes`): the same run, across two hosts."""
+    wakes = wakes or Wakes()
     from handoffd.remote import server, settings, setup
 
     base = tempfile.mkdtemp(prefix="handoffd-demo-", dir="/tmp")
@@ -173,12 +176,13 @@ def run_hosts(
         network = settings.load(roots["a"])
         assert network is not None
         setup.prepare(network)
-        for name, root in roots.items():
-            socket, sessions = swarm.up(
-                root, daemon_args=("--renotify-after", str(renotify_after)),
-                tmux_config=os.devnull,
-            )  # fmt: skip
-            say(f"host {name} up in {root}: sessions {', '.join(sessions)} on {socket}")
+        # the cleaner's host first: the coder starts sending as soon as its session runs,
+        # and its first handoff should find a daemon on the other host to receive it
+        args = wakes.daemon_args(renotify_after)
+        brought = {name: swarm.up(root, daemon_args=args, tmux_config=os.devnull)
+                   for name, root in reversed(roots.items())}  # fmt: skip
+        for name, (socket, sessions) in sorted(brought.items()):
+            say(f"host {name} up in {roots[name]}: sessions {', '.join(sessions)} on {socket}")
         returned = _watch(roots["a"], rounds, started + limit, say)
         for root in roots.values():
             _settle(root, started + limit)

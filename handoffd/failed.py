@@ -220,6 +220,20 @@ def note(by: str, reason: str, now: float | None = None) -> str:
     return f"dismissed by {by} at {hf.iso_now(now)}: {reason}"
 
 
+def dismissed_at(line: str) -> float | None:
+    """When a `.dismissed` line (`note`'s) says the original was put aside, as seconds
+    since the epoch; None when it says no time.  The name before the time may itself hold
+    ` at `: the first ` at ` followed by a §2 time and `: ` is the one."""
+    start = 0
+    while (found := line.find(" at ", start)) >= 0:
+        start = found + 4
+        stamp, colon, _ = line[start:].partition("Z: ")
+        when = hf.epoch(stamp + "Z") if colon else None
+        if when is not None:
+            return when
+    return None
+
+
 def dismissal(path: str) -> str | None:
     """The `.dismissed` line beside a dismissed original (the careful reader's: a link or a
     FIFO in its place is skipped), or None."""

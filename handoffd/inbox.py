@@ -459,9 +459,12 @@ class Inbox:
             os.path.join(self.new, name)
         )
 
-    def reopen(self, path: str, reason: str | None = None, now: float | None = None) -> str:
+    def reopen(
+        self, path: str, reason: str | None = None, now: float | None = None, by: str = ""
+    ) -> str:
         """Move the completed copy at `path` back into `new/`, without its `completed_at`,
-        `dequeued_at` and `blocked_reason`, stamped `reopened_at`; its path in `new/`.
+        `dequeued_at` and `blocked_reason`, stamped `reopened_at` (and `reopened_by`,
+        `reopened_reason`: who and why, for its next TASK block); its path in `new/`.
         The caller checked that no file of its name is in `new/` or in process.
 
         Moved first, then rewritten in place: a kill between leaves an open copy still
@@ -472,9 +475,11 @@ class Inbox:
         target = os.path.join(self.new, _name(path))
         _move(path, target)
         self._changed(path, target)
-        for key in ("completed_at", "dequeued_at", BLOCKED, "reopened_reason"):
+        for key in ("completed_at", "dequeued_at", BLOCKED, "reopened_reason", "reopened_by"):
             _drop(item.handoff, key)
         item.handoff.set("reopened_at", hf.iso_now(now))
+        if by:
+            item.handoff.set("reopened_by", by)
         if reason:
             item.handoff.set("reopened_reason", reason)
         durable.replace(target, item.handoff.render())

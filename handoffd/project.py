@@ -403,8 +403,8 @@ def init(
         _write_if_changed(stored_configuration(root), remember, changes)
     if here:
         _write_if_changed(os.path.join(root, config.HOST_FILE), here + "\n", changes)
-    tsv = roles_tsv(windows, root, here, hosts)
-    _write_if_changed(os.path.join(swarmforge, "roles.tsv"), tsv, changes)
+    tsv, tsv_path = roles_tsv(windows, root, here, hosts), os.path.join(swarmforge, "roles.tsv")
+    _write_if_changed(tsv_path, tsv, changes, _roles_change(role_names(root), windows))
     _write_if_changed(os.path.join(swarmforge, "tmux-socket"), socket_path(root) + "\n", changes)
     exclude_from_git(root, EXCLUDES, changes)
     return changes
@@ -424,14 +424,14 @@ def _ensure_repository(root: str, changes: list[str]) -> None:
     os.makedirs(root, exist_ok=True)
     if _git(root, "rev-parse", "--show-toplevel").returncode != 0:
         _must(_git(root, "init", "-q", "-b", MAIN_WORKTREE), "git init")
-        changes.append(f"git repository {root}")
+        changes.append(f"created git repository {root}")
     if _git(root, "rev-parse", "--verify", "-q", "HEAD").returncode != 0:
         identity = ["-c", "user.name=handoffd", "-c", "user.email=handoffd@localhost"]
         if _git(root, "config", "user.email").returncode == 0:
             identity = []
         _must(_git(root, *identity, "commit", "-q", "--allow-empty", "-m", "Start the swarm"),
               "the first commit")  # fmt: skip
-        changes.append("first commit")
+        changes.append("created first commit")
 
 
 def _ensure_worktree(root: str, window: Window, changes: list[str]) -> None:
@@ -442,22 +442,46 @@ def _ensure_worktree(root: str, window: Window, changes: list[str]) -> None:
     has_branch = _git(root, "rev-parse", "--verify", "-q", f"refs/heads/{branch}").returncode == 0
     args = [path, branch] if has_branch else ["-b", branch, path]
     _must(_git(root, "worktree", "add", "-q", *args), f"git worktree add {path}")
-    changes.append(f"worktree {path} (branch {branch})")
+    changes.append(f"created worktree {path} (branch {branch})")
 
 
-def _write_if_changed(path: str, text: str, changes: list[str]) -> None:
-    """Write `path` unless it already holds `text`.  What stands there is read the careful
-    way: a FIFO, a device, a link or an oversized file is not what we would write, so it is
-    replaced (the entry itself: a link's target is never read or written)."""
+def _write_if_changed(path: str, text: str, changes: list[str], what: str = "") -> None:
+    """Write `path` unless it already holds `text`, and say `created <path>` or `updated
+    <path>` (and `what` changed in it).  What stands there is read the careful way: a FIFO,
+    a device, a link or an oversized file is not what we would write, so it is replaced
+    (the entry itself: a link's target is never read or written)."""
     data = text.encode()
     try:
         if safeio.read_regular(path, len(data)) == data:
             return
-    except (FileNotFoundError, safeio.Refused):
-        pass
+        existed = True
+    except FileNotFoundError:
+        existed = False
+    except safeio.Refused:
+        existed = True
     os.makedirs(os.path.dirname(path), exist_ok=True)
     durable.replace(path, data)
-    changes.append(path)
+    changes.append(f"{'updated' if existed else 'created'} {path}" + (f" {what}" if what else ""))
+
+
+def role_names(root: str) -> list[str] | None:
+    """The roles the project's roles.tsv lists now, in its order (its first column), or
+    None when there is none to read; read the careful way, never parsed beyond names."""
+    try:
+        text = safeio.read_regular(os.path.join(root, config.ROLES_FILE), config.ROLES_LIMIT)
+    except (FileNotFoundError, safeio.Refused):
+        return None
+    lines = text.decode("utf-8", "replace").splitlines()
+    return [line.split("\t")[0] for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _roles_change(before: list[str] | None, windows: list[Window]) -> str:
+    """`(+QA, -old)`: the roles a rewrite of roles.tsv adds and drops ('' for a new file)."""
+    if before is None:
+        return ""
+    now = [window.role for window in windows]
+    said = [f"+{r}" for r in now if r not in before] + [f"-{r}" for r in before if r not in now]
+    return f"({', '.join(said)})" if said else ""
 
 
 def exclude_from_git(root: str, patterns: tuple[str, ...], changes: list[str]) -> None:
@@ -467,12 +491,12 @@ def exclude_from_git(root: str, patterns: tuple[str, ...], changes: list[str]) -
     exclude = os.path.join(common, "info", "exclude")
     try:
         with open(exclude, encoding="utf-8") as file:
-            present = set(file.read().splitlines())
+            present, existed = set(file.read().splitlines()), True
     except FileNotFoundError:
-        present = set()
+        present, existed = set(), False
     missing = [pattern for pattern in patterns if pattern not in present]
     if missing:
         os.makedirs(os.path.dirname(exclude), exist_ok=True)
         with open(exclude, "a", encoding="utf-8") as file:
             file.write("".join(f"{pattern}\n" for pattern in missing))
-        changes.append(exclude)
+        changes.append(f"{'updated' if existed else 'created'} {exclude}")

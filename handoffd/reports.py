@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from handoffd import durable, safeio
-from handoffd.handoff import file_stamp, is_visible, iso_from_stamp, iso_micros
+from handoffd.handoff import epoch, file_stamp, is_visible, iso_from_stamp, iso_micros
 
 KEEP = 50
 MAX_TEXT = 64 * 1024  # a report's text (docs/protocol.md §8)
@@ -351,15 +351,19 @@ def written_order(fd: int, suffix: str) -> list[str]:
     return [name for _, name in sorted(found)]
 
 
-def latest_answer(handoffs: str, ident: str) -> Report | None:
+def latest_answer(handoffs: str, ident: str, since: str | None = None) -> Report | None:
     """The newest answer on `ident` in `H/reports/<ident>/`, while no report of the role's
-    own is newer than it (the role has not spoken since: docs/protocol.md §13); None
-    otherwise, or when it cannot be read."""
+    own is newer than it (the role has not spoken since: docs/protocol.md §13), nor is the
+    time `since` (a §2 timestamp: the copy was reopened after it, §15); None otherwise, or
+    when it cannot be read."""
+    after = epoch(since) if since else None
     for path in reversed(report_paths(handoffs, ident)):  # newest first, as written
         if not path.endswith(ANSWER_SUFFIX):
             return None
         try:
-            return read(path)
+            found = read(path)
         except (OSError, ValueError):
             continue
+        said = epoch(found.reported_at)
+        return None if after is not None and said is not None and said < after else found
     return None

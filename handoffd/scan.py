@@ -39,6 +39,7 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers reach this module (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator  # collections costs ~1.5 ms
 
+    from handoffd.held import Held
     from handoffd.lifecycle import DaemonState
     from handoffd.reports import Head
 
@@ -205,6 +206,7 @@ class Snapshot:
         self.wake_via: dict[str, list[str]] = {}  # beside `wakes`: typed, or by a Stop hook
         self.daemon_options: dict[str, object] = {}  # the last `started` line of the log
         self.panes: dict[str, dict[str, object]] = {}  # role -> its pane as the daemon saw it
+        self.held: Held | None = None  # the running daemon's NATS link and deferrals
         self.took_at: dict[str, float | None] = {}  # role -> when its in_process/ last changed
         self.idle_at: dict[str, float | None] = {}  # role -> its last `handoffd idle`
         self._once = once
@@ -437,7 +439,7 @@ def _read_wakes(snapshot: Snapshot, root: str) -> None:
     """The wake-ups and the daemon's options from the log's tail; each role's pane as the
     daemon last saw it (only while a daemon runs: a dead one's file is stale) and when its
     `in_process/` last changed (docs/protocol.md §14)."""
-    from handoffd import lifecycle, panes
+    from handoffd import held, lifecycle, panes
 
     tail = lifecycle.log_tail(root)
     snapshot.wakes, snapshot.wake_failures = tail.sent, tail.failed
@@ -445,6 +447,7 @@ def _read_wakes(snapshot: Snapshot, root: str) -> None:
     snapshot.wake_via = tail.via
     if snapshot.daemon is not None and snapshot.daemon.running:
         snapshot.panes = panes.load(root)
+        snapshot.held = held.load(root)
     for name, role in snapshot.roles.items():
         snapshot.idle_at[name] = heartbeat.idle_at(role.handoffs)
         try:

@@ -154,6 +154,28 @@ def up(
     return socket, started
 
 
+def wake_waiting(root: str, sessions: list[str]) -> list[str]:
+    """Ask the running daemon to wake each role of `sessions` (just started) that has mail
+    waiting in `new/`: its earlier wake-ups went to no session, and re-notify would come
+    only minutes later.  The daemon types it once the new pane is idle (docs/protocol.md
+    §14).  A request already standing there (an answer's) is left as it is.  The roles
+    asked for; lossy, as every wake-up is."""
+    from handoffd import heartbeat, scan, wake
+
+    asked = []
+    for role in config.load_roles(root).values():
+        if role.session not in sessions or not scan.listing(role, (scan.State.NEW,)):
+            continue
+        if os.path.lexists(os.path.join(role.handoffs, heartbeat.WAKE)):
+            continue
+        try:
+            heartbeat.ask_wake(role.handoffs, wake.TEXT)
+        except (OSError, heartbeat.NotARequest):
+            continue
+        asked.append(role.name)
+    return asked
+
+
 def died(socket: str, sessions: list[str], wait: float) -> dict[str, str]:
     """After `wait` seconds, the sessions whose agent has exited, each with its exit status
     and last output; those sessions are removed, so the next `up` starts them again."""

@@ -244,6 +244,12 @@ class Waker:
                 if role not in self._running:
                     self._start(role)
 
+    def waiting(self, role: str) -> bool:
+        """Whether a wake-up for `role` was asked for and is not typed yet (its pane is not
+        idle yet): a re-notify now would only join it."""
+        with self._cond:
+            return bool(self._pending.get(role))
+
     def look(self, roles: Iterable[tuple[str, str]]) -> None:
         """Read each (role, session)'s pane once, on its thread, so its state stays current."""
         with self._cond:

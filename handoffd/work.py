@@ -107,18 +107,20 @@ def look(role: Role, waiting_for: str = "") -> Work:
     entries = scan.scan_role(role, (scan.State.NEW, scan.State.IN_PROCESS))
     taken = [e for e in entries if e.state == scan.State.IN_PROCESS]
     waiting = sum(1 for e in entries if e.state == scan.State.NEW)
-    answers = {e.card: found for e in taken if (found := answer_of(role, e.id))}
+    answers = {e.card: found for e in taken
+               if (found := answer_of(role, e.id, e.headers.get("reopened_at")))}  # fmt: skip
     return Work(taken, waiting, role.mode, any(e.batch for e in taken), waiting_for, answers)
 
 
-def answer_of(role: Role, ident: str) -> tuple[str, str] | None:
-    """(question, first line) of the answer on `ident` the role has not yet reported after;
-    the report module (and its YAML) is imported only when such an answer's name is there."""
+def answer_of(role: Role, ident: str, since: str | None = None) -> tuple[str, str] | None:
+    """(question, first line) of the answer on `ident` the role has not yet reported after
+    (nor met before its copy was reopened at `since`); the report module (and its YAML) is
+    imported only when such an answer's name is there."""
     if not has_answer(role.handoffs, ident):
         return None
     from handoffd.reports import latest_answer
 
-    found = latest_answer(role.handoffs, ident)
+    found = latest_answer(role.handoffs, ident, since)
     return None if found is None else (found.question, found.first_line)
 
 

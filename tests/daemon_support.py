@@ -235,6 +235,9 @@ class RecordingWaker:
         self.cancelled.append(role)
         return True
 
+    def waiting(self, role: str) -> bool:
+        return False  # every request is "typed" when it is recorded
+
     def drain(self, timeout: float) -> bool:
         return True
 

@@ -28,6 +28,7 @@ def card(
     pane: str | None = None,
     waits: tuple[str, ...] = (),
     ready: float | None = None,
+    held: str | None = None,
 ) -> Card:
     """A card of handoff `ident` held by QA; `beat` gives it a claim with that heartbeat;
     `wakes` are its role's wake-ups since it arrived, `took` its last take, `pane` its
@@ -35,10 +36,10 @@ def card(
     when the last of them turned green (§13)."""
     headers = {"id": ident, **({"blocked_reason": blocked} if blocked else {})}
     entry = Entry("QA", state, f"/nowhere/{ident}.handoff", headers=headers, mtime=NOW - age)
-    red = colour.own_red(state, blocked, error, age, 60.0, daemon)
+    red = colour.own_red(state, blocked, error, age, 60.0, daemon, held)
     if red is None and state == "new":
         red = colour.unanswered("QA", "swarm-QA", pane, wakes, took, 3, waits, ready)
-    made = Card(entry, age, red)
+    made = Card(entry, age, red, held)
     made.waiting_on = list(waits)
     if beat is not None:
         made.claim = Claim("QA", "claude", "c-1", beat, NOW, WINDOW)
@@ -71,9 +72,15 @@ CASES = [
      "red", "failed: Unknown role x"),
     ("an outbox file past the stall threshold with no daemon is red",
      card("o", "outbox", age=61, daemon=False), [], "red", "daemon NOT RUNNING"),
-    ("...and says so when the daemon runs but defers it",
-     card("o", "outbox", age=61, daemon=True), [], "red", "defers"),
-    ("a fresh outbox file is orange", card("o", "outbox", age=5), [], "orange", "waiting 5s"),
+    ("...and says it is not delivered yet when the daemon runs",
+     card("o", "outbox", age=61, daemon=True), [], "red", "queued 1m: not delivered yet"),
+    ("...and why, when the daemon said why it defers it",
+     card("o", "outbox", age=61, held="deferred 50s: NATS unreachable: connection refused"), [],
+     "red", "deferred 50s: NATS unreachable: connection refused"),
+    ("a fresh outbox file is orange, queued", card("o", "outbox", age=5), [], "orange",
+     "queued 5s"),
+    ("...and says why when it was deferred", card("o", "outbox", age=5, held="deferred 3s: x"),
+     [], "orange", "deferred 3s: x"),
     ("everything else is orange", card("a"), [], "orange", "waiting 2m"),
     ("three unanswered wake-ups make a waiting card red",
      card("a", wakes=IGNORED), [], "red", "not taken after 3 wake-ups over 1m"),

@@ -115,4 +115,5 @@ def test_role_finds_a_thread_whose_file_is_an_archived_duplicate() -> None:
 def test_an_unknown_role_is_refused_not_an_empty_answer(project):
     make(project)
     result = run("carry-forward", project, "--role", "nobody")
-    assert (result.returncode, result.stdout, result.stderr) == (1, "", "Unknown role: nobody\n")
+    said = "Unknown role: nobody (known roles: QA, cleaner, coder)\n"
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", said)

@@ -229,7 +229,9 @@ def test_an_unknown_role_in_the_environment_is_reported(project: Project) -> Non
     roles = project_roles(project)
     with pytest.raises(config.UnknownRole) as caught:
         config.calling_role(roles, "nobody", str(project.root))
-    assert (str(caught.value), caught.value.name) == ("Unknown role: nobody", "nobody")
+    assert (str(caught.value), caught.value.name) == (
+        "Unknown role: nobody (known roles: QA, cleaner, coder)", "nobody",
+    )  # fmt: skip
 
 
 def test_without_the_environment_the_deepest_worktree_wins(project: Project) -> None:
@@ -310,3 +312,19 @@ def test_the_project_is_found_by_a_roles_tsv_that_is_a_fifo_and_its_problem_name
     plant(path, "fifo", project.root)
     result = project.run("ready_for_next", role="cleaner", timeout=HANG)
     assert result.code == 1 and result.err.startswith(f"cannot read {path}: a FIFO"), result.err
+
+
+@pytest.mark.parametrize(
+    ("typed", "known", "meant"),
+    [("statsu", ["start", "status", "stop"], "status"),  # a swapped pair is one slip
+     ("cleanr", ["QA", "cleaner", "coder"], "cleaner"),
+     ("CLEANER", ["QA", "cleaner", "coder"], "cleaner"),
+     ("qa", ["QA", "cleaner"], "QA"),
+     ("stat", ["start", "status"], "start"),
+     ("ghost", ["QA", "cleaner", "coder"], None),  # nothing that close: no guess
+     ("x", [], None)],
+)  # fmt: skip
+def test_the_nearest_name_is_the_fewest_edits_away_within_a_third_of_the_word(
+    typed: str, known: list[str], meant: str | None
+) -> None:
+    assert config.nearest(typed, known) == meant

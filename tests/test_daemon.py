@@ -87,6 +87,33 @@ def test_an_idle_role_with_mail_is_woken_again_after_the_interval_doubling(
     assert [e["role"] for e in events(project, "renotify")] == ["QA"] * 3
 
 
+class HeldWaker(RecordingWaker):
+    """A waker whose wake-ups for `held` wait for a pane that has not gone idle yet."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held = held
+
+    def waiting(self, role: str) -> bool:
+        return role == self.held
+
+
+def test_no_renotify_while_the_roles_wake_up_still_waits_for_an_idle_pane(
+    project: Project,
+) -> None:
+    """A re-notify repeats a wake-up the role had and did not answer: one not typed yet
+    (its pane busy, or not yet quiet for --idle-after) is not repeated, nor counted as a
+    re-notify; the interval runs from when it stops waiting."""
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, renotify_after=10)
+    daemon.waker = HeldWaker("QA")  # type: ignore[assignment]
+    assert renotify_times(daemon, "QA", 0, 60) == [0]  # the delivery's own wake-up
+    assert events(project, "renotify") == []
+    daemon.waker.held = ""  # typed now: the role has had it, and re-notify runs again
+    times = renotify_times(daemon, "QA", 61, 90)
+    assert times and 70 <= times[0] <= 71 + daemon.rescan_every, times
+
+
 def test_a_busy_role_is_not_woken_again_though_mail_waits(project: Project) -> None:
     queue(project, "coder", ["QA"])
     queue(project, "coder", ["QA"])

@@ -536,6 +536,60 @@ def test_stray_hidden_temp_files_are_ignored_and_a_killed_stamps_temp_swept(
         assert names(project.box(role, "inbox/in_process")) == []
 
 
+# --- a commit that has not arrived (docs/protocol.md §15) -------------------------------
+
+
+def git_handoff(project: Project, commit: str, role: str = "coder") -> Path:
+    return project.put(
+        role,
+        "50_g.handoff",
+        type="git_handoff",
+        task="slice-3",
+        commit=commit,
+        body=f"Re-read your role and constitution.\n\nmerge_and_process QA {commit}\n",
+    )
+
+
+def test_a_git_handoff_whose_commit_is_not_here_says_commit_missing_after_task_name(
+    project: Project,
+) -> None:
+    git_handoff(project, "deadbeef00")
+    out = project.run("ready_for_next", role="coder").out.splitlines()
+    assert out[4:6] == [
+        "TASK_NAME: slice-3", "COMMIT_MISSING: deadbeef00 is not in this repository (git fetch?)",
+    ]  # fmt: skip
+    assert out[6] == "PAYLOAD:"
+
+
+def test_a_git_handoff_whose_commit_is_here_prints_the_plain_block(project: Project) -> None:
+    head = git(project.root, "rev-parse", "--short=10", "HEAD")
+    path = git_handoff(project, head, role="cleaner")  # another worktree of the same repository
+    out = project.run("ready_for_next", role="cleaner").out
+    assert "COMMIT_MISSING" not in out and f"merge_and_process QA {head}" in out, out
+    assert path.name in out
+
+
+def test_a_commit_header_that_is_no_object_name_is_missing_and_never_given_to_git(
+    project: Project,
+) -> None:
+    """The header is untrusted: `--output=x` handed to git would be an option, not a name."""
+    git_handoff(project, "--output=x\x1b")
+    out = project.run("ready_for_next", role="coder").out
+    assert "COMMIT_MISSING: --output=x\\x1b is not in this repository (git fetch?)" in out
+    assert not (project.root / "x").exists() and "\x1b" not in out.split("PAYLOAD:")[0]
+
+
+def test_a_worktree_git_cannot_read_says_nothing_of_the_commit(project: Project) -> None:
+    """No repository to ask (git says so): nothing is claimed about the commit."""
+    git_handoff(project, "deadbeef00", role="QA")
+    os.rename(project.worktrees["QA"] / ".git", project.worktrees["QA"] / "git-moved")
+    env = {"GIT_CEILING_DIRECTORIES": str(project.worktrees["QA"].parent)}
+    from tests.test_board_commands import run
+
+    out = run(project, "ready_for_next", role="QA", env=env)
+    assert out.code == 0 and "COMMIT_MISSING" not in out.out, out
+
+
 # --- swarm_handoff: success -------------------------------------------------------------
 
 
@@ -838,7 +892,7 @@ def test_swarm_handoff_from_an_unknown_sender_role(project: Project) -> None:
 
 def test_other_helpers_name_an_unknown_role(project: Project) -> None:
     result = project.run("ready_for_next", role="ghost", cwd=project.root)
-    assert_result(result, 1, err="Unknown role: ghost\n")
+    assert_result(result, 1, err="Unknown role: ghost (known roles: QA, cleaner, coder)\n")
 
 
 def test_a_broken_roles_file_is_reported_by_line(project: Project) -> None:

@@ -64,7 +64,9 @@ def test_an_unknown_recipient_ends_the_usage_with_the_known_roles(project: Proje
     itself stays the contract's)."""
     draft = project.draft(project.note_draft(to="clenaer"))
     result = project.run("swarm_handoff", str(draft), role="coder")
-    assert result.err.endswith(USAGE + "\nKnown roles: QA, cleaner, coder.\n")
+    assert result.err.endswith(
+        USAGE + "\nKnown roles: QA, cleaner, coder. Did you mean 'cleaner' for 'clenaer'?\n"
+    )
     other = project.draft(project.note_draft(priority="5"), name="other.txt")
     assert "Known roles" not in project.run("swarm_handoff", str(other), role="coder").err
 
@@ -132,3 +134,61 @@ def test_the_swarm_handoff_shim_passes_help_through() -> None:
         ["bash", shim, "--help"], env=command_env(), capture_output=True, text=True, check=False
     )
     assert (result.returncode, result.stdout) == (0, USAGE)
+
+
+# --- names and help (docs/protocol.md §15, "What a person sees") ----------------------------
+
+
+def test_help_shows_every_commands_whole_one_line_summary() -> None:
+    from handoffd.ops.table import OPS
+
+    listed = handoffd("--help").stdout.partition("Commands:")[2]
+    shown = " ".join(listed.split())  # wrapped under the name, never cut
+    for op in OPS:
+        assert f"{op.name} {op.help}" in shown, op.name
+    assert "down Stop the daemon and this project's tmux server, nothing else." in shown
+    assert "up Start the swarm: a tmux session per role, and the daemon." in shown
+    assert "..." not in shown
+
+
+def test_an_unknown_command_suggests_the_nearest_one_a_swapped_pair_being_one_slip() -> None:
+    for typed, meant in (("statsu", "status"), ("strt", "start"), ("reopne", "reopen")):
+        result = handoffd(typed)
+        assert result.returncode == 2
+        assert result.stderr.endswith(f"Error: No such command '{typed}'. Did you mean "
+                                      f"'{meant}'?\n"), result.stderr  # fmt: skip
+    assert handoffd("xyzzy").stderr.endswith("Error: No such command 'xyzzy'.\n")
+
+
+CLEANR = "Unknown role: cleanr (known roles: QA, cleaner, coder; did you mean cleaner?)"
+
+
+def test_an_unknown_role_names_the_roles_and_the_nearest_wherever_a_role_is_given(
+    project: Project,
+) -> None:
+    from tests.test_board_commands import run
+
+    status = run(project, "status", "--role", "cleanr", role=None, cwd=project.root)
+    assert (status.code, status.err) == (1, CLEANR + "\n")
+    helper = project.run("ready_for_next", role="cleanr", cwd=project.root)
+    assert (helper.code, helper.err) == (1, CLEANR + "\n")
+    block = run(project, "block", "20260101T000000Z_000001_from_coder@cleanr", "--reason", "x",
+                role=None, cwd=project.root)  # fmt: skip
+    assert (block.code, block.err) == (1, CLEANR + "\n")
+
+
+def test_a_card_whose_role_is_a_typo_says_so_under_the_contracts_token(project: Project) -> None:
+    from tests.test_board_commands import run
+
+    card = "20260101T000000Z_000001_from_coder@cleanr"
+    for args, token in ((("answer", card, "yes"), "UNKNOWN_CARD"), (("retry", card), "NOT_FAILED"),
+                        (("reopen", card), "NOT_COMPLETED")):  # fmt: skip
+        done = run(project, *args, role=None, cwd=project.root)
+        assert (done.code, done.err) == (2, f"{token}: {card}\n{CLEANR}\n"), args
+
+
+def test_the_sender_roles_line_stays_the_contracts_alone(project: Project) -> None:
+    """§3 step 4 is a fixed line agents match: no suggestion is added to it."""
+    draft = project.draft(project.note_draft())
+    result = project.run("swarm_handoff", str(draft), role="cleanr", cwd=project.root)
+    assert (result.code, result.err) == (1, "Unknown sender role: cleanr\n")

@@ -355,7 +355,8 @@ def test_answer_refuses_a_card_that_is_not_open_as_unknown(
     done = operator(project, "answer", card, REPLY)
     assert (done.code, done.out) == (2, "")
     assert done.err.splitlines()[0] == f"UNKNOWN_CARD: {card}"
-    assert len(done.err.splitlines()) == (2 if setup == "completed" else 1)
+    # a second line says what the card is, or that its role is none of the project's
+    assert len(done.err.splitlines()) == (2 if setup == "completed" or "@nobody" in card else 1)
     assert not (project.handoffs("coder") / "reports").exists()
 
 
@@ -506,6 +507,46 @@ def test_retry_sends_a_refused_original_back_and_the_daemon_delivers_it_once_fix
     assert (project.box("QA", "sent") / path.name).exists()
 
 
+def test_retry_of_a_file_that_would_be_refused_again_is_still_invalid_and_moves_nothing(
+    project: Project,
+) -> None:
+    card, path = refused_original(project)
+    before = sorted(os.listdir(path.parent)), sorted(os.listdir(project.box("QA", "outbox")))
+    done = operator(project, "retry", card)
+    assert (done.code, done.out) == (2, "")
+    assert done.err == (
+        "STILL_INVALID: unknown recipient role 'designer' (not in roles.tsv); nobody got a "
+        f"copy\nFix what it says, or move it anyway: handoffd retry --force {card}\n"
+    )
+    after = sorted(os.listdir(path.parent)), sorted(os.listdir(project.box("QA", "outbox")))
+    assert after == before
+    assert board(project)[card]["state"] == "failed"
+
+
+def test_retry_force_moves_a_file_that_would_be_refused_again(project: Project) -> None:
+    card, path = refused_original(project)
+    done = operator(project, "retry", "--force", card)
+    outbox = project.box("QA", "outbox") / path.name
+    assert (done.code, done.out) == (0, f"RETRIED: {outbox}\n")
+    assert outbox.exists() and not path.exists()
+
+
+def test_retry_checks_the_file_as_it_is_now_a_broken_header_too(project: Project) -> None:
+    """§5's whole check on the bytes in failed/: mending the roles is not enough when the
+    file itself has gone bad since."""
+    from tests.daemon_support import add_role
+
+    card, path = refused_original(project)
+    (project.root / "designer").mkdir()
+    add_role(project, "designer", project.root / "designer")
+    path.write_text(path.read_text().replace("from: QA", "from: coder"))
+    done = operator(project, "retry", card)
+    assert (done.code, done.err.splitlines()[0]) == (
+        2, "STILL_INVALID: header 'from: coder' does not match the sending role 'QA'",
+    )  # fmt: skip
+    assert path.exists()
+
+
 def test_dismiss_puts_a_refused_original_aside_as_a_green_card(project: Project) -> None:
     card, path = refused_original(project)
     assert board(project)[card]["color"] == "red"
@@ -521,6 +562,37 @@ def test_dismiss_puts_a_refused_original_aside_as_a_green_card(project: Project)
     shown = board(project, "--all")[card]
     assert (shown["state"], shown["color"]) == ("dismissed", "green")
     assert shown["detail"] == note.strip()
+
+
+def test_a_dismissed_cards_age_runs_from_its_dismissal_and_it_is_counted_apart(
+    project: Project,
+) -> None:
+    """docs/protocol.md §15: `status --all` says how long ago it was put aside (never `?`)
+    and counts it apart from the completed cards."""
+    card, _ = refused_original(project)
+    put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
+    assert operator(project, "dismiss", card, "--reason", "sent in error").code == 0
+    shown = board(project, "--all")[card]
+    assert isinstance(shown["age_s"], int) and 0 <= shown["age_s"] < 60, shown
+    text = operator(project, "status", "--all").out.splitlines()
+    assert text[0].endswith("green 2 (1 completed, 1 dismissed)"), text[0]
+    [row] = [line for line in text if card in line]
+    assert " ? " not in row and "dismissed by ann at " in row and row.endswith(": sent in error")
+    assert "dismissed" not in operator(project, "status").out.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "when"),
+    [("dismissed by ann at 2026-12-01T10:00:00.000000Z: sent in error", "2026-12-01T10:00:00Z"),
+     ("dismissed by bo at home at 2026-12-01T10:00:00Z: at 2026-01-01T00:00:00Z: x",
+      "2026-12-01T10:00:00Z"),
+     ("dismissed by ann: no time", None), ("", None)],
+)  # fmt: skip
+def test_the_time_of_a_dismissal_is_read_from_its_note(line: str, when: str | None) -> None:
+    from handoffd import failed
+    from handoffd import handoff as hf
+
+    assert failed.dismissed_at(line) == (hf.epoch(when) if when else None)
 
 
 def test_a_folder_planted_as_a_dismissal_temp_never_stops_a_dismissal(project: Project) -> None:
@@ -561,7 +633,7 @@ def test_answering_a_refused_original_says_what_to_do_with_it(project: Project) 
 
 def test_a_second_retry_of_the_same_card_is_refused_and_moves_nothing(project: Project) -> None:
     card, _ = refused_original(project)
-    assert operator(project, "retry", card).code == 0
+    assert operator(project, "retry", "--force", card).code == 0
     assert operator(project, "retry", card).err == f"NOT_FAILED: {card}\n"
 
 
@@ -603,7 +675,9 @@ def test_reopen_takes_a_copy_out_of_a_completed_batch(project: Project) -> None:
 def test_reopen_refuses_a_card_not_green_and_a_name_already_waiting(project: Project) -> None:
     put(project, ID1)
     assert operator(project, "reopen", CARD).err == f"NOT_COMPLETED: {CARD}\n"
-    assert operator(project, "reopen", "nope@nobody").err == "NOT_COMPLETED: nope@nobody\n"
+    assert operator(project, "reopen", "nope@nobody").err == (
+        "NOT_COMPLETED: nope@nobody\nUnknown role: nobody (known roles: QA, cleaner, coder)\n"
+    )
     put(project, ID1, box="inbox/completed", completed_at="2026-01-01T00:00:00Z")
     done = operator(project, "reopen", CARD)
     assert (done.code, done.err) == (2, f"REOPEN_CONFLICT: {CARD}\n")
@@ -622,6 +696,100 @@ def test_reopen_finds_a_card_whose_id_its_file_name_does_not_spell(project: Proj
     target = project.box("coder", "inbox/new") / "10_manual.handoff"
     assert (done.code, done.out) == (0, f"REOPENED: {target}\n"), done.err
     assert board(project)["manual-1@coder"]["color"] == "orange"
+
+
+# --- what a reopened copy tells its agent (docs/protocol.md §15) ------------------------------
+
+AGAIN = "tests for quoted commas are missing"
+
+
+def completed_then_reopened(project: Project, *args: str) -> Path:
+    """ID1, taken and completed by the coder, then reopened with `args`; its path in new/."""
+    put(project, ID1, task="parse")
+    run(project, "ready_for_next")
+    run(project, "done_with_current")
+    done = operator(project, "reopen", CARD, *args)
+    assert done.code == 0, done.err
+    return project.box("coder", "inbox/new") / name(ID1)
+
+
+def test_a_reopened_copy_says_so_right_after_task_name_with_why_who_and_when(
+    project: Project,
+) -> None:
+    path = completed_then_reopened(project, "--reason", AGAIN, "--by", "bo")
+    fields = headers(path)
+    assert (fields["reopened_by"], fields["reopened_reason"]) == ("bo", AGAIN)
+    taken = run(project, "ready_for_next")
+    in_process = project.box("coder", "inbox/in_process") / name(ID1)
+    assert taken.out == (
+        f"TASK: {in_process}\nFROM: coder\nTYPE: note\nPRIORITY: 50\nTASK_NAME: parse\n"
+        f"REOPENED: {AGAIN} (bo, {fields['reopened_at']})\nPAYLOAD:\nDo the thing.\n"
+    )
+    # a block set since comes after it, as §13's lines all do
+    assert run(project, "block", "--reason", QUESTION).code == 0
+    lines = run(project, "ready_for_next").out.splitlines()
+    assert lines[4:8] == ["TASK_NAME: parse", f"REOPENED: {AGAIN} (bo, {fields['reopened_at']})",
+                          f"BLOCKED_REASON: {QUESTION}", "PAYLOAD:"]  # fmt: skip
+
+
+def test_reopen_without_a_reason_or_a_name_says_reopened_by_the_user(project: Project) -> None:
+    path = completed_then_reopened(project)
+    when = headers(path)["reopened_at"]
+    assert f"\nREOPENED: reopened (ann, {when})\nPAYLOAD:" in run(project, "ready_for_next").out
+
+
+def test_a_copy_reopened_twice_keeps_only_the_last_who_and_why(project: Project) -> None:
+    completed_then_reopened(project, "--reason", "first", "--by", "bo")
+    run(project, "ready_for_next")
+    run(project, "done_with_current")
+    path = project.box("coder", "inbox/new") / name(ID1)
+    assert operator(project, "reopen", CARD).code == 0
+    fields = headers(path)
+    assert "reopened_reason" not in fields and fields["reopened_by"] == "ann"
+
+
+def test_an_answer_from_before_the_reopen_is_not_shown_again_a_new_one_is(
+    project: Project,
+) -> None:
+    blocked_in_process(project)
+    operator(project, "answer", CARD, REPLY)
+    assert "ANSWER: " in run(project, "ready_for_next").out
+    run(project, "done_with_current")
+    assert operator(project, "reopen", CARD, "--reason", AGAIN).code == 0
+    taken = run(project, "ready_for_next")
+    assert "REOPENED: " in taken.out and "ANSWER" not in taken.out
+    assert "ANSWER" not in run(project, "resume").out
+    assert operator(project, "answer", CARD, "Add them to test_parse.py.").code == 0
+    assert "\nANSWER: Add them to test_parse.py. (ann, " in run(project, "ready_for_next").out
+
+
+def test_resume_says_reopened_second_while_that_work_is_in_process(project: Project) -> None:
+    path = completed_then_reopened(project, "--reason", AGAIN, "--by", "bo")
+    when = headers(path)["reopened_at"]
+    run(project, "ready_for_next")
+    lines = run(project, "resume").out.splitlines()
+    assert lines[1] == f"REOPENED: {AGAIN} (bo, {when})"
+    assert run(project, "resume", "--json").out.count(f'"reopened": "{AGAIN} (bo, {when})"') == 1
+    run(project, "done_with_current")
+    assert "REOPENED" not in run(project, "resume").out
+
+
+def test_a_reopened_copy_in_a_batch_says_so_in_its_batch_item(project: Project) -> None:
+    put(project, ID1, to="cleaner", task="parse")
+    run(project, "ready_for_next", role="cleaner")
+    run(project, "done_with_current", role="cleaner")
+    assert operator(project, "reopen", f"{ID1}@cleaner", "--reason", AGAIN).code == 0
+    taken = run(project, "ready_for_next", role="cleaner").out
+    assert "\nBATCH_ITEM: 1\n" in taken
+    assert f"\nTASK_NAME: parse\nREOPENED: {AGAIN} (ann, " in taken
+
+
+def test_a_reopen_reason_with_control_characters_is_shown_escaped(project: Project) -> None:
+    path = completed_then_reopened(project)
+    text = path.read_text().replace("reopened_by: ann", "reopened_by: ann\x1b[2J")
+    path.write_text(text)
+    out = run(project, "ready_for_next").out
+    assert "\x1b" not in out and "(ann\\x1b[2J, " in out
 
 
 # --- a held lock (docs/protocol.md §15, Part III) ----------------------------------------------

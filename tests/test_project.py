@@ -327,6 +327,22 @@ def test_the_init_command_lays_out_the_sample_and_a_second_run_reports_no_change
     assert "already up to date" in again.stdout
 
 
+def test_init_says_created_for_a_new_roles_tsv_and_updated_with_the_roles_it_adds_or_drops(
+    tmp_path: Path,
+) -> None:
+    root, conf = tmp_path / "p", tmp_path / "swarm.conf"
+    tsv = root / ".swarmforge" / "roles.tsv"
+    first = handoffd("init", str(root))
+    assert f"created {tsv}\n" in first.stdout and "run handoffd up" not in first.stdout
+    conf.write_text(project.sample_text() + "window QA shell qa task\n")
+    grown = handoffd("init", "--config", str(conf), str(root))
+    assert f"updated {tsv} (+QA)\n" in grown.stdout
+    assert grown.stdout.endswith("run handoffd up to start QA\n")
+    conf.write_text(project.sample_text().replace("window cleaner", "window tidy"))
+    shrunk = handoffd("init", "--config", str(conf), str(root))
+    assert f"updated {tsv} (+tidy, -cleaner, -QA)\n" in shrunk.stdout
+
+
 def test_the_init_command_prefers_the_projects_own_configuration(tmp_path: Path) -> None:
     root = tmp_path / "p"
     (root / ".swarmforge").mkdir(parents=True)

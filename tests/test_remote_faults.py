@@ -321,3 +321,54 @@ def test_killing_the_server_b_reads_through_and_its_consumers_leader_resumes_del
         finally:
             stop_all([a, b])
         check_once([a, b], 41)
+
+
+@pytest.mark.slow  # about 10 s: a server stopped and started again, two daemons
+def test_an_original_held_by_a_nats_outage_says_why_on_status_start_and_the_board(
+    tmp_path: Path,
+) -> None:
+    """docs/protocol.md §15, "A held original says why": while the daemon cannot reach
+    NATS, `status`'s first line, `start` and the web board say `NATS: unreachable (<why>)`,
+    and the original shows `deferred <span>: NATS unreachable: <why>` (not a bare wait),
+    from the daemon's state file; once the server is back, neither is said any more."""
+    from starlette.testclient import TestClient
+
+    from handoffd.board.web.app import create_app
+    from tests.nats_support import handoffd
+
+    store = tempfile.mkdtemp(prefix="hd-o-", dir="/tmp")
+    nats = Server(store)
+    nats.start()
+    servers.wait_jetstream(nats.url)
+    a, b = make_hosts(tmp_path, nats.url)
+    try:
+        a.start()
+        b.start()
+        nats.stop()
+        queued = Path(queue_note(a.roles, "coder", ["cleaner"], message="held"))
+        state = a.root / ".swarmforge" / "daemon" / "state.json"
+        wait_for(lambda: state.exists() and queued.name in state.read_text(), timeout=20,
+                 what="the daemon to record the deferral")  # fmt: skip
+        refused = " · NATS: unreachable (connection refused) · "
+        shown = wait_for(
+            lambda: (out := handoffd("status", "--root", str(a.root)).stdout.splitlines())
+            and refused in out[0] and out,
+            timeout=10, what="status to say why NATS cannot be reached",
+        )  # fmt: skip
+        [row] = [line for line in shown if queued.name.split("_", 1)[1][:24] in line]
+        assert " deferred " in row and row.endswith(": NATS unreachable: connection refused")
+        again = handoffd("start", str(a.root))
+        assert again.stdout.endswith("NATS: unreachable (connection refused)\n"), again.stdout
+        page = TestClient(create_app(str(a.root)), base_url="http://127.0.0.1:8765").get("/")
+        assert 'data-daemon="warn"' in page.text and "NATS: unreachable" in page.text
+        assert "NATS unreachable: connection refused" in page.text
+        nats.start()
+        wait_for(lambda: queued.name in b.names("cleaner", "inbox/new"), timeout=30,
+                 what="the held original to cross once the server is back")  # fmt: skip
+        wait_for(lambda: "NATS" not in handoffd("status", "--root", str(a.root)).stdout,
+                 timeout=10, what="status to stop saying NATS is unreachable")  # fmt: skip
+        assert handoffd("start", str(a.root)).stdout.endswith(f"NATS: connected ({nats.url})\n")
+    finally:
+        stop_all([a, b])
+        nats.stop()
+        shutil.rmtree(store, ignore_errors=True)

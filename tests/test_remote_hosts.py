@@ -68,6 +68,33 @@ def test_a_host_whose_entry_is_older_than_30_s_is_named_with_when_it_was_last_se
     assert "host c: last seen 2m ago" in as_json.stderr
 
 
+def test_all_hosts_honours_all_this_hosts_finished_cards_and_says_the_others_share_open_only(
+    hosts: list[Host],
+) -> None:
+    """docs/protocol.md §15: `--all` adds this host's green cards, read from its own disk;
+    the bucket holds every host's open cards only, and the board says so."""
+    a, _ = hosts
+    network = settings.load(str(a.root))
+    assert network is not None
+    put_entry(network, "b", time.time())
+    done = (
+        a.box("coder", "inbox/completed") / "50_20260101T000000Z_000001_from_coder_to_coder.handoff"
+    )
+    done.parent.mkdir(parents=True, exist_ok=True)
+    fields = "from: coder\nto: coder\ntype: note\npriority: 50\ncompleted_at: 2026-01-01T00:00:00Z"
+    done.write_text(f"id: 20260101T000000Z_000001_from_coder\n{fields}\n\nb\n")
+    card = "20260101T000000Z_000001_from_coder@coder"
+    plain = handoffd("status", "--all-hosts", str(a.root))
+    assert card not in plain.stdout and plain.stdout.splitlines()[0].endswith(" 0 open cards")
+    every = handoffd("status", "--all-hosts", "--all", str(a.root))
+    assert every.returncode == 0, every.stderr
+    lines = every.stdout.splitlines()
+    assert lines[0].endswith(" 1 card") and shared.ONLY_OPEN in lines
+    assert any(line.startswith("GREEN") and card in line for line in lines)
+    as_json = handoffd("status", "--all-hosts", "--all", "--json", str(a.root))
+    assert [c["card"] for c in json.loads(as_json.stdout)] == [card]
+
+
 def test_all_hosts_without_nats_says_what_is_missing(tmp_path: Path) -> None:
     from tests.conftest import make_project
 

@@ -200,7 +200,7 @@ def test_json_carries_the_same_answer(project: Project) -> None:
     assert data["source"] == "queue" and data["role"] == "QA" and data["branch"] == "QA"
     assert data["open_question"] == "slice-3: which schema?"
     assert set(data) == {"source", "role", "branch", "open_question", "state", "next_step",
-                         "answer", "lines"}  # fmt: skip
+                         "answer", "reopened", "lines"}  # fmt: skip
     assert data["answer"] is None
     cold = json.loads(resume_as(project, "cleaner", "--json").out)
     assert cold["source"] == "cold_start" and cold["lines"] == [COLD.strip()]

@@ -267,5 +267,5 @@ def test_an_outbox_original_beside_a_failed_one_of_its_name_is_a_card_of_its_own
     shown = run(project, "status", "--json", role=None, cwd=project.root)
     cards = {card["card"]: card["state"] for card in json.loads(shown.out)}
     assert cards[f"{ident}@QA"] == "failed" and cards[f"{name}@QA"] == "outbox"
-    retried = run(project, "retry", f"{ident}@QA", role=None, cwd=project.root)
+    retried = run(project, "retry", "--force", f"{ident}@QA", role=None, cwd=project.root)
     assert retried.err.startswith(f"RETRY_CONFLICT: {ident}@QA")

@@ -211,6 +211,35 @@ def test_a_handoff_sent_from_the_coders_session_reaches_the_cleaner_and_wakes_it
     assert WAKE_TEXT not in pane_text(socket, "swarmforge-coder")
 
 
+def test_a_role_added_later_is_woken_by_up_for_the_mail_waiting_for_it_not_at_renotify(
+    root: Path, tmp_path: Path
+) -> None:
+    """docs/protocol.md §15, "A new role starts well": mail sent to a role before its
+    session exists woke nobody; the `up` that starts the session has it woken as soon as
+    the pane is idle, long before re-notify (120 s) would."""
+    up(root)
+    conf = tmp_path / "grown.conf"
+    conf.write_text(CONFIG + "window QA probe-cat qa task\n")
+    grown = handoffd("init", "--config", str(conf), str(root))
+    roles_tsv = root / ".swarmforge" / "roles.tsv"
+    assert f"updated {roles_tsv} (+QA)\n" in grown.stdout, grown.stdout
+    assert "run handoffd up to start QA\n" in grown.stdout
+    draft = tmp_path / "draft"
+    draft.write_text("type: note\nto: QA\npriority: 50\nmessage: for the new role\n")
+    sent = handoffd("send-handoff", str(draft), "--root", str(root),
+                    env=command_env(SWARMFORGE_ROLE="coder"))  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    new = worktree(root, "cleaner").parent / "qa" / ".swarmforge" / "handoffs" / "inbox" / "new"
+    wait_for(lambda: list(new.glob("*.handoff")), what="the copy in QA's new/")
+    started = up(root)
+    assert "QA: mail is waiting; woken once its session is idle\n" in started
+    socket = socket_of(root)
+    wait_for(lambda: WAKE_TEXT in pane_text(socket, "swarmforge-QA"), timeout=30,
+             what="the wake-up in QA's new session")  # fmt: skip
+    log = (root / ".swarmforge" / "daemon" / "handoffd.log").read_text()
+    assert '"renotify"' not in log
+
+
 # --- down ---------------------------------------------------------------------------------
 
 

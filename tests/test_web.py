@@ -293,6 +293,25 @@ def test_a_page_past_the_archive_or_not_a_number_is_a_404(project: Project, page
     assert client(project, NOW).get(f"/archive?page={page}").status_code == 404
 
 
+def test_the_archive_marks_a_dismissed_card_and_counts_it_apart(project: Project) -> None:
+    """docs/protocol.md §15: a refusal put aside is green but not done: the archive says
+    `dismissed` (who, when, why) on its row, its age runs from the dismissal, and the
+    count keeps it apart from the completed cards."""
+    completed(project, 2)
+    ident9 = "20260101T000000Z_000009_from_coder"
+    aside = project.put("coder", f"50_{ident9}_to_nobody.handoff", box="failed/dismissed",
+                        id=ident9)  # fmt: skip
+    when = hf.iso_now(NOW - 300)
+    Path(f"{aside}.dismissed").write_text(f"dismissed by ann at {when}: sent in error\n")
+    text = client(project, NOW).get("/archive").text
+    assert "2 completed, 1 dismissed · newest first" in text
+    row = text.split('data-card="20260101T000000Z_000009_from_coder@coder"')[1].split("</tr>")[0]
+    assert (
+        'data-state="dismissed"' in row and '<span class="mark">dismissed</span> 5 min ago' in row
+    )
+    assert f"dismissed by ann at {when}: sent in error" in row
+
+
 def test_an_empty_archive_has_one_page(project: Project) -> None:
     answer = client(project).get("/archive")
     assert answer.status_code == 200 and "No completed cards yet." in answer.text

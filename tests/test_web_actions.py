@@ -24,7 +24,7 @@ from tests.conftest import Project, make_project, snapshot
 from tests.daemon_support import handoffd
 from tests.test_operator import inbox_locked
 from tests.test_web import serve, status_for, stop
-from tests.web_support import KEY, colourful, ident, serving
+from tests.web_support import KEY, colourful, ident, name, serving
 
 BASE = "http://127.0.0.1:8765"
 CSRF = Keys(KEY, 8765, "/").csrf
@@ -115,8 +115,8 @@ def test_without_the_key_a_refusal_says_how_to_get_it(project: Project) -> None:
     names = colourful(project)
     done = board(project).post(f"/card/{names['red']}/unblock", data={"csrf": CSRF})
     assert done.status_code == 403 and HOW in done.text and "--key-file" in done.text
-    wrong = board(project).get("/?key=wrong")
-    assert wrong.status_code == 403 and HOW in wrong.text
+    wrong = board(project).get("/?key=wrong")  # a page of the board: no terminal quoting
+    assert wrong.status_code == 403 and HOW.replace("`", "") in wrong.text
     closed = board(project, loopback=False).get("/")
     assert closed.status_code == 403 and HOW in closed.text
 
@@ -191,7 +191,7 @@ def test_answer_from_the_board_stores_it_unblocks_and_logs_the_action(project: P
     done = keyed(project).post(
         f"/card/{card}/answer", data={"csrf": CSRF, "text": "Use staging-2."}
     )
-    assert (done.status_code, done.headers["location"]) == (303, f"/card/{card}")
+    assert done.status_code == 303 and done.headers["location"].startswith(f"/card/{card}?done=")
     copy = project.box("QA", "inbox/new") / f"50_{ident(1)}_to_QA.handoff"
     assert "blocked_reason" not in copy.read_text()
     [report] = (project.handoffs("QA") / "reports" / ident(1)).iterdir()
@@ -201,6 +201,67 @@ def test_answer_from_the_board_stores_it_unblocks_and_logs_the_action(project: P
         "event": "web_action", "action": "answer", "card": card, "by": "ann", "result": "ok",
     }  # fmt: skip
     assert "timestamp" in line
+
+
+# --- what the pages say (docs/protocol.md §15, "The web board guides") --------------------
+
+
+def test_an_action_that_succeeded_says_so_on_the_page_it_lands_on(project: Project) -> None:
+    names = colourful(project)
+    card = names["red"]
+    client = keyed(project)
+    done = client.post(f"/card/{card}/answer", data={"csrf": CSRF, "text": "Use staging-2."})
+    landed = client.get(done.headers["location"])
+    assert landed.status_code == 200
+    assert f'<p class="done-note" role="status">Answered {card}</p>' in landed.text
+    forged = done.headers["location"].replace("done=answer", "done=dismiss")
+    assert "done-note" not in client.get(forged).text  # a link cannot say it falsely
+    assert "done-note" not in client.get(f"/card/{card}").text
+    plain = {"Accept": "text/plain"}  # as the open page sends it
+    blocked = client.post(f"/card/{names['orange']}/block", data={"csrf": CSRF, "reason": "why"},
+                          headers=plain)  # fmt: skip
+    assert (blocked.status_code, blocked.text) == (200, f"Blocked {names['orange']}\n")
+
+
+def test_a_retry_lands_on_the_open_board_saying_retried(project: Project) -> None:
+    """A retried original may be delivered at once, and its card gone: the open cards are
+    where it lands, saying what was done."""
+    from tests.daemon_support import queue
+
+    original = queue(project, "QA", ["coder"])
+    target = project.box("QA", "failed") / original.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(original, target)
+    Path(f"{target}.error").write_text("was refused once\n")
+    card = f"{original.name.split('_', 1)[1].split('_to_')[0]}@QA"
+    client = keyed(project)
+    done = client.post(f"/card/{card}/retry", data={"csrf": CSRF})
+    assert done.status_code == 303 and done.headers["location"].startswith("/?done=retry&")
+    page = client.get(done.headers["location"]).text
+    assert f'role="status">Retried {card}</p>' in page
+
+
+def test_without_the_key_every_page_says_in_one_line_it_is_read_only_and_how_to_act(
+    project: Project,
+) -> None:
+    colourful(project)
+    hint = "Read-only: to act on cards, open the URL with ?key= that handoffd web printed"
+    for path in ("/", "/archive", f"/card/{ident(1)}@QA"):
+        assert board(project).get(path).text.count(hint) == 1, path
+        assert hint not in keyed(project).get(path).text, path
+    shown = board(project, writable=False).get("/").text
+    assert "Read-only: this board was started with --read-only" in shown and hint not in shown
+
+
+def test_a_wrong_key_is_a_page_of_the_board_with_a_way_back(project: Project) -> None:
+    answer = board(project).get("/?key=wrong")
+    assert answer.status_code == 403
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "Forbidden: not the board&#39;s key; open the URL with ?key=" in answer.text
+    assert '<a href="/">Back to the open cards</a>' in answer.text
+    assert str(project.root) in answer.text  # on loopback the board is readable anyway
+    off = board(project, loopback=False).get("/?key=wrong")
+    assert off.status_code == 403 and str(project.root) not in off.text  # it names nothing
 
 
 @pytest.mark.parametrize(
@@ -231,6 +292,23 @@ def test_a_refused_action_is_409_with_the_commands_message_and_changes_nothing(
     assert (plain.status_code, plain.text.splitlines()[0]) == (409, message)
     assert snapshot(project.root / ".swarmforge" / "handoffs") == before
     assert web_log(project)[-1]["result"] == message
+
+
+def test_a_retry_from_the_board_that_would_be_refused_again_is_still_invalid(
+    project: Project,
+) -> None:
+    """The board offers no force (docs/protocol.md §13): a file certain to be refused again
+    stays put, and the page says why and how to move it anyway from the command line."""
+    failed = project.put("coder", name(7, "nobody"), box="failed", id=ident(7), to="nobody")
+    Path(f"{failed}.error").write_text("unknown recipient role 'nobody' (not in roles.tsv)\n")
+    card = f"{ident(7)}@coder"
+    before = snapshot(failed.parent)
+    done = keyed(project).post(f"/card/{card}/retry", data={"csrf": CSRF, "force": "1"})
+    assert done.status_code == 409
+    assert "STILL_INVALID: unknown recipient role &#39;nobody&#39; (not in roles.tsv)" in done.text
+    assert f"handoffd retry --force {card}" in done.text
+    assert snapshot(failed.parent) == before
+    assert not (project.box("coder", "outbox") / failed.name).exists()
 
 
 @pytest.mark.parametrize(("action", "field"), [("answer", "text"), ("block", "reason")])

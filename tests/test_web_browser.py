@@ -238,6 +238,7 @@ def test_an_operator_answers_a_red_card_from_the_board_and_the_agent_reads_the_a
         shown.locator("form.act-answer button").click()
         page.wait_for_selector(f'[data-card="{card}"][data-color="yellow"]', timeout=LIVE_S * 1000)
         assert page.evaluate("window.__same_document") is True  # no reload happened
+        assert page.locator("#done").inner_text() == f"Answered {card}"  # and it says so
     finally:
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=15)

@@ -91,12 +91,19 @@ class Card:
 
     __slots__ = (
         "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
-        "detail", "entry", "headers", "id", "latest_report", "red_reason", "role", "state",
-        "waiting_on", "wake_at", "wake_failures", "wake_last_at", "wake_submitted", "wake_via",
+        "detail", "entry", "headers", "held", "id", "latest_report", "red_reason", "role",
+        "state", "waiting_on", "wake_at", "wake_failures", "wake_last_at", "wake_submitted",
+        "wake_via",
         "wakeups",
     )  # fmt: skip
 
-    def __init__(self, entry: Entry, age_s: float | None, red_reason: str | None = None) -> None:
+    def __init__(
+        self,
+        entry: Entry,
+        age_s: float | None,
+        red_reason: str | None = None,
+        held: str | None = None,
+    ) -> None:
         self.entry = entry
         self.headers = entry.headers
         self.id = entry.id
@@ -107,6 +114,7 @@ class Card:
         self.blocked_reason = self.headers.get("blocked_reason") or None
         self.depends_on = depends_on(self.headers)
         self.red_reason = red_reason
+        self.held = held  # an outbox original's `deferred <span>: <reason>` (§15)
         self.claim: Claim | None = None
         self.latest_report: LatestReport | None = None
         self.wakeups = 0
@@ -192,6 +200,11 @@ class Board:
             counts[card.colour] += 1
         return counts
 
+    def green_split(self) -> tuple[int, int]:
+        """The green cards completed, and those dismissed (a refusal put aside, §13)."""
+        dismissed = sum(1 for card in self.cards if card.state == State.DISMISSED)
+        return self.counts()[colour.GREEN] - dismissed, dismissed
+
 
 def project(
     snapshot: Snapshot,
@@ -222,6 +235,7 @@ def project(
         if card.state == State.NEW:
             _stall(card, snapshot, now)
     for card in every:
+        _dismissed(card, snapshot, now)
         card.colour, card.detail = colour.paint(card, card.closure)
         if card.state == State.DISMISSED:  # who put it aside, when and why (§13)
             card.detail = snapshot.dismissal(card.path) or card.detail
@@ -236,6 +250,7 @@ def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Ca
     naming.assign(shown, set())
     for card in shown:
         card.latest_report = latest_report(snapshot, card.role, card.id)
+        _dismissed(card, snapshot, now)
         card.colour, card.detail = colour.paint(card, ())
         if card.state == State.DISMISSED:
             card.detail = snapshot.dismissal(card.path) or card.detail
@@ -262,6 +277,7 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
     for entry in (*copies, *originals):
         age = _age(entry, now)
         error = snapshot.error(entry.path) if entry.state == State.FAILED else None
+        deferred = _held(entry, snapshot, now) if entry.state == State.OUTBOX else None
         reason = colour.own_red(
             entry.state,
             entry.headers.get("blocked_reason"),
@@ -269,9 +285,35 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
             age or 0.0,
             stall_s,
             running,
+            deferred,
         )
-        cards.append(Card(entry, age, reason))
+        cards.append(Card(entry, age, reason, deferred))
     return cards
+
+
+def _held(entry: Entry, snapshot: Snapshot, now: float) -> str | None:
+    """`deferred <span>: <reason>` for an outbox original the running daemon deferred, as
+    its state file says (docs/protocol.md §15), else None."""
+    from handoffd import held
+
+    said = snapshot.held
+    found = said.deferred.get(entry.path) if said is not None else None
+    if found is None:
+        return None
+    since, reason = found
+    return f"deferred {colour.ago(now - since)}: {held.plain(reason, said.link if said else None)}"
+
+
+def _dismissed(card: Card, snapshot: Snapshot, now: float) -> None:
+    """A dismissed original's age runs from its dismissal, as its note says (§15): the file
+    itself is as old as the day it was written, and history is listed by name alone."""
+    if card.state != State.DISMISSED:
+        return
+    from handoffd.failed import dismissed_at
+
+    when = dismissed_at(snapshot.dismissal(card.path) or "")
+    if when is not None:
+        card.age_s = max(0.0, now - when)
 
 
 def _green(entry: Entry, now: float) -> Card:

@@ -59,6 +59,9 @@ class Painted(Protocol):
     @property
     def waiting_on(self) -> Sequence[str]: ...
 
+    @property
+    def held(self) -> str | None: ...
+
 
 RED = "red"
 YELLOW = "yellow"
@@ -75,8 +78,10 @@ def own_red(
     age_s: float,
     stall_s: float,
     daemon_running: bool,
+    held: str | None = None,
 ) -> str | None:
-    """Why a card is red by rule 2 (its own doing), or None."""
+    """Why a card is red by rule 2 (its own doing), or None.  `held`: an outbox original's
+    `deferred <span>: <reason>`, when the daemon said why it waits (docs/protocol.md §15)."""
     if state in DONE:
         return None
     if blocked_reason:
@@ -84,8 +89,10 @@ def own_red(
     if state == "failed":
         return f"failed: {error or 'no .error file beside it'}"
     if state == "outbox" and age_s > stall_s:
-        why = "the daemon defers it" if daemon_running else "daemon NOT RUNNING"
-        return f"in outbox {ago(age_s)}: {why}"
+        if held:
+            return held
+        why = "not delivered yet (see the daemon's log)" if daemon_running else "daemon NOT RUNNING"
+        return f"queued {ago(age_s)}: {why}"
     return None
 
 
@@ -141,6 +148,8 @@ def paint(card: Painted, closure: Sequence[Painted]) -> tuple[str, str]:
 
 
 def _waiting(card: Painted) -> str:
+    if card.state == "outbox":  # an original nobody has a copy of yet: the daemon's to move
+        return card.held or f"queued {ago(card.age_s)}"
     if card.claim:  # in process, but its claim has expired
         return f"claim expired: {card.claim.describe()}"
     detail = f"waiting {ago(card.age_s)}"

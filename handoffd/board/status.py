@@ -7,7 +7,7 @@ import os
 import stat
 import time
 
-from handoffd import config, lifecycle, safeio, scan
+from handoffd import config, held, lifecycle, safeio, scan
 from handoffd.board import cards, colour
 from handoffd.config import Box
 from handoffd.terminal import escape
@@ -48,7 +48,7 @@ def board(
     now = time.time() if now is None else now
     snapshot = scan.scan(root, roles, now=now, history=show_all)
     if role is not None and role not in snapshot.roles:
-        raise config.UnknownRole(role)
+        raise config.UnknownRole(role, snapshot.roles)
     result = cards.project(snapshot, now, window_s, include_green=show_all)
     if role is not None:
         result.cards = [card for card in result.cards if card.role == role]
@@ -105,12 +105,16 @@ def _linked_batches(handoffs: str) -> list[str]:
     return links
 
 
-def daemon_line(daemon: lifecycle.DaemonState | None, now: float) -> str:
-    """`daemon: running (pid N, up 2h 03m)` or `daemon: NOT RUNNING`."""
+def daemon_line(
+    daemon: lifecycle.DaemonState | None, now: float, said: held.Held | None = None
+) -> str:
+    """`daemon: running (pid N, up 2h 03m)` or `daemon: NOT RUNNING`; then, while the
+    daemon cannot reach its NATS servers, ` · NATS: unreachable (<why>)`."""
     if daemon is None or not daemon.running:
         return "daemon: NOT RUNNING"
     up = "" if daemon.started_at is None else f", up {colour.ago(now - daemon.started_at)}"
-    return f"daemon: running (pid {daemon.pid}{up})"
+    nats = held.nats_line(said.link if said is not None else None)
+    return f"daemon: running (pid {daemon.pid}{up})" + (f" · {escape(nats)}" if nats else "")
 
 
 def roles(snapshot: scan.Snapshot, only: str | None = None) -> list[dict[str, object]]:
@@ -202,9 +206,12 @@ def render(
     counts = result.counts()
     shown = colour.ORDER if show_all else colour.ORDER[:-1]
     tally = " · ".join(f"{name} {counts[name]}" for name in shown)
+    done, dismissed = result.green_split()
+    if show_all and dismissed:  # put aside is not done: counted apart (§15)
+        tally += f" ({done} completed, {dismissed} dismissed)"
     cycles = [escape(cycle) for cycle in result.cycles]  # the ids are the files' own words
     glance = role_lines(roles(result.snapshot, only), now)
-    head = f"{daemon_line(result.snapshot.daemon, now)} · {tally}"
+    head = f"{daemon_line(result.snapshot.daemon, now, result.snapshot.held)} · {tally}"
     lines = [head, *glance, *cycles, *(warnings or [])]
     if not result.cards:
         return [*lines, "no cards" if show_all else "no open cards"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from handoffd import budget, git, live, reports, scan, work
+from handoffd import blocks, budget, git, live, reports, scan, work
 from handoffd import handoff as hf
 from handoffd.config import Role
 from handoffd.terminal import escape
@@ -33,10 +33,13 @@ class Answer:
     next_step: str | None = None
     open_question: str | None = None
     answer: str | None = None  # `<first line> (<by>, <when>)`: an operator's answer (§13)
+    reopened: str | None = None  # `<reason> (<by>, <when>)`: the work was reopened (§15)
 
     def lines(self) -> list[str]:
-        """At most five lines: the open question always second when there is one.  Each
-        is escaped: the branch, the live file and the queue are files' words."""
+        """At most five lines: the second says what is newest about the work — an answer
+        (never older than a reopen: §13), else the open question (a block set since the
+        reopen cleared the last), else that it was reopened.  Each is escaped: the
+        branch, the live file and the queue are files' words."""
         if self.source == "cold_start":
             return [COLD_START]
         lines = [f"RESUMING: {self.role} on {escape(self.branch)} (from {SOURCES[self.source]})"]
@@ -44,6 +47,8 @@ class Answer:
             lines.append(f"ANSWER: {live.one_line(self.answer)}")
         elif self.open_question:
             lines.append(f"OPEN_QUESTION: {live.one_line(self.open_question)}")
+        elif self.reopened:
+            lines.append(f"REOPENED: {live.one_line(self.reopened)}")
         lines.append(f"STATE: {live.one_line(self.state or '')}")
         lines.append(f"NEXT_STEP: {live.one_line(self.next_step or '')}")
         return budget.render(MAX_LINES, [], lines)  # every line fixed, and never a sixth
@@ -57,6 +62,7 @@ class Answer:
             "state": self.state,
             "next_step": self.next_step,
             "answer": self.answer,
+            "reopened": self.reopened,
             "lines": self.lines(),
         }
 
@@ -160,21 +166,27 @@ def fresh(parsed: live.Parsed, branch: str, newest_event: float) -> bool:
 
 def climb(role: Role, root: str, now: float | None = None) -> Answer:
     """Climb the ladder for `role`; stop at the first rung that yields state.  An
-    operator's answer on the work in process is the second line, whatever the rung."""
+    operator's answer on the work in process, or its reopening, is the second line,
+    whatever the rung."""
     found = _climb(role, root, now)
-    said = answered(role)
-    return found if said is None else replace(found, answer=said)
+    said, reopened = answered(role)
+    return replace(found, answer=said, reopened=reopened)
 
 
-def answered(role: Role) -> str | None:
+def answered(role: Role) -> tuple[str | None, str | None]:
     """`<first line> (<by>, <when>)` of the answer on the role's work in process that the
-    role has not reported after, or None."""
+    role has not reported after (nor met before a reopen), and `<reason> (<by>, <when>)`
+    of its reopening, each None when there is none."""
+    said = reopened = None
     for entry in scan.scan_role(role, (scan.State.IN_PROCESS,)):
-        if work.has_answer(role.handoffs, entry.id):
-            found = reports.latest_answer(role.handoffs, entry.id)
+        since = entry.headers.get("reopened_at")
+        line = blocks.reopened(entry.headers)
+        reopened = reopened or (line.removeprefix("REOPENED: ") if line else None)
+        if said is None and work.has_answer(role.handoffs, entry.id):
+            found = reports.latest_answer(role.handoffs, entry.id, since)
             if found is not None:
-                return f"{found.first_line} ({found.agent}, {found.reported_at})"
-    return None
+                said = f"{found.first_line} ({found.agent}, {found.reported_at})"
+    return said, reopened
 
 
 def _climb(role: Role, root: str, now: float | None) -> Answer:

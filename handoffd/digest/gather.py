@@ -87,7 +87,7 @@ def carry_forward_of(
     An unknown `role` is refused, as `status --role` refuses it, rather than showing nothing."""
     snapshot = scan.scan(root)
     if role is not None and role not in snapshot.roles:
-        raise config.UnknownRole(role)
+        raise config.UnknownRole(role, snapshot.roles)
     files = history.every_file(snapshot)
     chosen = carry.choose(files, carry.report_activity(snapshot), n, since, role)
     digests = []

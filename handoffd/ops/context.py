@@ -66,10 +66,11 @@ def resolve_context(
     roles = config.load_roles(root)
     if not needs_role:
         return Context(root, roles, colours=colours)
+    named = role or os.environ.get("SWARMFORGE_ROLE") or card_role(card, roles)
+    if not named and (stray := unknown_card_role(card, roles)):
+        raise config.UnknownRole(stray, roles)  # `<id>@cleanr`: the role is the typo
     try:
-        me = config.calling_role(
-            roles, role or os.environ.get("SWARMFORGE_ROLE") or card_role(card, roles)
-        )
+        me = config.calling_role(roles, named)
     except config.UnknownRole:
         raise
     except config.ConfigError as error:  # no role: say which one the ID is a card of
@@ -99,6 +100,12 @@ def card_role(card: str | None, roles: dict[str, config.Role]) -> str | None:
     """The role an ID written as a card, `<id>@<role>`, names (None: no such role)."""
     ident, _, name = (card or "").rpartition("@")
     return name if ident and name in roles else None
+
+
+def unknown_card_role(card: str | None, roles: dict[str, config.Role]) -> str | None:
+    """The role a card's `@<role>` names when it is a role name roles.tsv lacks, else None."""
+    ident, _, name = (card or "").rpartition("@")
+    return name if ident and config.valid_role_name(name) and name not in roles else None
 
 
 def card_hint(root: str, roles: dict[str, config.Role], ident: str) -> str:
@@ -156,8 +163,12 @@ def project_root(given: str | None) -> str:
     return root
 
 
-def config_refusal(error: config.ConfigError, unknown_role: str = "Unknown role: {}") -> Result:
+DEFAULT_UNKNOWN = "Unknown role: {}"  # said with the known roles and the nearest one
+
+
+def config_refusal(error: config.ConfigError, unknown_role: str = DEFAULT_UNKNOWN) -> Result:
     """How every adapter says that the project or the role cannot be found (exit 1)."""
-    if isinstance(error, config.UnknownRole):
+    if isinstance(error, config.UnknownRole) and unknown_role != DEFAULT_UNKNOWN:
+        # a contract's own fixed line (§3's `Unknown sender role: <role>`): exactly that
         return Result(Exit.FAILED, "", unknown_role.format(error.name) + "\n")
     return Result(Exit.FAILED, "", f"{error}\n")

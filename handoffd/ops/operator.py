@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import time
 
+from handoffd import config, live, reports, safeio
 from handoffd import handoff as hf
-from handoffd import live, reports, safeio
 from handoffd.config import Role
 from handoffd.inbox import BLOCKED, Inbox
 from handoffd.ops.claims import report_id
@@ -48,7 +48,7 @@ def unknown(card: str, context: Context | None = None) -> Refusal:
     """`UNKNOWN_CARD: <card>`; given the `context`, a second line says what the card is
     when the board shows one that is no agent's open copy (done, put aside, refused or not
     delivered yet): the token is the contract's, the line what a person needs next."""
-    said = f"UNKNOWN_CARD: {_shown(card)}"
+    said = f"UNKNOWN_CARD: {_shown(card)}" + (_role_line(context, card) if context else "")
     found = find(context, card, history=True) if context is not None else None
     if found is not None and found.state == State.COMPLETED:
         said += (f"\n{_shown(card)} is completed (a green card), not open: nothing to act on; "
@@ -61,6 +61,15 @@ def unknown(card: str, context: Context | None = None) -> Refusal:
     elif found is not None and found.state == State.OUTBOX:
         said += f"\n{_shown(card)} is an original not delivered yet, no agent's copy"
     return Refusal(Exit.REFUSED, said)
+
+
+def _role_line(context: Context, card: str) -> str:
+    """A second line when the card's `@<role>` is no role of the project: what the roles
+    are, and the one it most likely meant (the first line stays the contract's token)."""
+    from handoffd.ops.context import unknown_card_role
+
+    stray = unknown_card_role(card, context.roles)
+    return "" if stray is None else f"\n{config.UnknownRole(stray, context.roles)}"
 
 
 def _shown(card: str) -> str:
@@ -136,9 +145,10 @@ def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -
         paths = inbox.copies_named(name)
         if not paths:
             raise unknown(card)  # taken and finished since the scan
-        ident = report_id(paths[0])
-        earlier = reports.latest_answer(role.handoffs, ident)  # one the agent has not met
-        blocked = hf.read(paths[0]).get(BLOCKED) or ""
+        ident, copy = report_id(paths[0]), hf.read(paths[0])
+        # one the agent has not met (an answer from before a reopen it has)
+        earlier = reports.latest_answer(role.handoffs, ident, copy.get("reopened_at"))
+        blocked = copy.get(BLOCKED) or ""
         question = blocked or (earlier.question if earlier else "")  # what it answers too
         stored = reports.store(role.handoffs, ident, reports.ANSWER, role.name, who, "", text,
                                now, {"question": question})  # fmt: skip
@@ -189,7 +199,7 @@ def _failed(context: Context, card: str) -> tuple[Role, str]:
     """The sender and the name in `failed/` of the refused original `card` names."""
     found = find(context, card)
     if found is None or found.state != State.FAILED:
-        raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}")
+        raise Refusal(Exit.REFUSED, f"NOT_FAILED: {_shown(card)}{_role_line(context, card)}")
     return context.roles[found.role], found.entry.name
 
 
@@ -204,12 +214,15 @@ def _guarded(role: Role) -> Inbox:
     return Inbox(role.handoffs, role.name)
 
 
-def retry(context: Context, card: str) -> Result:
-    """`handoffd retry CARD`: a refused original back into its sender's outbox."""
+def retry(context: Context, card: str, force: bool = False) -> Result:
+    """`handoffd retry CARD`: a refused original back into its sender's outbox, once the
+    daemon's own check (§5) passes on it as it is now (with `force`, whatever it says)."""
     from handoffd import failed
 
     role, name = _failed(context, card)
     with _guarded(role):
+        if not force:  # before anything moves: a refusal leaves every file where it was
+            _check_again(context, role, name, card)
         try:
             path = failed.retry(role, name)
         except FileNotFoundError:
@@ -220,6 +233,24 @@ def retry(context: Context, card: str) -> Result:
     from handoffd.ops.queue import no_daemon_warning
 
     return Result(Exit.OK, f"RETRIED: {path}\n", no_daemon_warning(context.root))
+
+
+def _check_again(context: Context, role: Role, name: str, card: str) -> None:
+    """Refuse `STILL_INVALID: <reason>` when the daemon would refuse the original again:
+    its bytes as they are in `failed/` now, against roles.tsv as it is now.  A second line
+    says what to do (the token's line is the contract's)."""
+    from handoffd import checks, config
+    from handoffd.terminal import escape
+
+    try:
+        data = checks.read_entry(os.path.join(role.path(config.Box.FAILED), name))
+        checks.inspect(data, name, role.name, set(context.roles))
+    except checks.Refused as refusal:
+        said = f"STILL_INVALID: {escape(str(refusal))}"
+        how = f"Fix what it says, or move it anyway: handoffd retry --force {_shown(card)}"
+        raise Refusal(Exit.REFUSED, f"{said}\n{how}") from None
+    except FileNotFoundError:
+        return  # gone since the scan: the move says NOT_FAILED
 
 
 def dismiss(
@@ -246,24 +277,25 @@ def dismiss(
 # --- completed copies: reopen -----------------------------------------------------------------
 
 
-def reopen(context: Context, card: str, reason: str | None = None) -> Result:
-    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken.  The
-    card is found as the board names it (`find`), so one whose `id` its file name does
-    not spell is reopened too."""
+def reopen(context: Context, card: str, reason: str | None = None, by: str | None = None) -> Result:
+    """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken, with
+    who reopened it and why for its next TASK block.  The card is found as the board
+    names it (`find`), so one whose `id` its file name does not spell is reopened too."""
     from handoffd import wake
     from handoffd.ops.claims import reason_problem
 
     if reason is not None and (problem := reason_problem(reason)):
         raise Refusal(Exit.REFUSED, problem.replace("a blocked reason", "a reason"))
+    who = operator_name(by)
     found = find(context, card, history=True)
     if found is None or found.state != State.COMPLETED:
-        raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
+        raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}{_role_line(context, card)}")
     role = context.roles[found.role]
     with Inbox(role.handoffs, role.name) as inbox:
         if not safeio.is_regular(found.path):  # reopened or removed since the scan
             raise Refusal(Exit.REFUSED, f"NOT_COMPLETED: {_shown(card)}")
         if inbox.held(found.entry.name):
             raise Refusal(Exit.REFUSED, f"REOPEN_CONFLICT: {_shown(card)}")
-        target = inbox.reopen(found.path, reason.strip() if reason else None)
+        target = inbox.reopen(found.path, reason.strip() if reason else None, by=who)
     live.after_step(role)
     return Result(Exit.OK, f"REOPENED: {target}\n", wake_role(context.root, role, wake.TEXT))

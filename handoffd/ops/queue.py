@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from handoffd.config import Role
     from handoffd.draft import Draft
+    from handoffd.handoff import Handoff
     from handoffd.ops.readiness import Dependencies
     from handoffd.ops.steps import Step
 
@@ -94,8 +95,15 @@ class Ready:
         return Result(Exit.OK, "NO_TASK\n", not_ready_line(reasons) + "\n" if reasons else "")
 
     def notes(self, item: Item) -> list[str]:
-        """`BLOCKED_REASON`, `DEPENDS_ON` and `ANSWER` lines, where they apply."""
+        """`REOPENED`, `COMMIT_MISSING`, `BLOCKED_REASON`, `DEPENDS_ON` and `ANSWER` lines,
+        where they apply, in that order: what happened to the work itself first (§15,
+        "after TASK_NAME"), then §13's.  An answer older than the reopen belongs to the
+        earlier round."""
         handoff, lines = item.handoff, []
+        reopened = blocks.reopened(handoff)
+        if reopened:
+            lines.append(_printable(reopened))
+        lines += self.commit_missing(handoff)
         reason = handoff.get(BLOCKED)
         if reason:
             lines.append("BLOCKED_REASON: " + _printable(reason))
@@ -106,8 +114,21 @@ class Ready:
         if has_answer(self.context.me.handoffs, ident):
             from handoffd.ops.readiness import answer_lines
 
-            lines += answer_lines(self.context.me.handoffs, ident)
+            lines += answer_lines(self.context.me.handoffs, ident, handoff.get("reopened_at"))
         return lines
+
+    def commit_missing(self, handoff: Handoff) -> list[str]:
+        """`COMMIT_MISSING: <sha> is not in this repository (git fetch?)` for a git handoff
+        whose commit the role's repository lacks (it was made on another host, §15): one
+        `git cat-file` for a git handoff, nothing run for any other file."""
+        commit = handoff.get("commit")
+        if handoff.get("type") != "git_handoff" or not commit:
+            return []
+        from handoffd import git
+
+        if git.has_commit(self.context.me.worktree, commit) is not False:
+            return []
+        return [f"COMMIT_MISSING: {_printable(commit)} is not in this repository (git fetch?)"]
 
 
 def _finish_task(context: Context, inbox: Inbox) -> Result:
@@ -237,10 +258,16 @@ def invalid(context: Context, errors: list[str], text: str, name: str) -> str:
     """The `HANDOFF INVALID` report of a refused draft (docs/protocol.md §3)."""
     listed = "".join(f"- {message}\n" for message in errors)
     usage = USAGE + ("\n" + _packet_usage() if "type: packet" in text else "")
-    if any(message.startswith("Unknown recipient role") for message in errors):
+    unknown = [m.split("'")[1] for m in errors if m.startswith("Unknown recipient role '")]
+    if unknown:
         # The error line keeps the contract's exact words (agents match them); the
-        # roles to choose from close the usage text, which is ours to write.
-        usage += f"\nKnown roles: {', '.join(sorted(context.roles))}.\n"
+        # roles to choose from, and the nearest to each unknown one, close the usage
+        # text, which is ours to write.
+        from handoffd.config import nearest
+
+        near = [(n, m) for n in unknown if (m := nearest(n, context.roles))]
+        meant = "".join(f" Did you mean '{m}' for '{n}'?" for n, m in near)
+        usage += f"\nKnown roles: {', '.join(sorted(context.roles))}.{meant}\n"
     return f"HANDOFF INVALID: {name}\n\nErrors:\n{listed}\n{usage}".rstrip("\n")
 
 

@@ -76,9 +76,10 @@ def for_daemon(root: str, roles: dict[str, Role]) -> Callable[[str, str, list[st
     return lambda role, path, wanted: dependencies.done(wanted, path, role)
 
 
-def answer_lines(handoffs: str, ident: str) -> list[str]:
-    """`ANSWER: <first line> (<by>, <when>)` and `ANSWER_FILE: <path>`, or none."""
-    found = reports.latest_answer(handoffs, ident)
+def answer_lines(handoffs: str, ident: str, since: str | None = None) -> list[str]:
+    """`ANSWER: <first line> (<by>, <when>)` and `ANSWER_FILE: <path>`, or none (also for
+    an answer from before `since`, the copy's `reopened_at`)."""
+    found = reports.latest_answer(handoffs, ident, since)
     if found is None:
         return []
     said = escape(found.first_line)

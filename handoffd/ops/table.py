@@ -73,6 +73,7 @@ RESUME_OUT = {
         "state": {"type": ["string", "null"]},
         "next_step": {"type": ["string", "null"]},
         "answer": {"type": ["string", "null"]},
+        "reopened": {"type": ["string", "null"]},
         "lines": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["source", "role", "branch", "open_question", "state", "next_step", "lines"],
@@ -244,7 +245,9 @@ OPS = (
     # refusal could hide its own failed handoff from the board).
     Op("retry", OPERATOR + "retry",
        "Move a refused original (failed/) back into its sender's outbox to be checked again.",
-       (CARD, ROOT), needs="project", tool=False, form="retry", offer=("failed",)),
+       (CARD, Param("force", FLAG, "Move it even when it would be refused again "
+                    "(STILL_INVALID).", default=False), ROOT),
+       needs="project", tool=False, form="retry", offer=("failed",)),
     Op("dismiss", OPERATOR + "dismiss",
        "Put a refused original aside in failed/dismissed/: a green card, off the open board.",
        (CARD, Param("reason", STR, "Why (default: dismissed).", token=INVALID_REASON), BY,
@@ -253,7 +256,7 @@ OPS = (
     Op("reopen", OPERATOR + "reopen",
        "Move a completed copy back into its role's new/ (orange until taken); wake the role.",
        (CARD, Param("reason", STR, "Why it is reopened (kept as reopened_reason).",
-                    token=INVALID_REASON), ROOT),
+                    token=INVALID_REASON), BY, ROOT),
        needs="project", tool=False, form="reopen", offer=("completed",)),
 )  # fmt: skip
 

@@ -27,9 +27,9 @@ def status(
 
     now = time.time()
     if role is not None and role not in context.roles:
-        return config_refusal(config.UnknownRole(role))
+        return config_refusal(config.UnknownRole(role, context.roles))
     if all_hosts:
-        return _all_hosts(context, json)
+        return _all_hosts(context, json, all)
     shown = board.board(context.root, role, all, window * 60, now, context.roles)
     if roles:
         rows = board.roles(shown.snapshot, role)
@@ -45,8 +45,9 @@ def status(
     return Result(Exit.OK, text, "", items)
 
 
-def _all_hosts(context: Context, json: bool) -> Result:
-    """`status --all-hosts` (docs/protocol.md §15): every host's open cards, with `host`."""
+def _all_hosts(context: Context, json: bool, show_all: bool = False) -> Result:
+    """`status --all-hosts` (docs/protocol.md §15): every host's open cards, with `host`
+    (and with `--all` this host's green ones)."""
     from handoffd.board import status as board
     from handoffd.remote import settings
 
@@ -63,12 +64,15 @@ def _all_hosts(context: Context, json: bool) -> Result:
                        "pip install 'handoffd[nats]'", Exit.FAILED)  # fmt: skip
     here = config.this_host(context.root)
     local = {n: r for n, r in context.roles.items() if config.is_local(r, here)}
-    items, notes = hosts.gather(context.root, local, network)
+    items, notes = hosts.gather(context.root, local, network, show_all)
     if json:
         return Result(Exit.OK, _dumps(items) + "\n", "".join(f"{n}\n" for n in notes), items)
     shown = board.board(context.root, None, False, 3600.0, roles=local)
-    head = f"{board.daemon_line(shown.snapshot.daemon, time.time())} · {len(items)} open cards"
-    return Result(Exit.OK, "\n".join(hosts.render(items, notes, head)) + "\n", "", items)
+    daemon = board.daemon_line(shown.snapshot.daemon, time.time(), shown.snapshot.held)
+    kind = "card" if show_all else "open card"
+    head = f"{daemon} · {len(items)} {kind}{'' if len(items) == 1 else 's'}"
+    empty = "no cards" if show_all else "no open cards"
+    return Result(Exit.OK, "\n".join(hosts.render(items, notes, head, empty)) + "\n", "", items)
 
 
 def resume(context: Context, json: bool = False) -> Result:
@@ -150,7 +154,7 @@ def carry_forward(
     if since is not None and when is None:
         return refused(f"INVALID_ARGUMENTS: --since is not an ISO 8601 time: {since!r}")
     if role is not None and role not in context.roles:
-        return config_refusal(config.UnknownRole(role))
+        return config_refusal(config.UnknownRole(role, context.roles))
     made = digests.carry_forward_of(context.root, n, when, role)
     items = [one.as_json() for one in made]
     if json:

@@ -73,10 +73,14 @@ class Publisher:
         self._put = None if self._put is None or self._put.done() else self._put
 
 
-def host_cards(root: str, local: dict[str, Role], host: str) -> list[dict[str, Any]]:
-    """The `status --json` objects of this host's open cards, each with its `host`."""
-    shown = board.board(root, None, False, 60 * 60.0, roles=local)
-    return [{**card.to_json(), "host": host} for card in shown.cards[:CARD_LIMIT]]
+def host_cards(
+    root: str, local: dict[str, Role], host: str, show_all: bool = False
+) -> list[dict[str, Any]]:
+    """The `status --json` objects of this host's open cards (with `show_all`, its green
+    ones too: read from its own disk, never put in the bucket), each with its `host`."""
+    shown = board.board(root, None, show_all, 60 * 60.0, roles=local)
+    limit = None if show_all else CARD_LIMIT
+    return [{**card.to_json(), "host": host} for card in shown.cards[:limit]]
 
 
 def encode(value: dict[str, Any]) -> bytes:
@@ -150,11 +154,17 @@ def last_seen(entries: list[Entry], now: float) -> list[str]:
 COLUMNS = ("STATUS", "HOST", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
 
 
-def gather(root: str, local: dict[str, Role], network: Network) -> tuple[list[dict[str, Any]],
-                                                                          list[str]]:  # fmt: skip
-    """Every host's open cards (this host's read from disk now, the others' from the
-    bucket) and a line per host not seen lately, or one saying the bucket is out of reach."""
-    cards = host_cards(root, local, network.here)
+ONLY_OPEN = ("other hosts share their open cards only: `handoffd status --all` on a host "
+             "shows its finished ones")  # fmt: skip
+
+
+def gather(
+    root: str, local: dict[str, Role], network: Network, show_all: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every host's open cards (this host's read from disk now, with `show_all` its green
+    ones too; the others' from the bucket) and a line per host not seen lately, or one
+    saying the bucket is out of reach."""
+    cards = host_cards(root, local, network.here, show_all)
     now = time.time()
     try:
         entries = [e for e in read_all(network) if e.host != network.here]
@@ -162,17 +172,19 @@ def gather(root: str, local: dict[str, Role], network: Network) -> tuple[list[di
         return cards, [f"other hosts: not shown, NATS cannot be reached ({error})"]
     for entry in entries:
         cards += entry.cards
-    return cards, last_seen(entries, now)
+    return cards, last_seen(entries, now) + ([ONLY_OPEN] if show_all and entries else [])
 
 
-def render(cards: list[dict[str, Any]], notes: list[str], head: str) -> list[str]:
+def render(
+    cards: list[dict[str, Any]], notes: list[str], head: str, empty: str = "no open cards"
+) -> list[str]:
     """The cards of every host as an aligned table, a HOST column after STATUS."""
     from handoffd.board.colour import ago
     from handoffd.terminal import escape
 
     lines = [head, *notes]
     if not cards:
-        return [*lines, "no open cards"]
+        return [*lines, empty]
     rows = [list(COLUMNS)]
     for card in cards:
         age = card.get("age_s")

@@ -24,6 +24,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
+from handoffd import held
 from handoffd.remote.settings import ACK_WAIT, Network
 
 TYPE_CHECKING = False
@@ -71,6 +72,9 @@ class Link:
         self._consuming: asyncio.Task[None] | None = None
         self._room: asyncio.Event | None = None
         self._quiet = False  # an unreachable server was logged: not again until connected
+        self.problem = ""  # why the servers cannot be reached now, in a person's words
+        self.down_since: float | None = None  # since when (the wall clock), while they cannot
+        self.tried = False  # a first connection was made or failed: the state is known
         self.empty_pulls = 0  # pulls that brought nothing since the last batch handed over
         self.draining = False  # `run --once`: an empty pull pokes the daemon too
 
@@ -138,11 +142,13 @@ class Link:
         async def disconnected() -> None:
             if not self._closed:
                 self.log.warning("nats_disconnected", servers=self.network.describe())
+                self._down("disconnected")
 
         async def reconnected() -> None:
             await self._connected()
 
         async def error(problem: Exception) -> None:
+            self._down(unreachable_why(problem))
             # once per outage: a server that stays away is retried every RECONNECT_WAIT
             if not self._quiet:
                 self._quiet = True
@@ -151,7 +157,27 @@ class Link:
 
         return {"disconnected_cb": disconnected, "reconnected_cb": reconnected, "error_cb": error}
 
+    def _down(self, why: str) -> None:
+        """The servers cannot be reached now (`why`): said to the daemon at once, which
+        keeps it for `status` (`held.py`)."""
+        import time
+
+        changed = (self.problem, self.tried) != (why, True)
+        self.problem, self.tried = why, True
+        self.down_since = self.down_since or time.time()
+        if changed:
+            self.on_change()
+
+    def status(self) -> held.Link:
+        """The link as the views say it: connecting, up, or down with why and since when."""
+        if self.connected:
+            return held.Link(held.UP)
+        if not self.tried:
+            return held.Link(held.CONNECTING)
+        return held.Link(held.DOWN, self.problem or "disconnected", self.down_since)
+
     async def _connected(self) -> None:
+        self.problem, self.down_since, self.tried = "", None, True
         self._quiet = False
         self.generation += 1
         url = self._nc.connected_url if self._nc is not None else None
@@ -333,6 +359,18 @@ def connect_options(network: Network, events: dict[str, Any] | None = None) -> d
     if network.tls_ca:
         options["tls"] = ssl.create_default_context(cafile=network.tls_ca)
     return options
+
+
+def unreachable_why(error: BaseException) -> str:
+    """Why a server cannot be reached, in a person's words: `connection refused`, `timed
+    out`, `no server answered`, else the client's own line."""
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, asyncio.TimeoutError | nats.errors.TimeoutError | TimeoutError):
+        return "timed out"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.lower()
+    return describe(error).removeprefix("nats: ")
 
 
 def describe(error: BaseException) -> str:

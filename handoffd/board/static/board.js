@@ -67,6 +67,13 @@
     if (shown) { shown.textContent = message; shown.hidden = false; }
   }
 
+  // What a done action says ("Answered <card>"): above the live part, which is swapped
+  // within a second, so the line stays until the next action.
+  function showDone(message) {
+    var done = document.getElementById("done");
+    if (done) { done.textContent = message; done.hidden = false; }
+  }
+
   live.addEventListener("submit", function (event) {
     var form = event.target;
     event.preventDefault();
@@ -78,7 +85,7 @@
         form.reset();
         if (document.activeElement) { document.activeElement.blur(); }
         etag = "";  // look again now
-        return null;
+        return response.text().then(function (text) { showDone(text.trim()); });
       }
       return response.text().then(function (text) { refuse(form, text.trim()); });
     }).catch(function () { refuse(form, "The board cannot be reached."); });

@@ -46,7 +46,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handoffd import config, reports, safeio, scan
+from handoffd import config, held, reports, safeio, scan
 from handoffd import handoff as hf
 from handoffd.board import cards, status
 from handoffd.board.web import views
@@ -178,6 +178,10 @@ class Keys:
         board restarted with a new key since the browser opened its URL)."""
         return bool(self._values(scope)) and not self.held(scope)
 
+    def sign(self, action: str, card: str) -> str:
+        """The signature of `Answered <card>` in a redirect's query (`Board.done_note`)."""
+        return _derive(self.key, f"handoffd done {action}\n{card}")[:32]
+
     def csrf_ok(self, token: str) -> bool:
         return hmac.compare_digest(token.encode(errors="surrogatepass"), self.csrf.encode())
 
@@ -206,19 +210,28 @@ def cookies(scope: Scope) -> list[tuple[str, str]]:
     return found
 
 
+Page = Callable[[int, str], Response]  # a refusal as a page of the board: (status, message)
+
+
 def key_check(
-    keys: Keys | None, host: str, port: int, loopback: bool, writable: bool = True
+    keys: Keys | None,
+    host: str,
+    port: int,
+    loopback: bool,
+    page: Page | None = None,
+    writable: bool = True,
 ) -> Check:
     """The key's rules (docs/protocol.md §13): `?key=` trades the key for its cookie; a POST
     needs the cookie and, when it names one, the board's own Origin; off loopback every
     request needs the cookie.  Without a key the board is read-only: a POST is 403.  A
-    read-only board on loopback printed no key and needs none: a `?key=` is dropped."""
+    wrong key is said on a `page` of the board, with a way back (§15).  A read-only board on
+    loopback printed no key and needs none: a `?key=` is dropped."""
     origins = {f"http://{name}" for name in allowed_hosts(host, port)}
 
     def check(scope: Scope) -> Response | None:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if "key" in query and scope["method"] in READ_ONLY:
-            return _trade(keys if writable or not loopback else None, scope, query)
+            return _trade(keys if writable or not loopback else None, scope, query, page)
         held = keys is not None and keys.held(scope)
         if scope["method"] == "POST":
             if not held:
@@ -233,14 +246,15 @@ def key_check(
     return check
 
 
-def _trade(keys: Keys | None, scope: Scope, query: dict[str, str]) -> Response:
+def _trade(keys: Keys | None, scope: Scope, query: dict[str, str], page: Page | None) -> Response:
     """The key given in the URL, as a cookie, then the same URL without it."""
     given = query.pop("key")
     target = on_board(scope["path"]) + (f"?{urlencode(query)}" if query else "")
     if keys is None:  # a read-only board on loopback: no key to trade, none needed to read
         return Response(status_code=303, headers={"Location": target})
     if not hmac.compare_digest(given.encode(), keys.key.encode()):
-        return Response(f"Forbidden: not the board's key; {HOW}.\n", 403)
+        said = f"Forbidden: not the board's key; {HOW}."
+        return page(403, said.replace("`", "")) if page else Response(said + "\n", 403)
     response = Response(status_code=303, headers={"Location": target})
     response.set_cookie(keys.cookie, keys.value, httponly=True, samesite="strict", path="/")
     return response
@@ -297,8 +311,10 @@ class Board:
         all_hosts: bool = False,
         actions: Any = None,
         keys: Keys | None = None,
+        loopback: bool = True,
     ) -> None:
         self.root = root
+        self.loopback = loopback  # off loopback every page needs the key
         self.actions = actions  # `handoffd.adapters.web.Actions`, or None: no forms at all
         self.green = scan.GreenListing()  # the archive's names, kept between requests
         self.keys = keys
@@ -355,8 +371,43 @@ class Board:
     ) -> HTMLResponse:
         act = self.acting(request) if request is not None else None
         note = self.key_note(request) if request is not None else ""
+        notes = {"read_note": self.read_note(request), "done_note": self.done_note(request)}
         html = self.env.get_template(template).render(root=self.root, act=act, key_note=note,
-                                                      **values)  # fmt: skip
+                                                      **{**notes, **values})  # fmt: skip
+        return HTMLResponse(html, status_code, headers={"Cache-Control": "no-store"})
+
+    def read_note(self, request: Request | None) -> str:
+        """The one line a page without forms says (docs/protocol.md §15): that the board is
+        read-only, and how to get the URL with its key ('' with the key, or no key at all)."""
+        if request is None or self.keys is None or self.keys.stale(request.scope):
+            return ""  # (a browser with an old key is told so by `key_note`)
+        if self.actions is None:
+            return ("Read-only: this board was started with --read-only; act with the "
+                    "handoffd commands (answer, block, retry…).")  # fmt: skip
+        hint = HOW.replace("`", "")  # a page is no terminal: no quoting marks
+        return "" if self.keys.held(request.scope) else f"Read-only: to act on cards, {hint}."
+
+    def done_note(self, request: Request | None) -> str:
+        """`Answered <card>` on the page an action's form landed on: the action and card of
+        the redirect's query, signed by the board's key so no link can say it falsely."""
+        if request is None or self.keys is None or self.actions is None:
+            return ""
+        action, card = request.query_params.get("done", ""), request.query_params.get("card", "")
+        signed = request.query_params.get("sig", "")
+        if action not in self.actions.names or not hmac.compare_digest(
+            signed.encode("utf-8", "replace"), self.keys.sign(action, card).encode()
+        ):
+            return ""
+        return views.done_line(action, card)
+
+    def refusal(self, status_code: int, message: str) -> Response:
+        """A refusal as a page of the board, with the way back to the open cards; off
+        loopback (every page needs the key there) it names no project."""
+        root = self.root if self.loopback else ""
+        html = self.env.get_template("error.html").render(
+            root=root, act=None, key_note="", read_note="", done_note="", code=status_code,
+            message=message, back="/", title=f"{status_code} — handoffd",
+        )  # fmt: skip
         return HTMLResponse(html, status_code, headers={"Cache-Control": "no-store"})
 
     def acting(self, request: Request) -> Acting | None:
@@ -373,10 +424,13 @@ class Board:
 
     def chrome(self, board: cards.Board, now: float) -> dict[str, Any]:
         """What the header of every page shows: the daemon's state and the counts."""
-        daemon = board.snapshot.daemon
+        daemon, said = board.snapshot.daemon, board.snapshot.held
+        line = status.daemon_line(daemon, now, said).removeprefix("daemon: ")
+        held_up = bool(held.nats_line(said.link if said else None))  # no other host reached
+        running = daemon is not None and daemon.running
         return {
-            "daemon": status.daemon_line(daemon, now).removeprefix("daemon: "),
-            "daemon_running": daemon is not None and daemon.running,
+            "daemon": line,
+            "daemon_state": ("warn" if held_up else "up") if running else "down",
             "counts": board.counts(),
             "now": now,
         }
@@ -384,33 +438,40 @@ class Board:
     # --- the open cards ----------------------------------------------------------------
 
     def live(
-        self, board: cards.Board, now: float, act: Acting | None = None, key_note: str = ""
+        self,
+        board: cards.Board,
+        now: float,
+        act: Acting | None = None,
+        key_note: str = "",
+        read_note: str = "",
     ) -> str:
         """The part of `/` that updates itself: the header's facts and the three columns
-        (and why the forms went, when the board restarted with a new key under it)."""
+        (and why there are no forms: read-only, or the board restarted with a new key)."""
         template = self.env.get_template("live.html")
         others, notes = self.others()
         return template.render(board=board, columns=views.columns(board), others=others,
                                host_notes=notes, act=act, key_note=key_note,
-                               **self.chrome(board, now))  # fmt: skip
+                               read_note=read_note, **self.chrome(board, now))  # fmt: skip
 
-    def open_html(self, act: Acting | None = None, key_note: str = "") -> str:
+    def open_html(self, request: Request) -> str:
         """The whole open page: one scan, one projection, one render."""
         board, now = self.project(include_green=False)
-        live = self.live(board, now, act, key_note)
+        act = self.acting(request)
+        live = self.live(board, now, act, self.key_note(request), self.read_note(request))
         template = self.env.get_template("open.html")
         return template.render(root=self.root, live=Markup(live), etag=_etag(live), act=act,
-                               key_note="",  # shown in the live part, which follows it
+                               key_note="", read_note="",  # in the live part, which follows
+                               done_note=self.done_note(request),
                                title=views.counts_title(board.counts()))  # fmt: skip
 
     def open_cards(self, request: Request) -> Response:
-        html = self.open_html(self.acting(request), self.key_note(request))
-        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(self.open_html(request), headers={"Cache-Control": "no-store"})
 
     def fragment(self, request: Request) -> Response:
         """The live part alone, or 304 when it has not changed since the page's copy."""
         board, now = self.project(include_green=False)
-        live = self.live(board, now, self.acting(request), self.key_note(request))
+        live = self.live(board, now, self.acting(request), self.key_note(request),
+                         self.read_note(request))  # fmt: skip
         tag = _etag(live)
         headers = {"ETag": tag, "Cache-Control": "no-store"}
         if tag in request.headers.get("if-none-match", ""):
@@ -429,9 +490,10 @@ class Board:
         if number is None or number > pages:
             raise HTTPException(404, "No such page of the archive.")
         page = cards.green_cards(board.snapshot, board.snapshot.load_page(shown), now)
+        dismissed = sum(1 for row in green if row[2] == scan.State.DISMISSED)
         return self.render("archive.html", request=request, cards=page, page=number,
-                           pages=pages, total=len(green), title="Archive — handoffd",
-                           **self.chrome(board, now))  # fmt: skip
+                           pages=pages, completed=len(green) - dismissed, dismissed=dismissed,
+                           title="Archive — handoffd", **self.chrome(board, now))  # fmt: skip
 
     def card(self, request: Request) -> Response:
         name = request.path_params["card"]
@@ -485,8 +547,12 @@ class Board:
             said = result.err.strip() if result is not None else BOARD_BUSY
             return PlainTextResponse(f"Service Unavailable: {said}\n", 503,
                                      headers={"Retry-After": "5"})  # fmt: skip
-        if result.ok:
-            return Response(status_code=303, headers={"Location": views.card_url(name)})
+        if result.ok and "text/plain" in request.headers.get("accept", ""):
+            return PlainTextResponse(views.done_line(action, name) + "\n")  # the open page's
+        if result.ok:  # the card's page says it was done (a retried card may be gone: `/`)
+            target = "/" if action == "retry" else views.card_url(name)
+            query = urlencode({"done": action, "card": name, "sig": self.keys.sign(action, name)})
+            return Response(status_code=303, headers={"Location": f"{target}?{query}"})
         message = (result.err or result.out).strip()
         card, moved = await run_in_threadpool(self.moved, name, action)
         if "text/plain" in request.headers.get("accept", ""):
@@ -604,7 +670,7 @@ def create_app(
     `key` a person holding the key acts through forms, unless not `writable`
     (`--read-only`); off `loopback` every request needs the key."""
     keys = Keys(key, port, root) if key else None
-    pages = Board(root, window_s, clock, all_hosts, actions if writable else None, keys)
+    pages = Board(root, window_s, clock, all_hosts, actions if writable else None, keys, loopback)
     routes = [
         Route("/", pages.open_cards),
         Route("/fragment", pages.fragment),
@@ -616,6 +682,7 @@ def create_app(
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: pages.error})
     rule = read_only if not writable else methods
-    checks = [host_check(host, port), rule, key_check(keys, host, port, loopback, writable)]
+    guard = key_check(keys, host, port, loopback, pages.refusal, writable)
+    checks = [host_check(host, port), rule, guard]
     app.add_middleware(Guard, checks=checks)
     return app

@@ -35,7 +35,19 @@ SINCE = {  # how the age of a card reads in each state
     "new": "waiting {}",
     "in_process": "taken {} ago",
     "completed": "completed {} ago",
+    "dismissed": "dismissed {} ago",
 }
+
+
+DONE = {  # what a page says once an action succeeded, before the card's name (§15)
+    "answer": "Answered", "block": "Blocked", "unblock": "Unblocked", "release": "Released",
+    "retry": "Retried", "dismiss": "Dismissed", "reopen": "Reopened",
+}  # fmt: skip
+
+
+def done_line(action: str, card: str) -> str:
+    """`Answered <card>`, and likewise for each action."""
+    return f"{DONE.get(action, action.capitalize() + ': done for')} {card}"
 
 
 def valid_name(name: str) -> bool:
@@ -77,8 +89,9 @@ def since(card: Card) -> str:
 
 def why(card: Card) -> str:
     """The line that says why a card has its colour; empty where `since` says it all (an
-    orange card waiting to be taken, unless it waits on another card: that one is named)."""
-    if card.colour == colour.ORANGE and not card.claim and not card.waiting_on:
+    orange card waiting to be taken, unless it waits on another card: that one is named, or
+    is an original the daemon deferred: why is said)."""
+    if card.colour == colour.ORANGE and not card.claim and not card.waiting_on and not card.held:
         return ""
     return detail(card)
 
