@@ -11,6 +11,7 @@ import click
 
 from benchmarks.board import Board
 from benchmarks.digest import Digest
+from benchmarks.harness import HarnessScenario
 from benchmarks.hosts import Hosts
 from benchmarks.panes import Panes
 from benchmarks.queue import Pickup, Queue
@@ -18,10 +19,10 @@ from benchmarks.scenario import BenchError, Scenario, run
 from benchmarks.startup import StartupScenario
 from benchmarks.web import Web
 
-ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes")
+ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes", "harness")
 SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     "queue": Queue, "board": Board, "digest": Digest, "web": Web, "pickup": Pickup,
-    "startup": StartupScenario, "hosts": Hosts, "panes": Panes,
+    "startup": StartupScenario, "hosts": Hosts, "panes": Panes, "harness": HarnessScenario,
 }  # fmt: skip
 
 
@@ -68,6 +69,15 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     is_flag=True,
     help="Only pickup latency with 10 busy panes against quiet ones (wake-ups wait for idle).",
 )
+@click.option(
+    "--harness",
+    is_flag=True,
+    help="Only real Claude Code and Codex (installed by .ci/harnesses): mail-to-model "
+    "latency idle and busy, lines typed into busy panes, the Stop hook's wall time.",
+)
+@click.option("--idle-samples", type=click.IntRange(1), help="--harness: idle samples [10].")
+@click.option("--busy-samples", type=click.IntRange(1), help="--harness: busy samples [5].")
+@click.option("--hook-runs", type=click.IntRange(2), help="--harness: Stop hook runs [60].")
 def main(
     quick: bool,
     directory: str | None,

@@ -4,7 +4,7 @@ that run the daemon and the swarm (`run`, `start`, `init`, `up`…).
 The operations' commands are made from their declarations (`handoffd.adapters.commands`)
 when invoked; `web` and `mcp` import their stacks only when run, so `handoffd --help`
 and the daemon commands never pay for the web stack or the MCP SDK.  Nothing imports
-this module: it is the console script's entry point.
+this module but `handoffd.entry`, the console script.
 """
 
 from __future__ import annotations
@@ -309,7 +309,8 @@ def _prepare_nats(network: Network) -> list[str]:
     "--mcp",
     "register_mcp",
     is_flag=True,
-    help="Register `handoffd mcp` in each worktree's .mcp.json, for the role that works there.",
+    help="Register `handoffd mcp` for each role's agent: in its worktree's .mcp.json, and on "
+    "Codex's command line.",
 )
 @renotify_option
 @wake_options
@@ -335,9 +336,14 @@ def up(
         if register_mcp:  # before the agents start: a harness reads it when it starts
             for role in config.load_roles(project_root).values():
                 if config.is_local(role, here):  # another host's role has no worktree here
-                    click.echo(f"mcp: {swarm.write_mcp_config(project_root, role)}")
+                    harness = swarm.harness_of(project_root, role, commands)
+                    click.echo(f"mcp: {swarm.write_mcp_config(project_root, role, harness)}")
         options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
-        socket, started = swarm.up(project_root, commands, tuple(options))
+        said: list[str] = []
+        socket, started = swarm.up(project_root, commands, tuple(options), mcp=register_mcp,
+                                   said=said)  # fmt: skip
+        for line in said:
+            click.echo(line)
         woken = swarm.wake_waiting(project_root, started)
         dead = swarm.died(socket, started, check_after)
         roles = config.load_roles(project_root)
@@ -362,6 +368,53 @@ def up(
             "some agents did not stay up; fix their command lines (--agent NAME=COMMAND), "
             "then run `handoffd up` again"
         )
+
+
+@main.command()
+@click.argument("event", type=click.Choice(["stop", "session-start", "pre-compact"]))
+@click.argument("given", required=False, metavar="[JSON]")
+@click.option("--root", help="The project (default: the one of the working directory).")
+def hook(event: str, given: str | None, root: str | None) -> None:
+    """An agent harness's hook: the end of a turn, a new conversation, a compaction.
+
+    Reads the harness's JSON on stdin (or as JSON, Codex's notify), prints only what the
+    harness reads, and always exits 0.  `handoffd up` installs these; see `handoffd hooks`.
+    """
+    from handoffd.adapters.hooks import main as run_hook
+
+    args = [event, *(["--root", root] if root else []), *([given] if given else [])]
+    raise SystemExit(run_hook(args))
+
+
+@main.command()
+@click.option("--role", "only", metavar="ROLE", help="Only this role (default: every local one).")
+@click.option("--remove", is_flag=True, help="Take handoffd's hooks out again.")
+@root_argument
+def hooks(only: str | None, remove: bool, root: str | None) -> None:
+    """Install handoffd's hooks for the roles whose agent is Claude Code (Codex takes them
+    on its command line: `handoffd up` starts it so)."""
+    from handoffd import swarm
+
+    project_root = project_of(root)
+    try:
+        here = config.this_host(project_root)
+        roles = [r for r in config.load_roles(project_root).values() if config.is_local(r, here)]
+        if only is not None:
+            roles = [r for r in roles if r.name == only]
+            if not roles:
+                raise config.UnknownRole(only)
+        kinds = {role.name: swarm.harness_of(project_root, role, {}) for role in roles}
+        said = swarm.install_hooks(project_root, roles, kinds, remove)
+    except (config.ConfigError, OSError) as error:
+        raise click.ClickException(str(error)) from None
+    for role in roles:
+        if kinds[role.name] == "codex":
+            said.append(f"hooks: {role.name}: Codex takes its notify program on its command "
+                        "line: `handoffd up` starts it with it")  # fmt: skip
+        elif kinds[role.name] == "generic":
+            said.append(f"hooks: {role.name}: not Claude Code or Codex: nothing to install")
+    for line in said:
+        click.echo(line)
 
 
 def _agent_pair(value: str) -> tuple[str, str]:

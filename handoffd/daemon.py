@@ -21,6 +21,7 @@ from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio,
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier, linked_folders
+from handoffd.harness.roles import Harnesses
 from handoffd.inbox import Item, not_ready
 from handoffd.lifecycle import daemon_path, notify
 from handoffd.scan import State, listing
@@ -129,10 +130,12 @@ class Daemon:
         self.roles = Roles(root, log)
         self.courier = Courier(root, log, self.roles.reread)
         self.panes = panes.Panes(idle_after or wake.IDLE_AFTER)
+        self.harnesses = Harnesses(root, lambda: self.roles.current)  # docs/protocol.md §16
         self.held = held.Keeper(root)  # the link and deferrals `status` shows
         self.waker = Waker(root, log, on_failed=self._wake_failed, idle_after=idle_after,
                            idle_wait=idle_wait, idle_mark=self._idle_mark,
-                           pane_states=self.panes)  # fmt: skip
+                           pane_states=self.panes, harness_of=self.harnesses.of,
+                           marks=self.harnesses.marks)  # fmt: skip
         self.renotifier = Renotifier(renotify_after)
         self.unanswered = Unanswered()
         self.rescan_every = min(RESCAN, renotify_after / 4)
@@ -302,6 +305,7 @@ class Daemon:
             self._wake_asked(local)
             self._look(local, {name for name, states in waiting.items() if State.NEW in states})
             self._watch_takes(local)
+            self._watch_announcements(local, now)
             if self.bridge is not None:
                 self.bridge.follow(local)
                 self.bridge.board.tick(local, now)
@@ -439,12 +443,12 @@ class Daemon:
 
     def _look(self, roles: dict[str, Role], waiting: set[str]) -> None:
         """Read the panes `status` shows: at each rescan those of roles with mail waiting
-        (a gone session turns their cards red at once), every LOOK_EVERY seconds the others
-        (a tmux call each: an idle swarm should cost next to nothing)."""
+        (a gone session turns their cards red at once) or a harness at work, every
+        LOOK_EVERY seconds the others (a tmux call each: an idle swarm should cost next to
+        nothing)."""
         now = time.monotonic()
-        due = [
-            n for n in roles if n in waiting or now >= self._looked.get(n, -LOOK_EVERY) + LOOK_EVERY
-        ]
+        due = [n for n in roles if n in waiting or self.panes.working(n)
+               or now >= self._looked.get(n, -LOOK_EVERY) + LOOK_EVERY]  # fmt: skip
         for name in due:
             self._looked[name] = now
         self.waker.look((name, roles[name].session) for name in due)
@@ -457,6 +461,18 @@ class Daemon:
             if name in self._took and self._took[name] != seen:
                 self.panes.took(name, role.session, time.time())
             self._took[name] = seen
+
+    def _watch_announcements(self, roles: dict[str, Role], now: float) -> None:
+        """A Stop hook that told its agent of mail (H/announced changed, docs/protocol.md
+        §16) woke the role: logged as a wake-up `via: hook`, counted for re-notify and
+        stalls, and the line the waker would have typed is taken back."""
+        for name, at in self.harnesses.announced(roles):
+            self.waker.cancel(name)
+            self.unanswered.woken(name, _taken_stamp(roles[name]))
+            self.renotifier.woken(name, now)
+            self.panes.woken(name, at)
+            self.log.info("wake", role=name, session=roles[name].session, via="hook",
+                          submitted=True)  # fmt: skip
 
     def _idle_mark(self, name: str) -> float | None:
         """From a wake-up thread: when `name` last ran `handoffd idle` (its `H/idle`)."""

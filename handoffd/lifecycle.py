@@ -329,15 +329,17 @@ def daemon_state(root: str) -> DaemonState:
 
 
 class LogTail:
-    """What the board reads of the log's tail: each role's mail wake-ups (their times, and
-    whether each was submitted), its failed ones, and the options of the last `started`."""
+    """What the board reads of the log's tail: each role's mail wake-ups (their times,
+    whether each was submitted, and how it came: typed, or by the agent's Stop hook), its
+    failed ones, and the options of the last `started`."""
 
-    __slots__ = ("failed", "options", "sent", "submitted")
+    __slots__ = ("failed", "options", "sent", "submitted", "via")
 
     def __init__(self) -> None:
         self.sent: Times = {}
         self.failed: Times = {}
         self.submitted: dict[str, list[bool | None]] = {}  # beside `sent`, one per wake-up
+        self.via: dict[str, list[str]] = {}  # beside `sent`: "typed" or "hook" (§16)
         self.options: dict[str, object] = {}
 
 
@@ -394,3 +396,4 @@ def _add_line(line: bytes, found: LogTail) -> None:
         found.submitted.setdefault(role, []).append(
             submitted if isinstance(submitted, bool) else None
         )
+        found.via.setdefault(role, []).append("hook" if event.get("via") == "hook" else "typed")

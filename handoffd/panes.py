@@ -23,14 +23,15 @@ LIMIT = 64 * 1024  # bytes of the state file ever read
 IDLE, BUSY, GONE, UNKNOWN = "idle", "busy", "gone", "unknown"
 STATES = (IDLE, BUSY, GONE, UNKNOWN)
 STALL_WAKES = 3  # unanswered wake-ups after which a waiting card is red, unless the log says
-FIELDS = ("session", "pane", "since", "last_wake_at", "last_idle_at", "last_take_at")
-TIMES = FIELDS[2:]
+FIELDS = ("session", "pane", "since", "last_wake_at", "last_idle_at", "last_take_at", "harness")
+TIMES = FIELDS[2:6]
+HARNESSES = ("claude", "codex", "generic")  # docs/protocol.md §16
 
 
 class Seen:
     """One role's pane as last read: a digest of its content and what that says."""
 
-    __slots__ = ("changed_at", "digest", "first_at", "last_idle_at", "last_take_at",
+    __slots__ = ("changed_at", "digest", "first_at", "harness", "last_idle_at", "last_take_at",
                  "last_wake_at", "looks", "pane", "session", "since")  # fmt: skip
 
     def __init__(self, session: str) -> None:
@@ -44,6 +45,7 @@ class Seen:
         self.last_wake_at: float | None = None
         self.last_idle_at: float | None = None
         self.last_take_at: float | None = None  # when the daemon saw its in_process/ change
+        self.harness = "generic"  # what runs in it (docs/protocol.md §16)
 
     def still_since(self) -> float:
         """Since when the content is known to be unchanged (its first read, if no change seen)."""
@@ -64,20 +66,29 @@ class Panes:
 
     def observe(
         self, role: str, session: str, content: str | None, answers: bool, now: float,
-        idle_mark: float | None = None,
+        idle_mark: float | None = None, verdict: str | None = None, harness: str = "generic",
     ) -> Seen:  # fmt: skip
         """Record one read of `role`'s pane (`content` None: it could not be read, and
-        `answers` says whether the tmux server did); returns the role's view."""
+        `answers` says whether the tmux server did); returns the role's view.  A known
+        harness gives its own `verdict` (idle, busy or starting, docs/protocol.md §16),
+        which stands instead of §14's quiet time."""
         with self._lock:
             seen = self._seen.setdefault(role, Seen(session))
             if seen.session != session:  # roles.tsv names another session: start afresh
                 seen.session, seen.digest, seen.changed_at = session, None, None
+            if seen.harness != harness:
+                seen.harness, self._dirty = harness, True
             if content is None:
                 seen.digest, seen.looks = None, 0
                 self._set(seen, GONE if answers else UNKNOWN, None)
             else:
                 self._read(seen, hashlib.blake2b(content.encode()).digest(), now)
-                self._classify(seen, now, idle_mark)
+                if verdict is None:
+                    self._classify(seen, now, idle_mark)
+                else:
+                    self._mark(seen, idle_mark)
+                    state = IDLE if verdict == IDLE else BUSY
+                    self._set(seen, state, seen.since if seen.pane == state else now)
             return seen
 
     def _read(self, seen: Seen, digest: bytes, now: float) -> None:
@@ -91,9 +102,7 @@ class Panes:
         seen.digest, seen.looks = digest, 1
 
     def _classify(self, seen: Seen, now: float, idle_mark: float | None) -> None:
-        if idle_mark is not None and idle_mark != seen.last_idle_at:
-            seen.last_idle_at = idle_mark
-            self._dirty = True
+        self._mark(seen, idle_mark)
         still = seen.still_since()
         marked = marked_idle(seen, idle_mark)
         if marked or now - still >= self.idle_after or seen.changed_at is None:
@@ -101,10 +110,22 @@ class Panes:
         elif seen.pane != BUSY:
             self._set(seen, BUSY, now)
 
+    def _mark(self, seen: Seen, idle_mark: float | None) -> None:
+        if idle_mark is not None and idle_mark != seen.last_idle_at:
+            seen.last_idle_at = idle_mark
+            self._dirty = True
+
     def _set(self, seen: Seen, pane: str, since: float | None) -> None:
         if (seen.pane, seen.since) != (pane, since):
             seen.pane, seen.since = pane, since
             self._dirty = True
+
+    def working(self, role: str) -> bool:
+        """Whether `role` runs a known harness last seen busy: its end of turn is worth
+        seeing soon (`status` shows it idle at once, docs/protocol.md §16)."""
+        with self._lock:
+            seen = self._seen.get(role)
+            return seen is not None and seen.pane == BUSY and seen.harness != "generic"
 
     def woken(self, role: str, now: float) -> None:
         """A wake-up was just typed into `role`'s pane."""
@@ -167,6 +188,8 @@ def _checked(raw: object) -> dict[str, object] | None:
     row: dict[str, object] = {"pane": raw["pane"]}
     session = raw.get("session")
     row["session"] = session if isinstance(session, str) else ""
+    harness = raw.get("harness")
+    row["harness"] = harness if harness in HARNESSES else "generic"
     for field in TIMES:
         value = raw.get(field)
         ok = isinstance(value, int | float) and not isinstance(value, bool) and value == value

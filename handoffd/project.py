@@ -6,7 +6,8 @@ A swarm configuration has one role per line:
 
 and, for a swarm over several machines (docs/protocol.md §15), `project <name>`,
 `nats <url>[,<url>...]`, `nats-creds <file>`, `nats-tls-ca <file>` and `host <name>`
-lines: every `window` after a `host` line lives on that host.
+lines: every `window` after a `host` line lives on that host; and `harness <role>
+claude|codex|generic`, which names the harness a role's agent is (docs/protocol.md §16).
 
 `init` turns it into the layout docs/protocol.md §1 describes.  It is idempotent: what
 exists and is right is left alone, so running it twice changes nothing, and it keeps
@@ -39,6 +40,7 @@ EXCLUDES = (".worktrees/", ".swarmforge/roles.tsv", ".swarmforge/tmux-socket",
 # here ever creates or reads (the role's real worktree is on its own host).
 REMOTE = os.path.join(config.SWARMFORGE, "remote")
 SETTINGS = ("project", "nats", "nats-creds", "nats-tls-ca")
+HARNESSES = ("claude", "codex", "generic")  # docs/protocol.md §16
 
 
 class SwarmConfigError(Exception):
@@ -72,6 +74,7 @@ class Swarm:
     windows: list[Window]
     hosts: list[str] = field(default_factory=list)  # declared by `host` lines, in order
     settings: dict[str, str] = field(default_factory=dict)  # project, nats, nats-creds…
+    harnesses: dict[str, str] = field(default_factory=dict)  # `harness <role> <name>` lines
 
     @property
     def urls(self) -> list[str]:
@@ -107,12 +110,17 @@ def parse_swarm(text: str, source: str) -> Swarm:
             host = _host_line(words, swarm, where)
         elif words and words[0] in SETTINGS:
             _setting(words, swarm, where)
+        elif words and words[0] == "harness":
+            _harness_line(words, swarm, where)
         else:
             window = _window(words, where, host)
             _check_unique(window, swarm.windows, where)
             swarm.windows.append(window)
     if not swarm.windows:
         raise SwarmConfigError(f"{source}: no roles; add lines 'window <role> <agent> <worktree>'")
+    unknown = sorted(set(swarm.harnesses) - {window.role for window in swarm.windows})
+    if unknown:
+        raise SwarmConfigError(f"{source}: `harness` names no role of the swarm: {unknown[0]}")
     if swarm.urls and "project" not in swarm.settings:
         raise SwarmConfigError(
             f"{source}: a `nats` line needs a `project <name>` line: the stream and subjects "
@@ -137,6 +145,25 @@ def _host_line(words: list[str], swarm: Swarm, where: str) -> str:
         raise SwarmConfigError(f"{where}: host '{words[1]}' is declared twice")
     swarm.hosts.append(words[1])
     return words[1]
+
+
+def _harness_line(words: list[str], swarm: Swarm, where: str) -> None:
+    """`harness <role> claude|codex|generic` (docs/protocol.md §16)."""
+    if len(words) != 3 or words[2] not in HARNESSES:
+        raise SwarmConfigError(f"{where}: expected 'harness <role> claude|codex|generic'")
+    if words[1] in swarm.harnesses:
+        raise SwarmConfigError(f"{where}: the harness of '{words[1]}' is given twice")
+    swarm.harnesses[words[1]] = words[2]
+
+
+def harnesses(root: str) -> dict[str, str]:
+    """The `harness` lines of the project's stored configuration; none when it has none,
+    or cannot be read (`init` says what is wrong with it)."""
+    try:
+        text = _read_stored(stored_configuration(root))
+        return parse_swarm(text, stored_configuration(root)).harnesses
+    except (SwarmConfigError, OSError):
+        return {}
 
 
 def _setting(words: list[str], swarm: Swarm, where: str) -> None:

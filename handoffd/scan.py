@@ -203,6 +203,7 @@ class Snapshot:
         self.wakes: dict[str, list[float]] = {}  # role -> wake-up times in the log's tail
         self.wake_failures: dict[str, list[float]] = {}  # role -> failed wake-ups, likewise
         self.wake_submitted: dict[str, list[bool | None]] = {}  # beside `wakes`, one per wake-up
+        self.wake_via: dict[str, list[str]] = {}  # beside `wakes`: typed, or by a Stop hook
         self.daemon_options: dict[str, object] = {}  # the last `started` line of the log
         self.panes: dict[str, dict[str, object]] = {}  # role -> its pane as the daemon saw it
         self.held: Held | None = None  # the running daemon's NATS link and deferrals
@@ -443,6 +444,7 @@ def _read_wakes(snapshot: Snapshot, root: str) -> None:
     tail = lifecycle.log_tail(root)
     snapshot.wakes, snapshot.wake_failures = tail.sent, tail.failed
     snapshot.wake_submitted, snapshot.daemon_options = tail.submitted, tail.options
+    snapshot.wake_via = tail.via
     if snapshot.daemon is not None and snapshot.daemon.running:
         snapshot.panes = panes.load(root)
         snapshot.held = held.load(root)

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -14,11 +13,11 @@ import subprocess
 import sys
 import time
 from importlib import resources
-from typing import Any
 
 import libtmux
 
-from handoffd import config, durable, lifecycle, project
+from handoffd import config, lifecycle, project
+from handoffd.harness import install, pane, profiles, settings
 from handoffd.wake import read_socket
 
 BIN = os.path.dirname(sys.executable)
@@ -40,46 +39,59 @@ def shims_dir() -> str:
     return str(resources.files("handoffd").joinpath("shims"))
 
 
-def agent_command(role: config.Role, agents: dict[str, str]) -> str:
-    """The session's command line.  Its environment is set with `env` on the command
-    itself: tmux gives a new pane the client's PATH whatever `new-session -e` says."""
+def agent_command(role: config.Role, agents: dict[str, str], harness_args: str = "") -> str:
+    """The session's command line: the agent's, with what its harness needs from handoffd
+    right after its program (docs/protocol.md §16).  Its environment is set with `env` on
+    the command itself: tmux gives a new pane the client's PATH whatever `new-session -e`
+    says."""
     command = agents.get(role.agent, shlex.quote(role.agent))
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in session_environment(role).items())
-    return f"exec env {env} {command} {role.agent_args}".strip()
+    words = [f"exec env {env} {command}", harness_args, role.agent_args]
+    return " ".join(word for word in words if word).strip()
 
 
 def session_environment(role: config.Role) -> dict[str, str]:
-    """What a role's agent needs: its role name, and the shims and commands on PATH."""
-    path = os.pathsep.join([shims_dir(), BIN, os.environ.get("PATH", "")])
-    return {"SWARMFORGE_ROLE": role.name, "PATH": path}
+    """What a role's agent needs: its role name, and the shims and commands on PATH, also
+    for a login shell whose profile resets PATH (docs/protocol.md §16)."""
+    ours = os.pathsep.join([shims_dir(), BIN])
+    path = os.pathsep.join([ours, os.environ.get("PATH", "")])
+    return {"SWARMFORGE_ROLE": role.name, "PATH": path, **install.login_environment(ours)}
 
 
-def mcp_entry(root: str, role: config.Role) -> dict[str, Any]:
-    """The `mcpServers` entry that serves the role's tools (docs/protocol.md §12)."""
-    return {
-        "command": os.path.join(BIN, "handoffd"),
-        "args": ["mcp", "--root", root],
-        "env": {"SWARMFORGE_ROLE": role.name},
-    }
+def harness_of(root: str, role: config.Role, agents: dict[str, str]) -> str:
+    """The role's harness: the conf's `harness` line, its agent name, its command's program."""
+    command = agents.get(role.agent)
+    return profiles.resolve(role.agent, command, project.harnesses(root).get(role.name))
 
 
-def write_mcp_config(root: str, role: config.Role) -> str:
-    """Register the server in the role's worktree (`.mcp.json`, kept out of git); other
-    servers already registered there are kept."""
-    path = os.path.join(role.worktree, MCP_CONFIG)
+def write_mcp_config(root: str, role: config.Role, harness: str = profiles.GENERIC) -> str:
+    """Register the server in the role's worktree (`.mcp.json`, kept out of git; other
+    servers already registered there are kept) and approve it there for Claude Code."""
     try:
-        with open(path, encoding="utf-8") as file:
-            settings = json.load(file)
-    except FileNotFoundError:
-        settings = {}
-    except (OSError, ValueError) as error:
-        raise RuntimeError(f"cannot read {path} ({error}); fix or remove it") from None
-    if not isinstance(settings, dict) or not isinstance(settings.get("mcpServers", {}), dict):
-        raise RuntimeError(f"{path} has no mcpServers object; fix or remove it")
-    settings.setdefault("mcpServers", {})["handoffd"] = mcp_entry(root, role)
-    durable.replace(path, (json.dumps(settings, indent=2) + "\n").encode())
-    project.exclude_from_git(root, (MCP_CONFIG,), [])
+        path = install.write_mcp_config(root, role)
+        if harness == profiles.CLAUDE:
+            install.approve_mcp(role)
+    except settings.Unusable as unusable:
+        raise RuntimeError(f"{unusable}: fix or remove it") from None
+    project.exclude_from_git(root, (MCP_CONFIG, install.HOOKS_FILE), [])
     return path
+
+
+def install_hooks(root: str, roles: list[config.Role], harnesses: dict[str, str],
+                  remove: bool = False) -> list[str]:  # fmt: skip
+    """Install (or remove) the hooks of each role whose harness is Claude Code; one line
+    each of what was done, or why a settings file was left alone."""
+    said = []
+    for role in roles:
+        if harnesses.get(role.name) != profiles.CLAUDE:
+            continue
+        try:
+            said.append(f"hooks: {role.name}: {install.install_hooks(root, role, remove)}")
+        except (settings.Unusable, OSError) as unusable:
+            said.append(f"hooks: {role.name}: not installed: {unusable}")
+    if not remove and said:
+        project.exclude_from_git(root, (install.HOOKS_FILE,), [])
+    return said
 
 
 def up(
@@ -87,9 +99,13 @@ def up(
     agents: dict[str, str] | None = None,
     daemon_args: tuple[str, ...] = (),
     tmux_config: str | None = None,
+    mcp: bool = False,
+    said: list[str] | None = None,
 ) -> tuple[str, list[str]]:
     """Start the missing sessions and the daemon; returns the socket and the sessions started.
-    Only this host's roles get a session here (a role on another host runs there)."""
+    Only this host's roles get a session here (a role on another host runs there).  Each
+    known harness gets handoffd's hooks (docs/protocol.md §16): what was done goes into
+    `said`, one line each."""
     here = config.this_host(root)
     every = config.load_roles(root)
     roles = {n: r for n, r in every.items() if config.is_local(r, here)}
@@ -107,22 +123,28 @@ def up(
     # if that was its only session); `died` turns this off again.
     _tmux(socket, tmux_config, "start-server", ";", "set-option", "-g", "exit-empty", "off",
           ";", "set-option", "-g", "remain-on-exit", "on")  # fmt: skip
+    harnesses = {name: harness_of(root, role, commands) for name, role in roles.items()}
+    if said is not None:
+        said += install_hooks(root, list(roles.values()), harnesses)
     server = libtmux.Server(socket_path=socket, config_file=tmux_config)
     started = []
     for role in roles.values():
         if not role.session:
             continue
+        if server.has_session(role.session, exact=True) and _death(socket, role.session) is None:
+            pane.record(socket, role.session, harnesses[role.name])
+            continue  # running: left alone
         if server.has_session(role.session, exact=True):
-            if _death(socket, role.session) is None:
-                continue  # running: left alone
             _tmux(socket, None, "kill-session", "-t", f"={role.session}")  # a dead pane
+        extra = install.arguments(harnesses[role.name], root, role, mcp)
         server.new_session(
             session_name=role.session,
             start_directory=role.worktree,
-            window_command=agent_command(role, commands),
+            window_command=agent_command(role, commands, extra),
             environment=session_environment(role),
             attach=False,
         )
+        pane.record(socket, role.session, harnesses[role.name])
         started.append(role.session)
     if lifecycle.holder(root) is None:
         try:
@@ -236,14 +258,15 @@ def _check_startable(role: config.Role, agents: dict[str, str]) -> None:
 
 
 def _program(command: str) -> str | None:
-    """The program a command line runs: its first word that is not a NAME=value."""
+    """The program a command line runs: its first word that is not `exec`, `env` or a
+    NAME=value."""
     try:
         words = shlex.split(command)
     except ValueError:
         return None  # tmux's shell will say what is wrong with it
     for word in words:
         name, assigns, _ = word.partition("=")
-        if not (assigns and name.isidentifier()):
+        if word not in ("exec", "env") and not (assigns and name.isidentifier()):
             return word
     return None
 

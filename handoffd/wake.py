@@ -18,6 +18,9 @@ import time
 
 from handoffd import panes, safeio
 from handoffd.config import SWARMFORGE
+from handoffd.harness import pane, profiles
+from handoffd.harness.marks import Marks
+from handoffd.harness.typist import DeadPane, Typist
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -185,6 +188,9 @@ def read_socket(root: str) -> str:
     return os.fsdecode(raw)
 
 
+Look = tuple["pane.Pane | None", "profiles.Profile | None", panes.Seen]
+
+
 class Waker:
     """Sends wake-ups on background threads, one per role; `wake` never blocks on tmux.
 
@@ -205,6 +211,8 @@ class Waker:
         idle_wait: float = IDLE_WAIT,
         idle_mark: Callable[[str], float | None] | None = None,
         pane_states: panes.Panes | None = None,
+        harness_of: Callable[[str, str], str] | None = None,
+        marks: Callable[[str], Marks] | None = None,
     ) -> None:
         self.root = root
         self.log = log
@@ -214,12 +222,17 @@ class Waker:
         self.idle_wait = idle_wait
         self.idle_mark = idle_mark or (lambda role: None)
         self.panes = pane_states or panes.Panes(idle_after or IDLE_AFTER)
+        # (role, harness `up` recorded on its session) -> its harness (docs/protocol.md §16)
+        self.harness_of = harness_of or (lambda role, recorded: recorded)
+        self._profiles: dict[str, profiles.Profile | None] = {}  # role -> as last read
         self._pending: dict[str, dict[str, str]] = {}  # role -> {text: session}, in order
         self._looks: dict[str, str] = {}  # role -> session: read its pane once, for status
         self._running: set[str] = set()  # roles whose thread is alive
         self._closed = False
         self._closing = threading.Event()  # set by close: a wait for idleness ends at once
         self._cond = threading.Condition()
+        self.typist = Typist(log, timeout, self._closing,
+                             marks or (lambda role: Marks(self.idle_mark(role), None)))  # fmt: skip
 
     def wake(self, roles: Iterable[tuple[str, str]], text: str = TEXT) -> None:
         """Ask for one wake-up of each (role, session); coalesces with pending requests."""
@@ -246,6 +259,12 @@ class Waker:
                 self._looks[role] = session
                 if role not in self._running:
                     self._start(role)
+
+    def cancel(self, role: str, text: str = TEXT) -> bool:
+        """Take back a line not yet typed (an agent's Stop hook told it of its mail): True
+        if one was waiting."""
+        with self._cond:
+            return self._pending.get(role, {}).pop(text, None) is not None
 
     def drain(self, timeout: float) -> bool:
         """Wait until every requested wake-up was attempted; False on timeout."""
@@ -312,12 +331,17 @@ class Waker:
 
     def _await_idle(self, role: str, session: str) -> tuple[float, bool]:
         """Wait until `role`'s pane is idle: the seconds waited, and whether it never was
-        (the wake-up is forced)."""
-        if self.idle_after <= 0 or not session:
+        (the wake-up is forced).  A known harness is waited on by its own markers."""
+        if not session:
+            return 0.0, False
+        seen = self._read(role, session)
+        prof = self._profiles.get(role)
+        if prof is not None and seen is not None and seen.pane not in (panes.GONE, panes.UNKNOWN):
+            return self._await_harness(role, session)
+        if self.idle_after <= 0:
             return 0.0, False
         started = time.monotonic()
         while not self._closing.is_set():
-            seen = self._read(role, session)
             waited = time.monotonic() - started
             if seen is None or seen.pane in (panes.GONE, panes.UNKNOWN) or self._idle(role, seen):
                 return waited, False  # idle, or no pane to wait for: the send says what is wrong
@@ -325,7 +349,27 @@ class Waker:
                 self.log.info("wake_forced", role=role, session=session, waited=round(waited, 1))
                 return waited, True
             self._closing.wait(min(self._poll(waited), max(0.0, self.idle_wait - waited)))
+            seen = self._read(role, session)
         return time.monotonic() - started, False
+
+    def _await_harness(self, role: str, session: str) -> tuple[float, bool]:
+        """`_await_idle` for Claude Code or Codex (docs/protocol.md §16).  When the agent's
+        Stop hook announced its mail meanwhile, the mail line is taken back; any other line
+        asked for waits on."""
+        while True:
+            waited, forced, cancelled = self.typist.wait(
+                role, session, lambda: self._harness_look(role, session), self.idle_wait,
+                lambda: self._asked(role),
+            )  # fmt: skip
+            if not cancelled:
+                return waited, forced
+            self.cancel(role)
+            if not self._asked(role):
+                return waited, forced
+
+    def _asked(self, role: str) -> bool:
+        with self._cond:
+            return bool(self._pending.get(role))
 
     def _poll(self, waited: float) -> float:
         """Seconds until the next read of a pane waited on: a quarter of --idle-after (at
@@ -340,43 +384,70 @@ class Waker:
 
     def _read(self, role: str, session: str) -> panes.Seen | None:
         """One read of the pane, recorded; None when there is no socket to read it through."""
+        found = self._look(role, session)
+        return None if found is None else found[2]
+
+    def _look(self, role: str, session: str) -> Look | None:
+        """Read the pane once and record what it shows (for `status`): the pane (None when
+        it cannot be read), the profile of its harness, and the role's view; None without
+        a socket to read it through."""
         try:
             socket = read_socket(self.root)
         except Exception:  # no socket file, or a bad one: the send logs why
             return None
-        dead = False
         try:
-            content: str | None = capture(socket, session, self.timeout)[0]
-        except PaneDead:  # its agent exited: as gone as a session that is not there
-            content, dead = None, True
+            seen: pane.Pane | None = pane.read(socket, session, self.timeout)
         except Exception:  # the session is gone, or there is no server: which one?
-            content = None
-        answers = content is not None or dead or server_answers(socket, self.timeout)
-        return self.panes.observe(role, session, content, answers, time.time(),
-                                  self.idle_mark(role))  # fmt: skip
+            seen = None
+        answers = seen is not None or server_answers(socket, self.timeout)
+        kind = self.harness_of(role, seen.harness if seen is not None else "")
+        prof = self._profiles[role] = profiles.profile(kind)
+        content = None if seen is None or seen.dead else seen.content
+        verdict = None
+        if prof is not None and seen is not None and content is not None:
+            verdict = profiles.state(seen.screen, prof)
+        view = self.panes.observe(role, session, content, answers, time.time(),
+                                  self.idle_mark(role), verdict, kind)  # fmt: skip
+        return seen, prof, view
+
+    def _harness_look(
+        self, role: str, session: str
+    ) -> tuple[pane.Pane, profiles.Profile | None] | None:
+        found = self._look(role, session)
+        return None if found is None or found[0] is None else (found[0], found[1])
 
     def _send(
         self, role: str, session: str, text: str, waited: float = 0.0, forced: bool = False
     ) -> None:
         """One wake-up; whatever goes wrong is a `wake_failed` line, never an exception."""
+        prof = self._profiles.get(role)
         try:
             if not session:
                 raise RuntimeError("no tmux session for this role in roles.tsv")
             socket = read_socket(self.root)
-            send_keys(socket, session, text, self.timeout)
+            if prof is None:
+                send_keys(socket, session, text, self.timeout)
+            else:
+                check_line(text)
+                self.typist.type(socket, session, prof, text)
         except subprocess.TimeoutExpired:
             self._failed(role, text, f"tmux timed out ({self.timeout}s)")
         except Exception as error:  # this thread must outlive any failure
             self._failed(role, text, str(error) or type(error).__name__)
         else:
             try:
-                submitted = self._submitted(role, socket, session, text)
-            except PaneDead as dead:  # tmux takes keys for a dead pane and drops them
+                if prof is None:
+                    submitted = self._submitted(role, socket, session, text)
+                else:
+                    submitted = self.typist.taken(role, socket, session, prof, text)
+            except (PaneDead, DeadPane) as dead:  # tmux takes keys for a dead pane and drops them
                 self._failed(role, text, str(dead))
                 return
             self.panes.woken(role, time.time())
+            typed = {} if prof is None else {"via": "typed", "harness": prof.name}
             self.log.info("wake", role=role, session=session, refused=refusal(text),
-                          submitted=submitted, forced=forced, waited=round(waited, 2))  # fmt: skip
+                          submitted=submitted, forced=forced, waited=round(waited, 2),
+                          **typed)  # fmt: skip
 
     def _submitted(self, role: str, socket: str, session: str, text: str) -> bool:
         """Read the pane after the keys: a line still typed there gets one more C-m, and

@@ -94,7 +94,7 @@ class Seat:
     name: str
     worktree: str = ""
     mode: str = "task"
-    agent: str = "claude"
+    agent: str = "agent"  # a stand-in: "claude" or "codex" would make it that harness (§16)
     session: str = ""
     display: str = ""
 

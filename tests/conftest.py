@@ -36,7 +36,7 @@ SAID = {"fifo": "a FIFO", "device": "a device", "link": "a symbolic link"}  # ho
 T = TypeVar("T")
 SEATS = (
     Seat("coder", display="Coder"),
-    Seat("cleaner", ".worktrees/cleaner", "batch", "codex", display="Cleaner"),
+    Seat("cleaner", ".worktrees/cleaner", "batch", "bot", display="Cleaner"),
     Seat("QA", ".worktrees/QA", ""),
 )
 

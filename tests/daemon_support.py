@@ -220,6 +220,7 @@ class RecordingWaker:
     def __init__(self) -> None:
         self.requests: list[list[tuple[str, str]]] = []
         self.texts: list[tuple[str, str]] = []  # (role, text)
+        self.cancelled: list[str] = []  # roles whose mail line was taken back
 
     def wake(self, roles: Iterable[tuple[str, str]], text: str = WAKE_TEXT) -> None:
         batch = list(roles)
@@ -229,6 +230,10 @@ class RecordingWaker:
 
     def look(self, roles: Iterable[tuple[str, str]]) -> None:
         pass
+
+    def cancel(self, role: str, text: str = WAKE_TEXT) -> bool:
+        self.cancelled.append(role)
+        return True
 
     def waiting(self, role: str) -> bool:
         return False  # every request is "typed" when it is recorded

@@ -79,7 +79,7 @@ class Scene:
         self.project = make_project(base)
         root = self.project.root
         git(root, "worktree", "add", "-q", ".worktrees/architect", "-b", "architect")
-        rows = [(n, n, str(p), n, n, "claude", "batch" if n == "cleaner" else "task")
+        rows = [(n, n, str(p), n, n, "agent", "batch" if n == "cleaner" else "task")
                 for n, p in self.project.worktrees.items()]  # fmt: skip
         rows.append(("architect", "architect", str(root / ".worktrees/architect"), "a", "A", "x"))
         self.project.write_roles(roles_tsv(rows))

@@ -6,6 +6,7 @@ figure misses; and the targets are the ones the tables state."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -202,7 +203,7 @@ def test_hosts_measures_cross_host_pickup_beside_local_pickup_and_the_drain(tmp_
 def test_one_scenario_at_a_time_and_the_refusal_says_which_flags(tmp_path):
     result = bench("--board", "--web", "--dir", str(tmp_path), timeout=30)
     assert result.returncode == 2 and result.stdout == ""
-    flags = "--board, --digest, --web, --pickup, --startup, --hosts, --panes"
+    flags = "--board, --digest, --web, --pickup, --startup, --hosts, --panes, --harness"
     assert f"give at most one of {flags}" in result.stderr
     assert list(tmp_path.iterdir()) == []  # refused before anything was built
 
@@ -310,3 +311,18 @@ def test_the_benchmark_and_the_tests_share_a_factory_that_pulls_in_neither():
         done = subprocess.run([f"{BIN}/python", "-c", probe.format(module)],
                               capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
         assert (done.stdout.strip(), done.stderr) == (allowed, ""), module
+
+
+def test_the_harness_scenario_says_which_harness_is_missing_before_building_anything(
+    tmp_path: Path,
+) -> None:
+    """`--harness` drives real Claude Code and Codex (tests/test_real_*.py run the same
+    swarm): where `.ci/harnesses` did not install them it says so, and what to run."""
+    env = {**os.environ, "HANDOFFD_HARNESSES": str(tmp_path / "none")}
+    result = subprocess.run(
+        [sys.executable, "-m", "handoffd", "bench", "--harness", "--quick", "--dir",
+         str(tmp_path)], capture_output=True, text=True, timeout=60, check=False, env=env,
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "@anthropic-ai/claude-code@2.1.332 is not installed" in result.stderr
+    assert "(run .ci/harnesses)" in result.stderr

@@ -131,7 +131,8 @@ def test_json_has_exactly_the_fields_of_the_contract() -> None:
         "task", "blocked_reason", "claim", "depends_on", "latest_report", "age_s", "path",
         "wakes",
     ]  # fmt: skip
-    assert data["wakes"] == {"sent": 0, "failed": 0, "last_at": None, "submitted": None}
+    assert data["wakes"] == {"sent": 0, "failed": 0, "last_at": None, "submitted": None,
+                             "via": None}  # fmt: skip
     assert (data["state"], data["to"], data["priority"], data["depends_on"]) == (
         "new", ["B"], "50", [ident(9)],
     )  # fmt: skip
@@ -178,6 +179,7 @@ def test_a_waiting_cards_wakes_say_how_many_and_whether_the_last_was_submitted()
     snap.wake_failures = {"B": [NOW - 20]}
     assert cards.project(snap, NOW).cards[0].to_json()["wakes"] == {
         "sent": 2, "failed": 1, "last_at": "2027-01-15T07:59:50.000000Z", "submitted": False,
+        "via": "typed",  # a log line without `via` was typed (docs/protocol.md §16)
     }  # fmt: skip
 
 

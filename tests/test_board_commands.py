@@ -1,8 +1,8 @@
 """`handoffd heartbeat release block unblock report` end to end (docs/protocol.md §8): the
 installed commands as subprocesses in a real git project with real worktrees.
 
-Roles of the fixture project: coder (task mode, agent `claude`), cleaner (batch mode,
-agent `codex`), QA (task mode).
+Roles of the fixture project: coder (task mode, agent `agent`), cleaner (batch mode,
+agent `bot`), QA (task mode).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def test_heartbeat_names_the_agent_from_roles_tsv(project: Project) -> None:
     result = run(project, "heartbeat")
     path = project.handoffs("coder") / "heartbeat"
     assert (result.code, result.out, result.err) == (0, f"HEARTBEAT: {path}\n", "")
-    assert beat(project, "coder") == "agent: claude\nconversation:\n"
+    assert beat(project, "coder") == "agent: agent\nconversation:\n"
 
 
 def test_heartbeat_takes_agent_and_conversation_from_options_then_environment(
@@ -100,7 +100,7 @@ def test_heartbeat_for_another_role_with_role_and_root(project: Project, tmp_pat
     result = run(project, "heartbeat", "--role", "cleaner", "--root", str(project.root),
                  role=None, cwd=outside)  # fmt: skip
     assert result.code == 0, result.err
-    assert beat(project, "cleaner") == "agent: codex\nconversation:\n"
+    assert beat(project, "cleaner") == "agent: bot\nconversation:\n"
 
 
 def test_heartbeat_without_a_role_is_exit_1(project: Project, tmp_path: Path) -> None:
@@ -118,17 +118,17 @@ def test_every_helper_renews_the_heartbeat_even_when_it_refuses(
     project: Project, helper: str
 ) -> None:
     os.makedirs(project.handoffs("coder"), exist_ok=True)
-    (project.handoffs("coder") / "heartbeat").write_text("agent: claude\nconversation:\n")
+    (project.handoffs("coder") / "heartbeat").write_text("agent: agent\nconversation:\n")
     os.utime(project.handoffs("coder") / "heartbeat", (1_000_000, 1_000_000))
     run(project, helper, env={"SWARMFORGE_CONVERSATION": "c7"})
-    assert beat(project, "coder") == "agent: claude\nconversation: c7\n"
+    assert beat(project, "coder") == "agent: agent\nconversation: c7\n"
     assert (project.handoffs("coder") / "heartbeat").stat().st_mtime > 1_000_000
 
 
 def test_swarm_handoff_renews_the_senders_heartbeat(project: Project) -> None:
     draft = project.draft(project.note_draft())
     assert run(project, "swarm_handoff", str(draft)).code == 0
-    assert beat(project, "coder") == "agent: claude\nconversation:\n"
+    assert beat(project, "coder") == "agent: agent\nconversation:\n"
 
 
 def test_a_heartbeat_linked_outside_is_replaced_and_its_target_never_touched(
@@ -137,7 +137,7 @@ def test_a_heartbeat_linked_outside_is_replaced_and_its_target_never_touched(
     """The target holds exactly what the heartbeat would: a reader that follows the link
     sees nothing to rewrite and touches (utime) the target instead."""
     target = tmp_path / "precious"
-    target.write_bytes(heartbeat.content("claude", ""))
+    target.write_bytes(heartbeat.content("agent", ""))
     os.utime(target, (1_000_000, 1_000_000))
     link = project.handoffs("coder") / "heartbeat"
     link.parent.mkdir(parents=True)
@@ -336,9 +336,9 @@ def test_report_running_takes_work_first_when_nothing_is_in_process(project: Pro
     assert result.out.startswith(f"TASK: {taken}\n")
     assert result.out.endswith(f"REPORTED: {report.path}\n")
     assert (report.status, report.role, report.agent, report.conversation, report.text) == (
-        "RUNNING", "coder", "claude", "c1", "Started.",
+        "RUNNING", "coder", "agent", "c1", "Started.",
     )  # fmt: skip
-    assert beat(project, "coder") == "agent: claude\nconversation: c1\n"
+    assert beat(project, "coder") == "agent: agent\nconversation: c1\n"
 
 
 def test_report_running_on_work_in_process_takes_nothing_more(project: Project) -> None:

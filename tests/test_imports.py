@@ -23,7 +23,9 @@ from tests.test_helpers import imported_by
 PACKAGE = Path(__file__).resolve().parent.parent / "handoffd"
 UPPER = ("handoffd.board", "handoffd.continuity", "handoffd.digest", "handoffd.ops",
          "handoffd.adapters", "handoffd.cli")  # fmt: skip
-ENTRY = "handoffd.__main__"  # `python -m handoffd`: run, never imported
+# `python -m handoffd` and the console script (which sends a hook straight to it, docs/
+# protocol.md §16): run, never imported
+ENTRIES = ("handoffd.__main__", "handoffd.entry")
 
 
 def module_names() -> dict[str, Path]:
@@ -104,7 +106,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def is_core(name: str) -> bool:
-    return name.count(".") == 1 and name not in ("handoffd.cli", ENTRY)
+    return name.count(".") == 1 and name not in ("handoffd.cli", *ENTRIES)
 
 
 def test_the_walk_sees_imports_inside_functions_and_for_types() -> None:
@@ -121,7 +123,7 @@ def test_no_module_imports_itself_back_through_others() -> None:
 
 def test_the_cli_is_imported_by_no_module() -> None:
     importers = sorted(m for m, deps in graph().items() if "handoffd.cli" in deps)
-    assert importers == [ENTRY]
+    assert importers == sorted(ENTRIES)
 
 
 def test_the_core_imports_nothing_from_the_layers_above_it() -> None:

@@ -121,3 +121,23 @@ def test_the_packaged_shims_work_from_the_path_up_gives_the_agents(project: Proj
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert (result.returncode, result.stdout) == (0, "NO_TASK\n"), result.stderr
+
+
+def test_a_login_shell_whose_profile_resets_path_still_finds_the_helpers(
+    project: Project, tmp_path: Path
+) -> None:
+    """Codex runs an agent's commands as `bash -lc`: the profile resets the PATH `up` set,
+    and bash reads the session's BASH_ENV after it (docs/protocol.md §16)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".profile").write_text("PATH=/usr/bin:/bin\nexport PATH\n")
+    role = config.load_roles(str(project.root))["cleaner"]
+    env = {**helper_env(None), **swarm.session_environment(role), "HOME": str(home)}
+    for shell in (["bash", "-lc"], ["bash", "-c"]):
+        result = subprocess.run(
+            [*shell, "ready_for_next.sh && echo PATH=$PATH"], env=env,
+            cwd=project.worktrees["cleaner"], capture_output=True, text=True, timeout=60,
+            check=False,
+        )  # fmt: skip
+        assert result.stdout.startswith("NO_TASK\nPATH="), (shell, result.stderr)
+        assert result.stdout.count(swarm.shims_dir()) == 1  # put back once, not twice

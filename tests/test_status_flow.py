@@ -73,9 +73,9 @@ def test_block_take_age_release_and_unblock_each_recolour_the_card(project: Proj
     ok(project, "handoffd", "unblock")
     card = board(project)[f"{A}@QA"]
     assert (card["color"], card["claim"]["role"], card["claim"]["agent"]) == (
-        "yellow", "QA", "claude",
+        "yellow", "QA", "agent",
     )  # fmt: skip
-    assert card["detail"].startswith("claude@QA, heartbeat ")
+    assert card["detail"].startswith("agent@QA, heartbeat ")
 
     age_heartbeat(project, "QA", 61)  # past the 60-minute window: the claim expires
     card = board(project)[f"{A}@QA"]
@@ -95,7 +95,7 @@ def test_a_claim_on_a_dependency_makes_the_dependent_yellow_then_done_leaves_it_
     ok(project, "ready_for_next")
     dependent = board(project)[f"{B}@cleaner"]
     assert (dependent["color"], dependent["depends_on"]) == ("yellow", [A])
-    assert dependent["detail"].startswith(f"via {A}@QA: claude@QA")
+    assert dependent["detail"].startswith(f"via {A}@QA: agent@QA")
     ok(project, "done_with_current")
     found = board(project)
     assert f"{A}@QA" not in found and found[f"{B}@cleaner"]["color"] == "orange"
@@ -207,8 +207,9 @@ def test_status_shows_each_roles_pane_last_wake_and_last_take_at_a_glance(
     queue(project, "coder", ["QA"])
     row = wait_for(lambda: (lambda r: r if r["last_wake_at"] else None)(roles(project)["QA"]),
                    what="QA's wake-up")  # fmt: skip
-    assert set(row) == {"role", "session", "pane", "pane_since", "last_wake_at", "last_take_at",
-                        "last_idle_at"}  # fmt: skip
+    assert set(row) == {"role", "harness", "session", "pane", "pane_since", "last_wake_at",
+                        "last_take_at", "last_idle_at"}  # fmt: skip
+    assert row["harness"] == "generic"
     assert (row["session"], row["last_take_at"], row["last_idle_at"]) == ("QA", None, None)
     assert roles(project)["cleaner"]["pane"] == "gone"  # the server answers without its session
     ok(project, "ready_for_next")

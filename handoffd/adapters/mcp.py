@@ -36,7 +36,9 @@ handoffd's queue for your role (the same files and rules as the *.sh helpers).
 Start a session with `resume`. Take work with `ready_for_next`, send results with
 `send_handoff`, then `done_with_current`. On long work `report` RUNNING; when stuck
 `report` BLOCKED (or `block`) with the question itself; when woken, `ready_for_next` shows
-the operator's ANSWER. `note` keeps decisions for the next session."""
+the operator's ANSWER. `note` keeps decisions for the next session.
+Your client may show these tools by name only until you search for them: search for
+handoffd's `ready_for_next`, `send_handoff`, `done_with_current`, `report`, `resume`."""
 WHO_KEYS = ("agent", "conversation")  # who runs it; the role is the server's own
 
 

@@ -93,6 +93,7 @@ class Card:
         "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
         "detail", "entry", "headers", "held", "id", "latest_report", "red_reason", "role",
         "state", "waiting_on", "wake_at", "wake_failures", "wake_last_at", "wake_submitted",
+        "wake_via",
         "wakeups",
     )  # fmt: skip
 
@@ -120,6 +121,7 @@ class Card:
         self.wake_failures = 0  # wake-ups the daemon tried and could not deliver
         self.wake_last_at: float | None = None  # the last wake-up since the card arrived
         self.wake_submitted: bool | None = None  # whether that one was seen submitted
+        self.wake_via: str | None = None  # how it came: typed, or by a Stop hook (§16)
         self.wake_at: list[float] = []  # the times of those wake-ups, oldest first
         self.closure: list[Card] = []
         self.waiting_on: list[str] = []  # the dependencies it waits for (§13: not ready)
@@ -174,6 +176,7 @@ class Card:
                 "failed": self.wake_failures,
                 "last_at": iso(self.wake_last_at),
                 "submitted": self.wake_submitted,
+                "via": self.wake_via,
             },
         }
 
@@ -367,12 +370,15 @@ def _wakes(card: Card, snapshot: Snapshot, since: float) -> None:
     times = snapshot.wakes.get(card.role, [])
     submitted = snapshot.wake_submitted.get(card.role, [])
     submitted = submitted + [None] * (len(times) - len(submitted))  # a log without the field
-    sent = [(at, ok) for at, ok in zip(times, submitted, strict=False) if at >= since]
+    via = snapshot.wake_via.get(card.role, [])
+    via = via + ["typed"] * (len(times) - len(via))
+    sent = [(at, ok, how) for at, ok, how in zip(times, submitted, via, strict=False)
+            if at >= since]  # fmt: skip
     card.wakeups = len(sent)
-    card.wake_at = [at for at, _ in sent]
+    card.wake_at = [at for at, _, _ in sent]
     card.wake_failures = sum(1 for t in snapshot.wake_failures.get(card.role, ()) if t >= since)
     if sent:
-        card.wake_last_at, card.wake_submitted = sent[-1]
+        card.wake_last_at, card.wake_submitted, card.wake_via = sent[-1]
 
 
 def _stall(card: Card, snapshot: Snapshot, now: float) -> None:

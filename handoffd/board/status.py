@@ -125,6 +125,7 @@ def roles(snapshot: scan.Snapshot, only: str | None = None) -> list[dict[str, ob
         if entry.state == scan.State.IN_PROCESS:
             held.setdefault(entry.role, []).append(cards.epoch(entry.headers.get("dequeued_at")))
     rows = []
+    overrides = _harness_lines(snapshot.root) if snapshot.roles else {}
     for name, role in snapshot.roles.items():
         if only is not None and name != only:
             continue
@@ -134,6 +135,7 @@ def roles(snapshot: scan.Snapshot, only: str | None = None) -> list[dict[str, ob
         took = _numbers(seen.get("last_take_at"), *held.get(name, ()))  # as the daemon saw it
         rows.append({
             "role": name,
+            "harness": _harness(role, seen, overrides.get(name)),
             "session": role.session,
             "pane": seen.get("pane", "unknown"),
             "pane_since": cards.iso(_number(seen.get("since"))),
@@ -142,6 +144,23 @@ def roles(snapshot: scan.Snapshot, only: str | None = None) -> list[dict[str, ob
             "last_idle_at": cards.iso(max(idle, default=None)),
         })  # fmt: skip
     return rows
+
+
+def _harness_lines(root: str) -> dict[str, str]:
+    from handoffd import project
+
+    return project.harnesses(root)
+
+
+def _harness(role: config.Role, seen: dict[str, object], override: str | None) -> str:
+    """What runs in the role's pane (docs/protocol.md §16): as the daemon last saw it,
+    else as the conf's `harness` line or the agent's name says."""
+    from handoffd.harness import profiles
+
+    found = seen.get("harness")
+    if override is None and found in profiles.PROFILES:
+        return str(found)
+    return profiles.resolve(role.agent, None, override)
 
 
 def _number(value: object) -> float | None:
@@ -162,6 +181,8 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
         if pane in ("idle", "busy") and since is not None:
             pane = f"{pane} {colour.ago(now - since)}"
         wake, take = (_span(row[key], now) for key in ("last_wake_at", "last_take_at"))
+        if row.get("harness") not in (None, "generic"):
+            pane = f"{row['harness']} {pane}"  # Claude Code or Codex (docs/protocol.md §16)
         lines.append(f"{escape(str(row['role'])):<{width}}  {pane}  last wake {wake}  "
                      f"last take {take}")  # fmt: skip
     return lines

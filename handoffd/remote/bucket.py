@@ -169,7 +169,8 @@ CLAIM = _shaped({"role": _text, "agent": _maybe(_text), "conversation": _maybe(_
                  "heartbeat_at": _maybe(_text), "live": _flag})  # fmt: skip
 REPORT = _shaped({"status": _text, "role": _text, "reported_at": _text, "excerpt": _text})
 WAKES = _shaped({"sent": _count, "failed": _count, "last_at": _maybe(_text),
-                 "submitted": _maybe(_flag)})  # fmt: skip
+                 "submitted": _maybe(_flag)},
+                {"via": _maybe(_one_of("typed", "hook"))})  # docs/protocol.md §16  # fmt: skip
 STATE = _one_of("outbox", "failed", "new", "in_process", "completed")
 COLOUR = _one_of("red", "yellow", "orange", "green")
 OPTIONAL_TEXT = _maybe(_text)

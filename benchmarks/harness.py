@@ -1,0 +1,243 @@
+"""`--harness`: real Claude Code and Codex CLI in a swarm `handoffd up` started
+(docs/protocol.md §16), their model scripted on loopback (`testbed.models`).
+
+- Idle: a handoff is queued for a harness waiting at its prompt; the latency runs from
+  `HANDOFF QUEUED` to the model request that carries the typed wake-up.
+- Busy: the harness is in a turn (its model's answers held back) when the handoff is
+  queued; the latency runs from the end of that turn (its last answer sent whole) to the
+  next model request (Claude Code: its Stop hook's reason; Codex: the wake-up typed once
+  its notify has run and its screen shows the turn over).
+- Lines typed into a busy harness: requests of a busy turn that carry a mail line (a line
+  typed in joins the turn, or is queued behind it), and forced wake-ups: must be 0.
+- The Stop hook's wall time, `handoffd hook stop` run as Claude Code runs it, half of the
+  runs with mail waiting (it tells of it) and half without, the package byte-compiled.
+"""
+
+from __future__ import annotations
+
+import compileall
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import handoffd
+from benchmarks import table
+from benchmarks.scenario import BenchError, Report, Scenario, Target, progress
+from benchmarks.table import percentile
+from handoffd.wake import TEXT as WAKE
+from testbed import harnesses
+from testbed.models import ModelServer, Request
+from testbed.realswarm import AGENTS, BIN, HOOK_REASON, SLOW, RealSwarm, rules
+
+API = {"coder": "anthropic", "cleaner": "openai"}
+HOOK_TARGET_MS = 100.0  # the Stop hook's p99: what it may add to an agent's turn
+SLOW_ANSWER = 1.5  # seconds each answer of a busy turn is held back
+WAIT = 90.0  # seconds any one step may take before the benchmark gives up
+NOTES = (
+    "idle: HANDOFF QUEUED -> the model request carrying the typed wake-up (--idle-after 2",
+    "  does not apply: a known harness is idle at once when its own markers say so).",
+    "busy: the end of the turn (its last answer sent) -> the next model request; Claude",
+    "  Code by its Stop hook, Codex by the wake-up typed when its turn is over.",
+    "typed into busy: mail lines found in a busy turn's requests, and forced wake-ups.",
+    "Stop hook: `handoffd hook stop` wall time, stdin JSON, half with mail waiting, the",
+    "  package byte-compiled; a bare interpreter's start-up measured beside it.",
+)
+
+
+@dataclass
+class HarnessSizes:
+    idle_samples: int = 10
+    busy_samples: int = 5
+    hook_runs: int = 60
+
+
+@dataclass
+class Measured:
+    idle_ms: dict[str, list[float]] = field(default_factory=dict)
+    busy_ms: dict[str, list[float]] = field(default_factory=dict)
+    typed_into_busy: int = 0
+    forced: int = 0
+    hook_ms: list[float] = field(default_factory=list)
+    python_ms: list[float] = field(default_factory=list)  # `python -c pass`, interleaved
+
+
+class Built:
+    def __init__(self, base: str) -> None:
+        self.base = Path(base)
+
+
+class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
+    name, key = "harness", "harness"
+    full, quick = HarnessSizes(), HarnessSizes(idle_samples=2, busy_samples=1, hook_runs=6)
+    tunable = ("idle_samples", "busy_samples", "hook_runs")
+
+    def build(self, base: str, sizes: HarnessSizes) -> Built:
+        missing = [why for name in ("claude", "codex") if (why := harnesses.missing(name))]
+        if missing:
+            raise BenchError("; ".join(missing))
+        return Built(base)
+
+    def measure(self, built: Built, sizes: HarnessSizes) -> Measured:
+        measured = Measured()
+        compileall.compile_dir(os.path.dirname(handoffd.__file__), quiet=1)
+        with ModelServer(rules(SLOW_ANSWER)) as server:
+            swarm = RealSwarm(built.base / "swarm", server, tuple(AGENTS))
+            swarm.base.mkdir()
+            try:
+                swarm.init()
+                swarm.up("--idle-after", "2")
+                for role in AGENTS:
+                    swarm.wait_idle(role, WAIT)
+                    progress(f"{role} ({AGENTS[role]}): {sizes.idle_samples} idle samples")
+                    measured.idle_ms[role] = [idle(swarm, role) for _ in range(sizes.idle_samples)]
+                    progress(f"{role} ({AGENTS[role]}): {sizes.busy_samples} busy samples")
+                    measured.busy_ms[role] = [busy(swarm, role, n)
+                                              for n in range(sizes.busy_samples)]  # fmt: skip
+                measured.typed_into_busy = typed_into_busy(server)
+                measured.forced = len(swarm.log("wake_forced"))
+            finally:
+                swarm.down()
+            progress(f"the Stop hook, {sizes.hook_runs} runs")
+            measured.hook_ms, measured.python_ms = stop_hook(swarm, sizes.hook_runs)
+        return measured
+
+    def figures(self, measured: Measured, sizes: HarnessSizes) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for role, harness in AGENTS.items():
+            for kind, samples in (("idle", measured.idle_ms[role]),
+                                  ("busy", measured.busy_ms[role])):  # fmt: skip
+                found[f"{harness}_{kind}_p50_ms"] = percentile(samples, 0.5)
+                found[f"{harness}_{kind}_p99_ms"] = percentile(samples, 0.99)
+        found["typed_into_busy"] = measured.typed_into_busy
+        found["forced"] = measured.forced
+        found["stop_hook_p50_ms"] = percentile(measured.hook_ms, 0.5)
+        found["stop_hook_p99_ms"] = percentile(measured.hook_ms, 0.99)
+        found["python_p50_ms"] = percentile(measured.python_ms, 0.5)
+        found["python_p99_ms"] = percentile(measured.python_ms, 0.99)
+        return found
+
+    def targets(self, figures: Any) -> list[Target]:
+        return [
+            Target("typed_into_busy", figures["typed_into_busy"], "<=", 0, " lines", "g"),
+            Target("forced", figures["forced"], "<=", 0, " wake-ups", "g"),
+            Target("stop_hook_p50", figures["stop_hook_p50_ms"], "<=", HOOK_TARGET_MS, " ms"),
+            Target("stop_hook_p99", figures["stop_hook_p99_ms"], "<=", HOOK_TARGET_MS, " ms"),
+        ]
+
+    def render(self, report: Report) -> str:
+        m, row = report.figures, table.Rows(report)
+        rows = []
+        for harness in ("claude", "codex"):
+            for kind in ("idle", "busy"):
+                rows.append(row(f"{harness} {kind}: mail to model, p50 / p99",
+                                f"{m[f'{harness}_{kind}_p50_ms']:.0f} / "
+                                f"{m[f'{harness}_{kind}_p99_ms']:.0f} ms"))  # fmt: skip
+        rows += [
+            row("lines typed into a busy harness", f"{m['typed_into_busy']}", "typed_into_busy"),
+            row("wake-ups forced", f"{m['forced']}", "forced"),
+            row("Stop hook wall time, p50", f"{m['stop_hook_p50_ms']:.1f} ms", "stop_hook_p50"),
+            row("Stop hook wall time, p99", f"{m['stop_hook_p99_ms']:.1f} ms", "stop_hook_p99"),
+            row(
+                "  python -c pass beside it, p50 / p99",
+                f"{m['python_p50_ms']:.1f} / {m['python_p99_ms']:.1f} ms",
+            ),
+        ]
+        return table.render(report, rows, NOTES)
+
+
+def idle(swarm: RealSwarm, role: str) -> float:
+    """One idle sample (ms): queued to the model request of the typed wake-up."""
+    name = swarm.send(role, "idle sample")
+    sent = time.time()
+    woken = wait_turn(swarm.server, API[role], lambda r: r.at >= sent and woken_by(r, WAKE),
+                      "the typed wake-up")  # fmt: skip
+    settle(swarm, role, name)
+    return (woken.at - sent) * 1000
+
+
+def busy(swarm: RealSwarm, role: str, n: int) -> float:
+    """One busy sample (ms): the end of a busy turn to the next model request."""
+    prompt = f"{SLOW} {role} {n}"
+    swarm.type(role, prompt)
+    wait_turn(swarm.server, API[role], lambda r: any(prompt in t for t in r.texts), "busy turn")
+    name = swarm.send(role, "busy sample")
+    line = HOOK_REASON if AGENTS[role] == "claude" else WAKE
+    told = wait_turn(swarm.server, API[role], lambda r: woken_by(r, line) and not r.outputs
+                     and _after(swarm, r, prompt), "the mail after the busy turn")  # fmt: skip
+    last = [r for r in swarm.server.turns(API[role]) if any(prompt in t for t in r.texts)][-1]
+    settle(swarm, role, name)
+    if last.done_at is None:
+        raise BenchError("the busy turn's last answer was never sent")
+    return (told.at - last.done_at) * 1000
+
+
+def _after(swarm: RealSwarm, request: Request, prompt: str) -> bool:
+    """Whether `request` comes after every request of the turn `prompt` started."""
+    turn = [r.at for r in swarm.server.turns() if any(prompt in t for t in r.texts)]
+    return bool(turn) and request.at > max(turn)
+
+
+def woken_by(request: Request, line: str) -> bool:
+    return any(line in text for text in request.texts)
+
+
+def settle(swarm: RealSwarm, role: str, name: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while name not in swarm.completed(role):
+        if time.monotonic() > deadline:
+            raise BenchError(f"{role} never finished {name}:\n{swarm.screen(role)}")
+        time.sleep(0.05)
+    swarm.wait_idle(role, WAIT)
+
+
+def wait_turn(server: ModelServer, api: str, found: Any, what: str) -> Request:
+    try:
+        return server.wait(lambda r: r.api == api and not r.side and found(r), WAIT, what)
+    except TimeoutError as error:
+        raise BenchError(str(error)) from None
+
+
+def typed_into_busy(server: ModelServer) -> int:
+    """Requests of a busy turn that also carry a mail line."""
+    return sum(
+        1 for r in server.turns()
+        if any(SLOW in t for t in r.texts) and any(WAKE in t or HOOK_REASON in t for t in r.texts)
+    )  # fmt: skip
+
+
+def stop_hook(swarm: RealSwarm, runs: int) -> tuple[list[float], list[float]]:
+    """The wall time (ms) of `handoffd hook stop` in the coder's worktree, as Claude Code
+    runs it (the swarm down: nothing else moves the mail): half the runs with nothing
+    waiting, half with mail waiting and nothing in process (it tells of it, and writes
+    H/announced the first time); and, interleaved, a bare `python -c pass`: on a loaded
+    machine the interpreter's own start-up is most of a hook's time."""
+    command = [os.path.join(BIN, "handoffd"), "hook", "stop", "--root", str(swarm.root)]
+    data = json.dumps({"hook_event_name": "Stop", "stop_hook_active": False,
+                       "cwd": str(swarm.worktree("coder"))}).encode()  # fmt: skip
+    env = {**swarm.env, "SWARMFORGE_ROLE": "coder"}
+    times, python = [], []
+    for n in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        python.append((time.perf_counter() - started) * 1000)
+        if n == runs // 2:  # mail waits from now on
+            swarm.helper("QA", "swarm_handoff", str(_draft(swarm)))
+            swarm.handoffd("run", "--once", str(swarm.root))
+        started = time.perf_counter()
+        said = subprocess.run(command, cwd=swarm.worktree("coder"), env=env, input=data,
+                              capture_output=True, timeout=10, check=True)  # fmt: skip
+        times.append((time.perf_counter() - started) * 1000)
+        if n == runs // 2 and b'"decision": "block"' not in said.stdout:
+            raise BenchError(f"the Stop hook did not tell of the mail: {said.stdout!r}")
+    return times, python
+
+
+def _draft(swarm: RealSwarm) -> Path:
+    draft = swarm.base / "hook-draft.txt"
+    draft.write_text("type: note\nto: coder\npriority: 50\nmessage: for the hook\n")
+    return draft

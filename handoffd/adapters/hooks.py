@@ -1,0 +1,279 @@
+"""`handoffd hook stop|session-start|pre-compact`: what Claude Code and Codex run at the end of
+a turn, at the start of a conversation and before compacting it (docs/protocol.md §16).
+
+Each reads the harness's JSON on stdin (Codex's `notify` gives it as the one argument
+instead), answers within a second, prints only what the harness reads, and fails open:
+input that is not what a harness sends, or any error, prints nothing and exits 0, so a
+hook never stands between an agent and its next turn.  One process per turn: this module
+imports only cheap standard modules and what the helpers import (docs/performance.md).
+
+The Stop hook tells the agent of its mail: when the role has nothing in process and its
+`new/` holds ready work, it blocks the end of the turn with a reason that says to run
+`ready_for_next.sh`.  It does so at most once for the same first waiting file while
+nothing was taken in between: `H/announced` holds that file's name and the stamp of
+`in_process/` then (and when it cannot be written, only a first stop may block), so a
+harness that keeps stopping is never sent round in a loop.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from handoffd import config, heartbeat, safeio
+from handoffd import handoff as hf
+from handoffd.config import Box, Role
+from handoffd.harness.marks import ANNOUNCED, ANNOUNCED_LIMIT, announce
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+
+    from handoffd.inbox import Done
+else:  # the C module itself: `signal` wraps it in enums, and `enum` alone costs a hook a
+    import _signal as signal  # third of its start-up (docs/performance.md)
+
+INPUT_LIMIT = 1024 * 1024  # bytes of a hook's JSON ever read
+DEADLINE = 0.9  # seconds: a hook that has not answered by then gives up, silently
+READ_WAIT = 0.5  # seconds to wait for the harness's JSON on stdin
+EVENTS = ("stop", "session-start", "pre-compact")
+CONTINUE = "Run ready_for_next.sh to continue."
+LABEL_LIMIT = 80
+
+
+class GiveUp(Exception):
+    """Out of time, or input no harness sends: the hook says nothing."""
+
+
+def main(argv: list[str]) -> int:
+    """`handoffd hook EVENT [--root ROOT] [JSON]`; always 0."""
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, DEADLINE)
+    try:
+        event, root, given = _arguments(argv)
+        data = loads(given if given is not None else _stdin())
+        if not isinstance(data, dict):
+            raise GiveUp
+        said = run(event, data, root, notify=given is not None)
+        if said:
+            sys.stdout.write(said + "\n")
+            sys.stdout.flush()
+    except Exception:  # fail open: whatever went wrong, the harness goes on as if no hook ran
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return 0
+
+
+def _out_of_time(*_: object) -> None:
+    raise GiveUp
+
+
+def _arguments(argv: list[str]) -> tuple[str, str | None, str | None]:
+    """(event, --root, the JSON given as an argument: Codex's notify)."""
+    args = list(argv)
+    root = None
+    if "--root" in args:
+        at = args.index("--root")
+        root = args[at + 1]
+        del args[at : at + 2]
+    if not args or args[0] not in EVENTS or len(args) > 2:
+        raise GiveUp
+    return args[0], root, args[1] if len(args) == 2 else None
+
+
+def _stdin() -> str:
+    """The harness's JSON: stdin up to its end, or what came within READ_WAIT seconds (a
+    terminal that sends nothing never holds the hook)."""
+    import select
+
+    chunks: list[bytes] = []
+    size = 0
+    fd = sys.stdin.fileno()
+    while size <= INPUT_LIMIT:
+        if not select.select([fd], [], [], READ_WAIT)[0]:
+            raise GiveUp
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > INPUT_LIMIT:
+        raise GiveUp
+    return b"".join(chunks).decode("utf-8")
+
+
+def run(event: str, data: dict[str, object], root: str | None, notify: bool = False) -> str:
+    """What the hook for `event` prints ("" for nothing), given the harness's JSON."""
+    role, project = _role(data, root)
+    if event == "stop":
+        heartbeat.mark_idle(role.handoffs)
+        if notify:  # Codex's notify: its answer is not read; the daemon types the line
+            return ""
+        return stop(role, data.get("stop_hook_active") is True)
+    if event == "session-start":
+        return session_start(role, project)
+    from handoffd import live
+
+    live.after_step(role)  # pre-compact: `resume` after the compaction starts from it
+    return ""
+
+
+def _role(data: dict[str, object], root: str | None) -> tuple[Role, str]:
+    """The calling role: $SWARMFORGE_ROLE, else the role whose worktree holds the
+    conversation's working directory (the harness's `cwd`)."""
+    cwd = data.get("cwd")
+    where = cwd if isinstance(cwd, str) and os.path.isabs(cwd) else os.getcwd()
+    project = root or config.find_root(where)
+    roles = config.load_roles(project)
+    return config.calling_role(roles, os.environ.get("SWARMFORGE_ROLE"), where), project
+
+
+# --- the end of a turn --------------------------------------------------------------------
+
+
+def stop(role: Role, again: bool) -> str:
+    """The Stop hook's answer: block with the mail, or nothing.  `again`: the harness says
+    this turn already went on because a Stop hook blocked it (`stop_hook_active`)."""
+    if _in_process(role):
+        return ""
+    waiting = [e for e in hf.visible(role.path(Box.NEW)) if hf.is_item_entry(e)]
+    first = _first_ready(role, waiting)
+    if first is None:
+        return ""
+    name, headers = first
+    stamp = _stamp(role.path(Box.IN_PROCESS))
+    record = f"{name}\n{stamp}\n"
+    if _announced(role) == record:
+        return ""  # told already, and nothing taken since: never a loop
+    try:
+        announce(role.handoffs, record)
+    except OSError:
+        if again:  # cannot remember telling: tell once per stop, never in a loop
+            return ""
+    parsed = hf.parse_name(name)  # the name says which file and whose: never a header
+    what = label(headers.get("task") or hf.file_id(name, headers.get("id")))
+    sender = label(parsed.sender if parsed else headers.get("from") or "?")
+    reason = (f"You have {len(waiting)} handoff(s) waiting (first: {what} from {sender}). "
+              "Run ready_for_next.sh.")  # fmt: skip
+    return f'{{"decision": "block", "reason": {quote(reason)}}}'
+
+
+def _in_process(role: Role) -> bool:
+    """Whether the role holds work: a file or a batch folder in `in_process/`."""
+    for entry in hf.visible(role.path(Box.IN_PROCESS)):
+        if hf.is_item_entry(entry) or entry.name.startswith("batch_"):
+            return True
+    return False
+
+
+def _first_ready(role: Role, waiting: list[os.DirEntry[str]]) -> tuple[str, dict[str, str]] | None:
+    """The first waiting file `ready_for_next` would take (docs/protocol.md §13): its name
+    and headers.  A file it cannot read is the helper's to report: it counts as ready."""
+    from handoffd.inbox import Item, not_ready
+
+    done: Done | None = None
+    for entry in waiting:
+        try:
+            headers = hf.read_headers(entry.path)
+        except FileNotFoundError:
+            continue  # taken meanwhile
+        except OSError:
+            return entry.name, {}
+        if headers.get("depends_on") and done is None:
+            done = _dependencies(role)
+        if not_ready(Item(entry.path, hf.Handoff(list(headers.items()), "")), done) is None:
+            return entry.name, headers
+    return None
+
+
+def _dependencies(role: Role) -> Done:
+    """The board's rule for a file that depends on others (imported only for such a file)."""
+    from handoffd.ops.readiness import for_daemon
+
+    root = config.find_root(role.worktree)
+    check = for_daemon(root, config.load_roles(root))
+    return lambda path, wanted: check(role.name, path, wanted)
+
+
+def _stamp(folder: str) -> str:
+    """What changes when work is taken or finished (an entry enters or leaves the folder)."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return "-"
+    return f"{info.st_ino}.{info.st_mtime_ns}.{info.st_size}.{info.st_nlink}"
+
+
+def _announced(role: Role) -> str | None:
+    """What `H/announced` holds (never followed, never read past its limit); None if
+    nothing readable stands there."""
+    try:
+        return safeio.read_regular(os.path.join(role.handoffs, ANNOUNCED),
+                                   ANNOUNCED_LIMIT).decode("utf-8", "replace")  # fmt: skip
+    except OSError:
+        return None
+
+
+def label(text: str, limit: int = LABEL_LIMIT) -> str:
+    """A header's words fit to be read by an agent as its next instruction: one line,
+    nothing a terminal obeys, at most `limit` characters."""
+    kept = "".join(c if c.isprintable() else " " for c in text).strip()
+    return kept if len(kept) <= limit else kept[: limit - 1] + "…"
+
+
+# --- the start of a conversation ----------------------------------------------------------
+
+
+def session_start(role: Role, root: str) -> str:
+    """Claude Code's SessionStart answer: `resume`'s lines and how to go on, as the
+    conversation's first context (docs/protocol.md §10)."""
+    from handoffd.continuity import resume
+
+    context = "\n".join([*resume.climb(role, root).lines(), CONTINUE])
+    return ('{"hookSpecificOutput": {"hookEventName": "SessionStart", '
+            f'"additionalContext": {quote(context)}}}}}')  # fmt: skip
+
+
+# --- JSON, without the `json` module: it imports `re` and `enum`, a third of a hook's ------
+# start-up; its C scanner and string encoder are what `json` itself runs on
+
+
+class _Decoding:
+    """What the C scanner asks of `json.JSONDecoder` (its defaults)."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # NaN, Infinity: as json.loads reads them
+
+
+def loads(text: str) -> object:
+    """`json.loads(text)` for a whole document (ValueError for anything else)."""
+    try:
+        import _json
+    except ImportError:  # an interpreter without the accelerator
+        import json
+
+        return json.loads(text)
+    body = text.strip(" \t\n\r")
+    try:
+        value, end = _json.make_scanner(_Decoding())(body, 0)  # type: ignore[arg-type]
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if end != len(body):
+        raise ValueError("more than one JSON value")
+    return value
+
+
+def quote(text: str) -> str:
+    """`json.dumps(text)`: the JSON string of `text`, ASCII only."""
+    try:
+        import _json
+    except ImportError:
+        import json
+
+        return json.dumps(text)
+    return str(_json.encode_basestring_ascii(text))

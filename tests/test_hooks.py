@@ -1,0 +1,190 @@
+"""`handoffd hook stop|session-start|pre-compact` as a harness runs them (docs/protocol.md
+§16): the installed command, the harness's JSON on stdin (or, for Codex's notify, as its
+argument), in a real project."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from handoffd.adapters.hooks import CONTINUE
+from tests.conftest import BIN, Project, helper_env, plant
+
+HOOK = os.path.join(BIN, "handoffd")
+
+
+def hook(project: Project, event: str, data: object = None, role: str = "coder",
+         *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """Run the hook as Claude Code does: in the role's worktree, its JSON on stdin."""
+    given = stdin if stdin is not None else json.dumps(data or {}).encode()
+    run = subprocess.run([HOOK, "hook", event, "--root", str(project.root), *args],
+                         cwd=project.worktrees[role], env=helper_env(role), input=given,
+                         capture_output=True, timeout=10, check=False)  # fmt: skip
+    return subprocess.CompletedProcess(run.args, run.returncode, run.stdout.decode(),
+                                       run.stderr.decode())  # fmt: skip
+
+
+def stop(project: Project, again: bool = False, role: str = "coder") -> str:
+    done = hook(project, "stop", {"hook_event_name": "Stop", "stop_hook_active": again,
+                                  "cwd": str(project.worktrees[role])}, role)  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    return done.stdout
+
+
+def waiting(project: Project, role: str = "coder", *names: str) -> list[Path]:
+    return [project.put(role, name, body=f"work {name}\n") for name in names]
+
+
+NAMES = ("50_20260101T000000Z_000001_from_QA_to_coder.handoff",
+         "50_20260101T000001Z_000002_from_QA_to_coder.handoff")  # fmt: skip
+IDS = [name[3:].removesuffix("_to_coder.handoff") for name in NAMES]  # as the name says
+
+
+def test_the_stop_hook_tells_of_waiting_mail_once_per_first_file_and_never_loops(
+    project: Project,
+) -> None:
+    waiting(project, "coder", *NAMES)
+    said = json.loads(stop(project))
+    first = IDS[0]
+    assert said == {"decision": "block", "reason": f"You have 2 handoff(s) waiting (first: "
+                    f"{first} from QA). Run ready_for_next.sh."}  # fmt: skip
+    assert stop(project, again=True) == ""  # the turn went on, nothing was taken: no loop
+    assert stop(project) == ""  # a later turn, nothing taken since: told already
+    assert (project.handoffs("coder") / "idle").is_file()  # marked idle every time
+    taken = project.run("ready_for_next", role="coder")
+    assert taken.out.startswith("TASK: ")
+    assert stop(project) == ""  # work in process: the agent is on it
+    assert project.run("done_with_current", role="coder").code == 0
+    project.run("done_with_current", role="coder")  # the second, taken by the first's done
+    assert stop(project) == ""  # nothing waits
+
+
+def test_the_stop_hook_tells_of_the_next_file_once_the_first_was_taken(project: Project) -> None:
+    waiting(project, "coder", *NAMES)
+    assert IDS[0] in json.loads(stop(project))["reason"]
+    project.run("ready_for_next", role="coder")
+    project.run("done_with_current", role="coder")  # the first finished, the second taken
+    assert project.run("handoffd", "release", role="coder").code == 0  # and put back
+    said = json.loads(stop(project, again=True))
+    assert said["reason"] == (f"You have 1 handoff(s) waiting (first: "
+                              f"{IDS[1]} from QA). "
+                              "Run ready_for_next.sh.")  # fmt: skip
+
+
+def test_the_stop_hook_is_quiet_when_only_blocked_mail_waits(project: Project) -> None:
+    project.put("coder", NAMES[0], blocked_reason="waits for the operator")
+    assert stop(project) == ""
+
+
+@pytest.mark.parametrize("garbage", [b"not json", b"[1, 2]", b"\xff\xfe", b"", b'"stop"'])
+def test_a_hook_fed_garbage_prints_nothing_changes_nothing_and_exits_0(
+    project: Project, garbage: bytes
+) -> None:
+    waiting(project, "coder", NAMES[0])
+    for event in ("stop", "session-start", "pre-compact"):
+        done = hook(project, event, stdin=garbage)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), event
+    assert not (project.handoffs("coder") / "idle").exists()
+    assert not (project.handoffs("coder") / "announced").exists()
+
+
+def test_a_hook_whose_stdin_never_ends_answers_within_a_second(project: Project) -> None:
+    """A harness that keeps its pipe open, or a person who runs the hook in a terminal."""
+    process = subprocess.Popen([HOOK, "hook", "stop", "--root", str(project.root)],
+                               cwd=project.root, env=helper_env("coder"), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    started = time.monotonic()
+    process.wait(timeout=5)  # its stdin open all along
+    elapsed = time.monotonic() - started
+    out, err = process.communicate()
+    assert elapsed < 1.5
+    assert (process.returncode, out, err) == (0, b"", b"")
+
+
+def test_codex_notify_given_its_json_as_argument_marks_the_role_idle_and_says_nothing(
+    project: Project,
+) -> None:
+    waiting(project, "cleaner", NAMES[0].replace("to_coder", "to_cleaner"))
+    note = {"type": "agent-turn-complete", "cwd": str(project.worktrees["cleaner"])}
+    done = subprocess.run([HOOK, "hook", "stop", "--root", str(project.root), json.dumps(note)],
+                          cwd=project.worktrees["cleaner"], env=helper_env("cleaner"),
+                          capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert (project.handoffs("cleaner") / "idle").is_file()
+    assert not (project.handoffs("cleaner") / "announced").exists()
+
+
+def test_the_announcement_is_never_written_through_a_planted_link(
+    project: Project, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.write_text("theirs\n")
+    announced = project.handoffs("coder") / "announced"
+    announced.parent.mkdir(parents=True, exist_ok=True)
+    announced.symlink_to(outside)
+    waiting(project, "coder", NAMES[0])
+    assert json.loads(stop(project))["decision"] == "block"
+    assert outside.read_text() == "theirs\n"
+    assert not announced.is_symlink() and NAMES[0] in announced.read_text()
+
+
+def test_a_fifo_planted_as_the_announcement_never_holds_the_hook(
+    project: Project, tmp_path: Path
+) -> None:
+    plant(project.handoffs("coder") / "announced", "fifo", tmp_path)
+    waiting(project, "coder", NAMES[0])
+    started = time.monotonic()
+    assert json.loads(stop(project))["decision"] == "block"
+    assert time.monotonic() - started < 1.5
+
+
+def test_session_start_gives_claude_code_resumes_lines_as_additional_context(
+    project: Project,
+) -> None:
+    waiting(project, "coder", NAMES[0])
+    lines = project.run("handoffd", "resume", role="coder").out.splitlines()
+    done = hook(project, "session-start", {"hook_event_name": "SessionStart", "source": "clear"})
+    assert done.returncode == 0 and done.stderr == ""
+    assert json.loads(done.stdout) == {"hookSpecificOutput": {
+        "hookEventName": "SessionStart", "additionalContext": "\n".join([*lines, CONTINUE]),
+    }}  # fmt: skip
+    assert lines[0].startswith("RESUMING: coder")
+
+
+def test_pre_compact_brings_the_live_file_up_to_date_and_prints_nothing(project: Project) -> None:
+    live = project.root / ".swarmforge" / "HANDOFF.md"
+    assert not live.exists()
+    waiting(project, "coder", NAMES[0])
+    done = hook(project, "pre-compact", {"hook_event_name": "PreCompact", "trigger": "auto"})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert live.is_file()
+
+
+def test_the_hook_command_imports_no_click_nor_the_table_of_operations(project: Project) -> None:
+    """It runs once per agent turn: it starts as lean as a helper (docs/performance.md);
+    `json`, `signal` and `typing` bring `re` or `enum`, each a third of its start-up."""
+    waiting(project, "coder", NAMES[0])
+    command = [
+        sys.executable,
+        "-X",
+        "importtime",
+        HOOK,
+        "hook",
+        "stop",
+        "--root",
+        str(project.root),
+    ]
+    done = subprocess.run(command, cwd=project.root, env=helper_env("coder"), input="{}",
+                          capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
+    imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()}
+    assert "handoffd.adapters.hooks" in imported
+    assert '"decision": "block"' in done.stdout
+    heavy = {"click", "handoffd.cli", "handoffd.ops.table", "structlog", "re", "enum", "json",
+             "typing"}  # fmt: skip
+    assert heavy & imported == set()
