@@ -137,7 +137,7 @@ def load(root: str) -> Held:
     no such file, or it is not a regular file of sensible size and shape."""
     try:
         data = json.loads(safeio.read_regular(path(root), LIMIT))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested past the parser's depth
         return Held()
     if not isinstance(data, dict):
         return Held()

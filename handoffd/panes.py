@@ -175,7 +175,7 @@ def load(root: str) -> dict[str, dict[str, object]]:
     the file is not a regular file of sensible size and shape)."""
     try:
         data = json.loads(safeio.read_regular(path(root), LIMIT))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested past the parser's depth
         return {}
     if not isinstance(data, dict):
         return {}

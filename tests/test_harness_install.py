@@ -102,6 +102,16 @@ def test_a_settings_file_that_is_not_json_is_left_alone_and_up_says_so_in_one_li
     assert local_settings(root).read_bytes() == b"{ mine, not json\n"
 
 
+def test_a_settings_file_nested_past_the_parsers_depth_is_left_alone(root: Path) -> None:
+    """JSON nested deeper than the parser goes raises RecursionError, not ValueError: it is
+    a settings file left alone like any other that is not JSON, never a traceback of `up`."""
+    local_settings(root).parent.mkdir()
+    local_settings(root).write_bytes(b"[" * 200000)
+    with pytest.raises(settings.Unusable, match="nested too deep to read; left alone"):
+        install.install_hooks(str(root), config.load_roles(str(root))["coder"])
+    assert local_settings(root).read_bytes() == b"[" * 200000
+
+
 def test_a_new_settings_file_is_the_owners_alone_and_an_old_one_keeps_its_mode(
     root: Path,
 ) -> None:

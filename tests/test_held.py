@@ -51,8 +51,9 @@ def test_the_keeper_writes_only_on_a_change_and_nothing_for_a_project_with_nothi
     [b"not json", b"[1, 2]", json.dumps({"nats": {"state": "sideways"}}).encode(),
      json.dumps({"nats": "up", "deferred": {"x": "y"}}).encode(),
      json.dumps({"deferred": {"p": [float("inf"), "r"], "q": [True, "r"], "s": [1, 2]}}).encode(),
-     b"{" + b" " * (held.LIMIT + 1) + b"}"],
-    ids=["garbage", "a list", "an unknown state", "wrong types", "bad times", "oversized"],
+     b"{" + b" " * (held.LIMIT + 1) + b"}", b"[" * 60000],
+    ids=["garbage", "a list", "an unknown state", "wrong types", "bad times", "oversized",
+         "nested past the parser's depth"],
 )  # fmt: skip
 def test_a_state_file_of_the_wrong_shape_says_nothing(tmp_path: Path, raw: bytes) -> None:
     state_file(tmp_path).write_bytes(raw)

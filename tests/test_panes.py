@@ -73,3 +73,5 @@ def test_a_state_file_with_bad_fields_keeps_only_what_checks(tmp_path: Path) -> 
     }}  # fmt: skip
     file.write_bytes(b"[" * (panes.LIMIT + 1))
     assert panes.load(str(tmp_path)) == {}
+    file.write_bytes(b"[" * (panes.LIMIT - 1))  # read whole, nested past the parser's depth
+    assert panes.load(str(tmp_path)) == {}
