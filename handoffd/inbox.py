@@ -205,8 +205,8 @@ def refuse_linked(handoffs: str, boxes: tuple[str, ...], outcome: str) -> None:
     trusted (roles.tsv names it), as the daemon's delivery has it."""
     above = safeio.linked_handoffs(handoffs)
     if above:
-        raise LinkedFolder(Exit.REFUSED, linked_message(os.path.dirname(above),
-                                                        os.path.basename(above), outcome))  # fmt: skip
+        folder, name = os.path.split(above)
+        raise LinkedFolder(Exit.REFUSED, linked_message(folder, name, outcome))
     found = safeio.linked_folders(handoffs, boxes)
     if found:
         raise LinkedFolder(Exit.REFUSED, linked_message(handoffs, found[0], outcome))
