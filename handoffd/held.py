@@ -161,12 +161,15 @@ def first_link(root: str, timeout: float = 3.0) -> Link | None:
 
 def link_line(link: Link | None, servers: str) -> str:
     """What `up` and `start` say of the link: connected, unreachable (why), or still
-    connecting (the daemon's log says more)."""
+    connecting (the daemon's log says more); escaped for the terminal, as `status` has it:
+    the why comes from the state file, which anyone who can write `.swarmforge/` can plant."""
+    from handoffd.terminal import escape
+
     if link is not None and link.state == UP:
-        return f"NATS: connected ({servers})"
+        return escape(f"NATS: connected ({servers})")
     if link is not None and link.state == DOWN:
-        return nats_line(link)
-    return f"NATS: still connecting to {servers} (see the daemon's log)"
+        return escape(nats_line(link))
+    return escape(f"NATS: still connecting to {servers} (see the daemon's log)")
 
 
 def _link(raw: object) -> Link | None:

@@ -98,6 +98,14 @@ def test_the_nats_line_is_said_only_while_the_servers_cannot_be_reached() -> Non
     assert held.link_line(None, "u").startswith("NATS: still connecting to u")
 
 
+def test_what_up_and_start_say_of_the_link_holds_no_control_character_of_the_file() -> None:
+    """The why is read back from the state file, hostile like anything under `.swarmforge/`:
+    `up` and `start` print it escaped, as `status` does, never for the terminal to obey."""
+    planted = held.Link(held.DOWN, "\x1b]0;PWNED\x07\x1b[2J\u202eevil")
+    said = held.link_line(planted, "nats://h:4222")
+    assert said == "NATS: unreachable (\\x1b]0;PWNED\\x07\\x1b[2J\\u202eevil)"
+
+
 def test_the_first_link_is_awaited_only_while_still_connecting(tmp_path: Path) -> None:
     state_file(tmp_path)
     keeper = held.Keeper(str(tmp_path))
