@@ -21,6 +21,7 @@ FILE = "state.json"
 LIMIT = 1024 * 1024  # bytes of the state file ever read
 MOST = 4000  # deferred originals kept in it: more are shown as merely queued
 TEXT_LIMIT = 500  # characters of a reason or a server list
+SKEW = 60.0  # seconds a time in the state file may lie ahead of this host's clock
 CONNECTING, UP, DOWN = "connecting", "up", "down"
 
 
@@ -192,8 +193,14 @@ def _deferred(raw: object) -> dict[str, tuple[float, str]]:
 
 
 def _time(value: object) -> bool:
-    """A number of seconds since the epoch: finite, and no bool."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A number of seconds since the epoch: finite, no bool, and a time that can be: not
+    before the epoch nor after now + `SKEW` (a planted `-1e308` would print a span of three
+    hundred digits on `status`, as the cards bucket's `at` is bounded, §15)."""
+    import time
+
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and 0 <= value <= time.time() + SKEW
 
 
 def _text(value: object) -> str:

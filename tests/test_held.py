@@ -14,7 +14,7 @@ import pytest
 from handoffd import held
 from tests.conftest import HOSTILE, plant
 
-DOWN = held.Link(held.DOWN, "connection refused", 1_800_000_000.0)
+DOWN = held.Link(held.DOWN, "connection refused", 1_700_000_000.0)
 
 
 def state_file(root: Path) -> Path:
@@ -26,10 +26,10 @@ def state_file(root: Path) -> Path:
 def test_what_the_keeper_saves_is_what_a_view_loads(tmp_path: Path) -> None:
     state_file(tmp_path)
     keeper = held.Keeper(str(tmp_path))
-    keeper.update(DOWN, {"/p/outbox/a.handoff": (1_800_000_001.0, "nats: not connected to x")})
+    keeper.update(DOWN, {"/p/outbox/a.handoff": (1_700_000_001.0, "nats: not connected to x")})
     loaded = held.load(str(tmp_path))
     assert loaded.link == DOWN
-    assert loaded.deferred == {"/p/outbox/a.handoff": (1_800_000_001.0, "nats: not connected to x")}
+    assert loaded.deferred == {"/p/outbox/a.handoff": (1_700_000_001.0, "nats: not connected to x")}
 
 
 def test_the_keeper_writes_only_on_a_change_and_nothing_for_a_project_with_nothing_to_say(
@@ -40,7 +40,7 @@ def test_the_keeper_writes_only_on_a_change_and_nothing_for_a_project_with_nothi
     assert not state_file(tmp_path).exists()  # no NATS, nothing deferred: no file at all
     keeper.update(DOWN, {})
     first = os.stat(state_file(tmp_path))
-    keeper.update(held.Link(held.DOWN, "connection refused", 1_800_000_000.0), {})
+    keeper.update(held.Link(held.DOWN, "connection refused", 1_700_000_000.0), {})
     assert os.stat(state_file(tmp_path)).st_ino == first.st_ino  # the same: not rewritten
     keeper.update(None, {})  # what it said is over: said so
     assert held.load(str(tmp_path)).link is None
@@ -50,7 +50,8 @@ def test_the_keeper_writes_only_on_a_change_and_nothing_for_a_project_with_nothi
     "raw",
     [b"not json", b"[1, 2]", json.dumps({"nats": {"state": "sideways"}}).encode(),
      json.dumps({"nats": "up", "deferred": {"x": "y"}}).encode(),
-     json.dumps({"deferred": {"p": [float("inf"), "r"], "q": [True, "r"], "s": [1, 2]}}).encode(),
+     json.dumps({"deferred": {"p": [float("inf"), "r"], "q": [True, "r"], "s": [1, 2],
+                              "t": [-1e308, "r"], "u": [time.time() + 3600, "r"]}}).encode(),
      b"{" + b" " * (held.LIMIT + 1) + b"}", b"[" * 60000],
     ids=["garbage", "a list", "an unknown state", "wrong types", "bad times", "oversized",
          "nested past the parser's depth"],
