@@ -135,6 +135,18 @@ def test_the_announcement_is_never_written_through_a_planted_link(
     assert not announced.is_symlink() and NAMES[0] in announced.read_text()
 
 
+def test_a_file_the_helper_never_takes_is_no_mail_to_tell_of(project: Project) -> None:
+    """A file in `new/` whose name holds a control character is never taken by
+    `ready_for_next` (docs/protocol.md §15, "Names"): the Stop hook neither blocks the turn
+    for it nor counts it beside real mail."""
+    planted = NAMES[0].replace(".handoff", "\x1b]0;pwned\x07.handoff")
+    waiting(project, "coder", planted)
+    assert stop(project) == ""
+    waiting(project, "coder", NAMES[1])
+    reason = json.loads(stop(project))["reason"]
+    assert reason.startswith("You have 1 handoff(s) waiting (first: ")
+
+
 @pytest.mark.parametrize("link", [".swarmforge/handoffs", ".swarmforge"])
 def test_a_handoff_directory_behind_a_link_gets_no_idle_mark_nor_announcement(
     project: Project, tmp_path: Path, link: str
