@@ -189,6 +189,21 @@ def test_codex_gets_its_own_server_notify_and_mcp_on_its_command_line_and_nothin
     assert recorded == "codex"
 
 
+def test_codexs_command_line_values_are_toml_for_any_project_path() -> None:
+    """`-c` values are TOML: a path with a character past U+FFFF (JSON's surrogate pair
+    of escapes, which TOML refuses) or a DEL (raw in JSON, refused by TOML) is still read
+    back as the very path, so Codex gets its notify program and MCP server."""
+    root = '/tmp/proj \U0001f600 caf\u00e9 \x7f "q" \\ \x1b'
+    role = config.Role("cleaner", "cleaner", root)
+    args = install.codex_arguments(root, role, mcp=True)
+    values = [args[i + 1] for i, word in enumerate(args) if word == "-c"]
+    parsed = [tomllib.loads(value.replace("=", " = ", 1)) for value in values]
+    assert parsed[0] == {"notify": [install.HANDOFFD, "hook", "stop", "--root", root]}
+    server = {k: v for p in parsed[1:] for k, v in p["mcp_servers"]["handoffd"].items()}
+    assert server == {"command": install.HANDOFFD, "args": ["mcp", "--root", root],
+                      "env": {"SWARMFORGE_ROLE": "cleaner"}}  # fmt: skip
+
+
 def test_a_conf_harness_line_overrides_the_agents_name(root: Path, tmp_path: Path) -> None:
     conf = tmp_path / "swarm.conf"
     conf.write_text(CONFIG + "harness cleaner generic\n")
