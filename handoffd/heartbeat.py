@@ -160,7 +160,11 @@ def idle_at(handoffs: str) -> float | None:
 
 
 def _stamp(handoffs: str, name: str, data: bytes) -> None:
-    """Touch `H/<name>`, or rewrite it when it does not hold `data`."""
+    """Touch `H/<name>`, or rewrite it when it does not hold `data`; never through an `H`
+    (or `.swarmforge/`) behind a link, whose files lie outside (`safeio.Refused`)."""
+    linked = safeio.linked_handoffs(handoffs)
+    if linked:
+        raise safeio.Refused(linked, "a symbolic link, not a folder; handoffd never follows it")
     path = os.path.join(handoffs, name)
     if _touched(path, data):
         return

@@ -21,6 +21,7 @@ FILE = "state.json"
 LIMIT = 1024 * 1024  # bytes of the state file ever read
 MOST = 4000  # deferred originals kept in it: more are shown as merely queued
 TEXT_LIMIT = 500  # characters of a reason or a server list
+SKEW = 60.0  # seconds a time in the state file may lie ahead of this host's clock
 CONNECTING, UP, DOWN = "connecting", "up", "down"
 
 
@@ -137,7 +138,7 @@ def load(root: str) -> Held:
     no such file, or it is not a regular file of sensible size and shape."""
     try:
         data = json.loads(safeio.read_regular(path(root), LIMIT))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested past the parser's depth
         return Held()
     if not isinstance(data, dict):
         return Held()
@@ -161,12 +162,15 @@ def first_link(root: str, timeout: float = 3.0) -> Link | None:
 
 def link_line(link: Link | None, servers: str) -> str:
     """What `up` and `start` say of the link: connected, unreachable (why), or still
-    connecting (the daemon's log says more)."""
+    connecting (the daemon's log says more); escaped for the terminal, as `status` has it:
+    the why comes from the state file, which anyone who can write `.swarmforge/` can plant."""
+    from handoffd.terminal import escape
+
     if link is not None and link.state == UP:
-        return f"NATS: connected ({servers})"
+        return escape(f"NATS: connected ({servers})")
     if link is not None and link.state == DOWN:
-        return nats_line(link)
-    return f"NATS: still connecting to {servers} (see the daemon's log)"
+        return escape(nats_line(link))
+    return escape(f"NATS: still connecting to {servers} (see the daemon's log)")
 
 
 def _link(raw: object) -> Link | None:
@@ -189,8 +193,14 @@ def _deferred(raw: object) -> dict[str, tuple[float, str]]:
 
 
 def _time(value: object) -> bool:
-    """A number of seconds since the epoch: finite, and no bool."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A number of seconds since the epoch: finite, no bool, and a time that can be: not
+    before the epoch nor after now + `SKEW` (a planted `-1e308` would print a span of three
+    hundred digits on `status`, as the cards bucket's `at` is bounded, §15)."""
+    import time
+
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and 0 <= value <= time.time() + SKEW
 
 
 def _text(value: object) -> str:

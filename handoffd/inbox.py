@@ -200,8 +200,13 @@ def refuse_linked(handoffs: str, boxes: tuple[str, ...], outcome: str) -> None:
     """Refuse to act when one of `boxes` of the handoff directory `handoffs` lies behind a
     symbolic link: whatever is written there would land outside the project, whatever is
     taken from it would come from outside, and a rename into it would carry a file out
-    (docs/protocol.md Part II).  `outcome` says what was left undone.  `H` itself is
-    trusted: roles.tsv names it."""
+    (docs/protocol.md Part II).  `outcome` says what was left undone.  `H` itself, or the
+    worktree's `.swarmforge/`, behind a link is refused alike: only the worktree is
+    trusted (roles.tsv names it), as the daemon's delivery has it."""
+    above = safeio.linked_handoffs(handoffs)
+    if above:
+        folder, name = os.path.split(above)
+        raise LinkedFolder(Exit.REFUSED, linked_message(folder, name, outcome))
     found = safeio.linked_folders(handoffs, boxes)
     if found:
         raise LinkedFolder(Exit.REFUSED, linked_message(handoffs, found[0], outcome))

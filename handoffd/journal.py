@@ -185,6 +185,8 @@ def load(path: str) -> list[Entry] | None:
         entries = [Entry.from_json(line, token) for line in body]
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise Corrupt(f"{path}: {error}") from None
+    except RecursionError:  # a line nested past the parser's depth: no daemon wrote it
+        raise Corrupt(f"{path}: a line nested too deep to read") from None
     return None if None in entries else [e for e in entries if e is not None]
 
 

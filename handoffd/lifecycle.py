@@ -381,7 +381,7 @@ def _add_line(line: bytes, found: LogTail) -> None:
         event = json.loads(line)
         name = event["event"]
         when = epoch(event["timestamp"])
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # a line no daemon wrote
         return
     if name == "started":
         found.options = event

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import threading
+import time
 
 from handoffd import durable, safeio
 
 FILE = "panes.json"
 LIMIT = 64 * 1024  # bytes of the state file ever read
+SKEW = 60.0  # seconds a time in the state file may lie ahead of this host's clock
 IDLE, BUSY, GONE, UNKNOWN = "idle", "busy", "gone", "unknown"
 STATES = (IDLE, BUSY, GONE, UNKNOWN)
 STALL_WAKES = 3  # unanswered wake-ups after which a waiting card is red, unless the log says
@@ -175,7 +178,7 @@ def load(root: str) -> dict[str, dict[str, object]]:
     the file is not a regular file of sensible size and shape)."""
     try:
         data = json.loads(safeio.read_regular(path(root), LIMIT))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # nested past the parser's depth
         return {}
     if not isinstance(data, dict):
         return {}
@@ -190,8 +193,17 @@ def _checked(raw: object) -> dict[str, object] | None:
     row["session"] = session if isinstance(session, str) else ""
     harness = raw.get("harness")
     row["harness"] = harness if harness in HARNESSES else "generic"
+    latest = time.time() + SKEW
     for field in TIMES:
         value = raw.get(field)
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and value == value
-        row[field] = float(value) if ok else None  # type: ignore[arg-type]
+        row[field] = float(value) if _time(value, latest) else None  # type: ignore[arg-type]
     return row
+
+
+def _time(value: object, latest: float) -> bool:
+    """A time the daemon could have written: a number (no bool), finite, not before the
+    epoch nor after `latest`.  A planted `1e308` or `Infinity` made `status` and the board
+    fail (no date that far), a `-1e308` printed a span of three hundred digits."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return math.isfinite(value) and 0 <= value <= latest

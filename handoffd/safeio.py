@@ -144,6 +144,19 @@ def linked_folders(below: str, folders: tuple[str, ...]) -> list[str]:
     return list(found)
 
 
+def linked_handoffs(handoffs: str) -> str | None:
+    """The path of the link on the way to a role's handoff directory `H` from its worktree
+    (`.swarmforge/` or `H` itself), or None.  roles.tsv names the worktree, the one folder
+    trusted; `H` lies in it and is the agent's to replace like anything under it.  A
+    directory not of the `<worktree>/.swarmforge/handoffs` shape is taken as given."""
+    parent, name = os.path.split(os.path.normpath(handoffs))
+    if name != "handoffs" or os.path.basename(parent) != ".swarmforge":
+        return None
+    worktree = os.path.dirname(parent)
+    found = linked_folders(worktree, (".swarmforge/handoffs",))
+    return os.path.join(worktree, found[0]) if found else None
+
+
 def read_fd(fd: int, limit: int) -> bytes:
     """At most `limit` bytes from `fd`, to its end: `os.read` may return fewer than asked."""
     chunks, size = [], 0

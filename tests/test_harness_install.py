@@ -102,6 +102,16 @@ def test_a_settings_file_that_is_not_json_is_left_alone_and_up_says_so_in_one_li
     assert local_settings(root).read_bytes() == b"{ mine, not json\n"
 
 
+def test_a_settings_file_nested_past_the_parsers_depth_is_left_alone(root: Path) -> None:
+    """JSON nested deeper than the parser goes raises RecursionError, not ValueError: it is
+    a settings file left alone like any other that is not JSON, never a traceback of `up`."""
+    local_settings(root).parent.mkdir()
+    local_settings(root).write_bytes(b"[" * 200000)
+    with pytest.raises(settings.Unusable, match="nested too deep to read; left alone"):
+        install.install_hooks(str(root), config.load_roles(str(root))["coder"])
+    assert local_settings(root).read_bytes() == b"[" * 200000
+
+
 def test_a_new_settings_file_is_the_owners_alone_and_an_old_one_keeps_its_mode(
     root: Path,
 ) -> None:
@@ -177,6 +187,21 @@ def test_codex_gets_its_own_server_notify_and_mcp_on_its_command_line_and_nothin
     assert not (root / ".worktrees" / "cleaner" / ".claude").exists()
     recorded = pane.read(socket_of(root), "swarmforge-cleaner", 10).harness
     assert recorded == "codex"
+
+
+def test_codexs_command_line_values_are_toml_for_any_project_path() -> None:
+    """`-c` values are TOML: a path with a character past U+FFFF (JSON's surrogate pair
+    of escapes, which TOML refuses) or a DEL (raw in JSON, refused by TOML) is still read
+    back as the very path, so Codex gets its notify program and MCP server."""
+    root = '/tmp/proj \U0001f600 caf\u00e9 \x7f "q" \\ \x1b'
+    role = config.Role("cleaner", "cleaner", root)
+    args = install.codex_arguments(root, role, mcp=True)
+    values = [args[i + 1] for i, word in enumerate(args) if word == "-c"]
+    parsed = [tomllib.loads(value.replace("=", " = ", 1)) for value in values]
+    assert parsed[0] == {"notify": [install.HANDOFFD, "hook", "stop", "--root", root]}
+    server = {k: v for p in parsed[1:] for k, v in p["mcp_servers"]["handoffd"].items()}
+    assert server == {"command": install.HANDOFFD, "args": ["mcp", "--root", root],
+                      "env": {"SWARMFORGE_ROLE": "cleaner"}}  # fmt: skip
 
 
 def test_a_conf_harness_line_overrides_the_agents_name(root: Path, tmp_path: Path) -> None:

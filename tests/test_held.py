@@ -14,7 +14,7 @@ import pytest
 from handoffd import held
 from tests.conftest import HOSTILE, plant
 
-DOWN = held.Link(held.DOWN, "connection refused", 1_800_000_000.0)
+DOWN = held.Link(held.DOWN, "connection refused", 1_700_000_000.0)
 
 
 def state_file(root: Path) -> Path:
@@ -26,10 +26,10 @@ def state_file(root: Path) -> Path:
 def test_what_the_keeper_saves_is_what_a_view_loads(tmp_path: Path) -> None:
     state_file(tmp_path)
     keeper = held.Keeper(str(tmp_path))
-    keeper.update(DOWN, {"/p/outbox/a.handoff": (1_800_000_001.0, "nats: not connected to x")})
+    keeper.update(DOWN, {"/p/outbox/a.handoff": (1_700_000_001.0, "nats: not connected to x")})
     loaded = held.load(str(tmp_path))
     assert loaded.link == DOWN
-    assert loaded.deferred == {"/p/outbox/a.handoff": (1_800_000_001.0, "nats: not connected to x")}
+    assert loaded.deferred == {"/p/outbox/a.handoff": (1_700_000_001.0, "nats: not connected to x")}
 
 
 def test_the_keeper_writes_only_on_a_change_and_nothing_for_a_project_with_nothing_to_say(
@@ -40,7 +40,7 @@ def test_the_keeper_writes_only_on_a_change_and_nothing_for_a_project_with_nothi
     assert not state_file(tmp_path).exists()  # no NATS, nothing deferred: no file at all
     keeper.update(DOWN, {})
     first = os.stat(state_file(tmp_path))
-    keeper.update(held.Link(held.DOWN, "connection refused", 1_800_000_000.0), {})
+    keeper.update(held.Link(held.DOWN, "connection refused", 1_700_000_000.0), {})
     assert os.stat(state_file(tmp_path)).st_ino == first.st_ino  # the same: not rewritten
     keeper.update(None, {})  # what it said is over: said so
     assert held.load(str(tmp_path)).link is None
@@ -50,9 +50,11 @@ def test_the_keeper_writes_only_on_a_change_and_nothing_for_a_project_with_nothi
     "raw",
     [b"not json", b"[1, 2]", json.dumps({"nats": {"state": "sideways"}}).encode(),
      json.dumps({"nats": "up", "deferred": {"x": "y"}}).encode(),
-     json.dumps({"deferred": {"p": [float("inf"), "r"], "q": [True, "r"], "s": [1, 2]}}).encode(),
-     b"{" + b" " * (held.LIMIT + 1) + b"}"],
-    ids=["garbage", "a list", "an unknown state", "wrong types", "bad times", "oversized"],
+     json.dumps({"deferred": {"p": [float("inf"), "r"], "q": [True, "r"], "s": [1, 2],
+                              "t": [-1e308, "r"], "u": [time.time() + 3600, "r"]}}).encode(),
+     b"{" + b" " * (held.LIMIT + 1) + b"}", b"[" * 60000],
+    ids=["garbage", "a list", "an unknown state", "wrong types", "bad times", "oversized",
+         "nested past the parser's depth"],
 )  # fmt: skip
 def test_a_state_file_of_the_wrong_shape_says_nothing(tmp_path: Path, raw: bytes) -> None:
     state_file(tmp_path).write_bytes(raw)
@@ -95,6 +97,14 @@ def test_the_nats_line_is_said_only_while_the_servers_cannot_be_reached() -> Non
     assert held.nats_line(held.Link(held.UP)) == held.nats_line(None) == ""
     assert held.link_line(held.Link(held.UP), "nats://h:4222") == "NATS: connected (nats://h:4222)"
     assert held.link_line(None, "u").startswith("NATS: still connecting to u")
+
+
+def test_what_up_and_start_say_of_the_link_holds_no_control_character_of_the_file() -> None:
+    """The why is read back from the state file, hostile like anything under `.swarmforge/`:
+    `up` and `start` print it escaped, as `status` does, never for the terminal to obey."""
+    planted = held.Link(held.DOWN, "\x1b]0;PWNED\x07\x1b[2J\u202eevil")
+    said = held.link_line(planted, "nats://h:4222")
+    assert said == "NATS: unreachable (\\x1b]0;PWNED\\x07\\x1b[2J\\u202eevil)"
 
 
 def test_the_first_link_is_awaited_only_while_still_connecting(tmp_path: Path) -> None:

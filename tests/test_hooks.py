@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from handoffd.adapters.hooks import CONTINUE
-from tests.conftest import BIN, Project, helper_env, plant
+from tests.conftest import BIN, Project, helper_env, plant, snapshot
 
 HOOK = os.path.join(BIN, "handoffd")
 
@@ -132,6 +133,43 @@ def test_the_announcement_is_never_written_through_a_planted_link(
     assert json.loads(stop(project))["decision"] == "block"
     assert outside.read_text() == "theirs\n"
     assert not announced.is_symlink() and NAMES[0] in announced.read_text()
+
+
+def test_a_file_the_helper_never_takes_is_no_mail_to_tell_of(project: Project) -> None:
+    """A file in `new/` whose name holds a control character is never taken by
+    `ready_for_next` (docs/protocol.md §15, "Names"): the Stop hook neither blocks the turn
+    for it nor counts it beside real mail."""
+    planted = NAMES[0].replace(".handoff", "\x1b]0;pwned\x07.handoff")
+    waiting(project, "coder", planted)
+    assert stop(project) == ""
+    waiting(project, "coder", NAMES[1])
+    reason = json.loads(stop(project))["reason"]
+    assert reason.startswith("You have 1 handoff(s) waiting (first: ")
+
+
+@pytest.mark.parametrize("link", [".swarmforge/handoffs", ".swarmforge"])
+def test_a_handoff_directory_behind_a_link_gets_no_idle_mark_nor_announcement(
+    project: Project, tmp_path: Path, link: str
+) -> None:
+    """The Stop hook never writes `H/idle` or `H/announced` through an `H` (or a
+    `.swarmforge/`) that is a link to an outside folder, whose own files of those names
+    it would replace; it says nothing (docs/protocol.md §15 "Links of both kinds")."""
+    outside = tmp_path / "elsewhere"
+    inside = outside / "handoffs" if link == ".swarmforge" else outside
+    (inside / "inbox" / "new").mkdir(parents=True)
+    (inside / "inbox" / "new" / NAMES[0].replace("to_coder", "to_QA")).write_bytes(
+        b"id: x\nfrom: coder\n\nwork\n"
+    )
+    for name in ("idle", "announced"):
+        (inside / name).write_bytes(b"theirs\n")
+    before = snapshot(outside)
+    folder = project.worktrees["QA"] / link
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if folder.is_dir():
+        shutil.rmtree(folder)
+    folder.symlink_to(outside)
+    assert stop(project, role="QA") == ""
+    assert snapshot(outside) == before
 
 
 def test_a_fifo_planted_as_the_announcement_never_holds_the_hook(

@@ -91,6 +91,7 @@ def test_a_record_reads_back_as_written() -> None:
         json.dumps({"digest": "d", "name": NAME[:6] + "\x1b" + NAME[7:], "data": ""}).encode(),
         json.dumps({"digest": "d", "name": "notes.txt", "data": ""}).encode(),
         json.dumps({"digest": "d", "name": NAME, "data": "x" * (64 * 1024 + 1)}).encode(),
+        b"[" * 60000,  # past the parser's depth: RecursionError, not ValueError
     ],
     ids=[
         "garbled",
@@ -104,6 +105,7 @@ def test_a_record_reads_back_as_written() -> None:
         "control-character",
         "not-a-queue-name",
         "too-large",
+        "nested-too-deep",
     ],
 )
 def test_anything_but_a_whole_record_of_the_senders_is_no_record(raw: bytes) -> None:

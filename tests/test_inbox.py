@@ -496,6 +496,38 @@ def test_an_inbox_folder_behind_a_link_is_refused_and_nothing_moves_in_or_out(
     assert not (project.worktrees["coder"] / ".swarmforge" / "HANDOFF.md").exists()
 
 
+@pytest.mark.parametrize("link", [".swarmforge/handoffs", ".swarmforge"])
+@pytest.mark.parametrize("helper", ["ready_for_next", "heartbeat", "idle"])
+def test_a_handoff_directory_behind_a_link_is_refused_and_nothing_is_written_outside(
+    project: Project, tmp_path: Path, link: str, helper: str
+) -> None:
+    """`H` (or the worktree's `.swarmforge/`) replaced by a link to an outside folder that
+    holds an inbox: the helpers neither take its work nor write a heartbeat or an idle mark
+    there (the daemon refuses the same link; only the worktree is trusted, docs/protocol.md
+    §15 "Links of both kinds")."""
+    outside = tmp_path / "elsewhere"
+    inside = outside / "handoffs" if link == ".swarmforge" else outside
+    (inside / "inbox" / "new").mkdir(parents=True)
+    (inside / "inbox" / "new" / TAKEN.replace("to_coder", "to_QA")).write_bytes(
+        b"id: x\n\nfrom outside\n"
+    )
+    for name in ("heartbeat", "idle"):
+        (inside / name).write_bytes(b"theirs\n")
+    before = snapshot(outside)
+    folder = project.worktrees["QA"] / link
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    if folder.is_dir():
+        shutil.rmtree(folder)
+    folder.symlink_to(outside)
+    command = {"heartbeat": ("handoffd", "heartbeat"), "idle": ("handoffd", "idle")}.get(
+        helper, (helper,)
+    )
+    result = project.run(*command, role="QA", timeout=HANG)
+    assert result.code != 0 and "TASK" not in result.out
+    assert str(folder) in result.err and "a symbolic link, not a folder" in result.err
+    assert snapshot(outside) == before
+
+
 def test_a_file_whose_name_holds_a_control_character_is_never_taken(project: Project) -> None:
     """One planted in `new/` by hand (the daemon refuses such a name, docs/protocol.md §15):
     the agent is never given a TASK line that holds it; the next plain file is taken."""

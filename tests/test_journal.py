@@ -121,6 +121,17 @@ def test_a_garbled_line_of_the_commit_itself_is_corrupt(tmp_path: Path) -> None:
         journal.load(str(path))
 
 
+def test_a_line_nested_past_the_parsers_depth_is_corrupt(tmp_path: Path) -> None:
+    """A journal planted with the commit's token on a line of 50 000 nested lists: the
+    parser raises RecursionError, not ValueError, and the daemon could not start at all
+    (docs/protocol.md Part II: a corrupt journal is set aside and delivery goes on)."""
+    path = tmp_path / "handoffd.journal"
+    deep = "[" * 50_000 + "]" * 50_000
+    path.write_text(f'{{"token": "0123abcd", "x": {deep}}}\ncommit 0123abcd\n')
+    with pytest.raises(journal.Corrupt, match="nested too deep"):
+        journal.load(str(path))
+
+
 def test_a_hard_link_at_the_journal_is_moved_aside_never_emptied_or_written(
     tmp_path: Path,
 ) -> None:

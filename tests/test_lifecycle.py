@@ -335,6 +335,18 @@ def test_the_log_tail_gives_each_wake_ups_submitted_and_the_last_started_options
     assert tail.options["stall_wakes"] == 2 and tail.options["idle_after"] == 2.0
 
 
+def test_a_log_line_nested_past_the_parsers_depth_is_passed_over(tmp_path: Path) -> None:
+    """A line appended to the log by hand, `"wake"` in it and 50 000 nested lists: the
+    parser raises RecursionError, not ValueError; `status` and the board read the tail on
+    every call, so it is passed over like any other line no daemon wrote."""
+    log = tmp_path / ".swarmforge" / "daemon" / "handoffd.log"
+    log.parent.mkdir(parents=True)
+    deep = "[" * 50_000 + "]" * 50_000
+    good = {"event": "wake", "role": "QA", "timestamp": "2026-06-15T14:05:31.000000Z"}
+    log.write_text(f'{{"event": "wake", "x": {deep}}}\n' + json.dumps(good) + "\n")
+    assert len(lifecycle.log_tail(str(tmp_path)).sent["QA"]) == 1
+
+
 def test_run_start_and_stop_take_the_root_as_the_root_option_too(stopper: Project) -> None:
     """docs/protocol.md §8: every `handoffd` command also takes `--root ROOT`; the daemon
     commands of §5 answer to it as to their positional ROOT, from any working directory."""

@@ -658,6 +658,14 @@ INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "par
 INITIALIZED = '{"jsonrpc": "2.0", "method": "notifications/initialized"}'
 
 
+def test_a_line_nested_past_the_parsers_depth_never_ends_the_server(project: Project) -> None:
+    """A line of 100 000 `[`: the SDK's parser refuses it, and Python's, asked again, raises
+    RecursionError rather than ValueError; the server goes on and answers the next call."""
+    listing = '{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}'
+    _, listed = wire(project, "QA", INITIALIZE, INITIALIZED, "[" * 100_000, listing)
+    assert listed["id"] == 2 and any(t["name"] == "report" for t in listed["result"]["tools"])
+
+
 def test_a_lone_surrogate_in_a_tools_argument_is_answered_with_the_commands_refusal(
     project: Project,
 ) -> None:

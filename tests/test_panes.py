@@ -61,6 +61,21 @@ def test_a_state_file_that_is_no_regular_file_reads_as_none(tmp_path: Path, what
     assert panes.load(str(tmp_path)) == {}
 
 
+@pytest.mark.parametrize("value", ["Infinity", "-Infinity", "1e308", "-1e308", "1e20", "-1"])
+def test_a_time_no_daemon_could_have_written_is_no_time(tmp_path: Path, value: str) -> None:
+    """A pane's times read back from a planted file: infinite, huge, before the epoch or
+    far ahead of the clock are none (`status` failed on `1e308`, `1e20` and `Infinity`,
+    which no date can show, and printed a 300-digit span for `-1e308`)."""
+    file = Path(panes.path(str(tmp_path)))
+    file.parent.mkdir(parents=True)
+    fields = ", ".join(f'"{field}": {value}' for field in panes.TIMES)
+    file.write_text(f'{{"QA": {{"pane": "idle", "session": "QA", {fields}}}}}')
+    assert panes.load(str(tmp_path))["QA"] == {
+        "pane": "idle", "session": "QA", "since": None, "last_wake_at": None,
+        "last_idle_at": None, "last_take_at": None, "harness": "generic",
+    }  # fmt: skip
+
+
 def test_a_state_file_with_bad_fields_keeps_only_what_checks(tmp_path: Path) -> None:
     file = Path(panes.path(str(tmp_path)))
     file.parent.mkdir(parents=True)
@@ -72,4 +87,6 @@ def test_a_state_file_with_bad_fields_keeps_only_what_checks(tmp_path: Path) -> 
         "last_idle_at": None, "last_take_at": None, "harness": "generic",
     }}  # fmt: skip
     file.write_bytes(b"[" * (panes.LIMIT + 1))
+    assert panes.load(str(tmp_path)) == {}
+    file.write_bytes(b"[" * (panes.LIMIT - 1))  # read whole, nested past the parser's depth
     assert panes.load(str(tmp_path)) == {}

@@ -137,7 +137,8 @@ def stop(role: Role, again: bool) -> str:
     this turn already went on because a Stop hook blocked it (`stop_hook_active`)."""
     if _in_process(role):
         return ""
-    waiting = [e for e in hf.visible(role.path(Box.NEW)) if hf.is_item_entry(e)]
+    # what `ready_for_next` would take: a name it never prints on a TASK line is no mail
+    waiting = [e for e in hf.visible(role.path(Box.NEW)) if hf.is_item_entry(e, plain=True)]
     first = _first_ready(role, waiting)
     if first is None:
         return ""

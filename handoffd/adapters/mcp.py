@@ -282,7 +282,9 @@ def reparsed(item: Any) -> Any:
     try:
         message = json.loads(line)
         return SessionMessage(types.jsonrpc_message_adapter.validate_python(message, by_name=False))
-    except (ValueError, ValidationError):  # not JSON to Python either: the SDK's own way
+    # not JSON to Python either (or nested past its depth: RecursionError, which would end
+    # the server): the SDK's own way
+    except (ValueError, ValidationError, RecursionError):
         return item
 
 

@@ -131,14 +131,22 @@ def codex_arguments(root: str, role: Role, mcp: bool) -> list[str]:
     program, and with `mcp` handoffd's MCP server (`-c` values are TOML; a JSON string or
     list of strings is one)."""
     notify = [HANDOFFD, "hook", "stop", "--root", root]
-    args = ["--no-daemon", "-c", f"notify={json.dumps(notify)}"]
+    args = ["--no-daemon", "-c", f"notify={toml(notify)}"]
     if mcp:
         entry, key = mcp_entry(root, role), f"mcp_servers.{MCP_NAME}"
-        env = f"{{SWARMFORGE_ROLE = {json.dumps(role.name)}}}"  # a TOML inline table
-        for value in (f"command={json.dumps(entry['command'])}",
-                      f"args={json.dumps(entry['args'])}", f"env={env}"):  # fmt: skip
+        env = f"{{SWARMFORGE_ROLE = {toml(role.name)}}}"  # a TOML inline table
+        for value in (f"command={toml(entry['command'])}",
+                      f"args={toml(entry['args'])}", f"env={env}"):  # fmt: skip
             args += ["-c", f"{key}.{value}"]
     return args
+
+
+def toml(value: object) -> str:
+    """A string or a list of strings as TOML: JSON's text but for what TOML reads
+    otherwise.  `ensure_ascii` would write a character past U+FFFF (an emoji in the
+    project's path) as a surrogate pair of escapes, which TOML refuses; TOML also refuses
+    a raw DEL, which JSON leaves as it is."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def arguments(harness: str, root: str, role: Role, mcp: bool) -> str:

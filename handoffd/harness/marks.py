@@ -37,8 +37,11 @@ def announce(handoffs: str, record: str) -> None:
     """Write `H/announced` anew: a temp created exclusively (never an existing file or a
     link), then renamed over it, so nothing planted there is ever written through.  Not
     fsynced: it is a hint, and a lost one only means the agent is told once more."""
-    from handoffd import durable
+    from handoffd import durable, safeio
 
+    linked = safeio.linked_handoffs(handoffs)
+    if linked:  # `H` behind a link: what is written lands outside
+        raise safeio.Refused(linked, "a symbolic link, not a folder; handoffd never follows it")
     durable.sweep_stale(handoffs, f".{ANNOUNCED}.")  # what a hook killed mid-write left
     temp = os.path.join(handoffs, f".{ANNOUNCED}.{os.getpid()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -92,6 +92,8 @@ def _read(folder: int, name: str, path: str) -> tuple[dict[str, object], int | N
         settings = json.loads(data.decode("utf-8")) if data.strip() else {}
     except ValueError as error:
         raise Unusable(f"{path} is not valid JSON ({error}); left alone") from None
+    except RecursionError:
+        raise Unusable(f"{path} is nested too deep to read; left alone") from None
     if not isinstance(settings, dict):
         raise Unusable(f"{path} holds no JSON object; left alone")
     return settings, mode

@@ -86,7 +86,7 @@ def parse(raw: bytes, sender: str) -> Record | None:
     """The record in `raw`, or None when it is not a whole record of `sender`'s (pure)."""
     try:
         fields = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return None
     if not isinstance(fields, dict):
         return None
