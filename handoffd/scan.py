@@ -244,7 +244,7 @@ class Snapshot:
             }
         found = []
         for role, joined in self._completed_names.items():
-            for relative in _lines_with(joined, f"_{ident}_to_"):
+            for relative in _lines_with(joined, hf.id_mark(ident)):
                 folder = self.roles[role].path(Box.COMPLETED)
                 batch, _, name = relative.rpartition("/")
                 if hf.is_item(name) and hf.name_id(name) == ident:
@@ -500,7 +500,7 @@ class GreenListing:
         for path, name, batch in _files(folder, _has_batches(state)):
             if batch is not None and batch not in stamps:
                 stamps[batch] = _mtime_ns(batch)
-            rows.append((_order(name), role, state, path, batch))
+            rows.append((hf.order_key(name), role, state, path, batch))
         self._folders[folder] = stamps, rows
         return rows
 
@@ -521,14 +521,6 @@ def _mtime_ns(path: str) -> int:
         return -1
 
 
-def _order(name: str) -> str:
-    """A green file's place in the archive: the time and sequence its name spells (the
-    later sent, the higher), then the name; a name not in the §2 form sorts as the oldest."""
-    if len(name) > 27 and name[2] == "_" and name[19] == "_" and name[26] == "_":
-        return name[3:26] + "/" + name
-    return "/" + name
-
-
 def newest_time(headers: dict[str, str]) -> str:
     """The newest §2 time of a header block ('' if none): they sort as text."""
     return max(headers.get(key, "") for key in TIMESTAMPS)
@@ -536,13 +528,13 @@ def newest_time(headers: dict[str, str]) -> str:
 
 def depends_on(headers: dict[str, str]) -> list[str]:
     """The ids a `depends_on` header names (docs/protocol.md §8), in order."""
-    return [part.strip() for part in headers.get("depends_on", "").split(",") if part.strip()]
+    return hf.comma_list(headers.get(hf.DEPENDS_ON, ""))
 
 
 def recipients(entry: Entry) -> list[str]:
     """Who a handoff is to: its `to` header, else the recipients its name spells."""
-    if "to" in entry.headers:
-        return [part.strip() for part in entry.headers["to"].split(",") if part.strip()]
+    if hf.RECIPIENTS in entry.headers:
+        return hf.comma_list(entry.headers[hf.RECIPIENTS])
     parts = entry.parts
     return parts.recipients if parts else []
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from handoffd import handoff as hf
 from handoffd import scan
 from handoffd.digest.threads import group
+from handoffd.reports import name_time
 from handoffd.scan import Entry
 
 
@@ -27,7 +28,7 @@ def report_activity(snapshot: scan.Snapshot) -> dict[str, str]:
         for ident in idents:
             paths = snapshot.reports(role, ident)  # oldest first: names sort by time
             if paths:
-                stamp = hf.iso_from_stamp(os.path.basename(paths[-1]).partition("_")[0])
+                stamp = name_time(os.path.basename(paths[-1]))
                 newest[ident] = max(newest.get(ident, ""), stamp)
     return newest
 
