@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio, wake
+from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio, wake, wakeup
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier, linked_folders
@@ -268,8 +268,8 @@ class Daemon:
         return True
 
     def step(self, now: float) -> None:
-        """One pass: configuration, stop file, deliveries and their wake-ups, and on
-        rescan ticks, re-armed watches and re-notify."""
+        """One pass: configuration, stop file, deliveries and their wake-ups, the wake-ups
+        commands asked for (`H/wake`), and on rescan ticks, re-armed watches and re-notify."""
         if self.hangup:
             self._reload()
         roles, changed = self.roles.get()
@@ -302,13 +302,15 @@ class Daemon:
             self._next_rescan = now + self.rescan_every
             waiting = {name: _mail_states(role) for name, role in local.items()}
             self._renotify(local, waiting, now)
-            self._wake_asked(local)
+            self._wake_asked(local)  # after re-notify, as ever
             self._look(local, {name for name, states in waiting.items() if State.NEW in states})
             self._watch_takes(local)
             self._watch_announcements(local, now)
             if self.bridge is not None:
                 self.bridge.follow(local)
                 self.bridge.board.tick(local, now)
+        else:  # a pass on an event: one may be `H/wake` (a stat a role when none is there)
+            self._wake_asked(local)
         self.panes.save(self.root)  # what `status` shows of the panes, when it changed
         link = self.bridge.link.status() if self.bridge is not None else None
         self.held.update(link, self.courier.held())  # and of its link and deferrals
@@ -421,12 +423,12 @@ class Daemon:
     def _wake_asked(self, roles: dict[str, Role]) -> None:
         """Type the lines commands asked for (`answer`, `reopen`: `H/wake`) the way of every
         wake-up, once the pane is idle.  The file is untrusted: what is no one-line request
-        (`heartbeat.take_wake` says why), or not a line the daemon would have built itself
+        (`wakeup.take_wake` says why), or not a line the daemon would have built itself
         (`wake.asked_problem`), is never typed, and logged."""
         for name, role in roles.items():
             try:
-                text = heartbeat.take_wake(role.handoffs)
-            except heartbeat.NotARequest as refusal:
+                text = wakeup.take_wake(role.handoffs)
+            except wakeup.NotARequest as refusal:
                 self.log.warning("wake_refused", role=name, error=str(refusal))
                 continue
             if text is None:
@@ -511,6 +513,8 @@ class Daemon:
         for role in self.courier.local(roles).values():
             if Box.OUTBOX not in self.courier.linked.get(role.name, {}):
                 directories.append(role.path(Box.OUTBOX))  # a linked one is not taken from
+            if not os.path.islink(role.handoffs):  # `H/wake` asked for: typed at once
+                directories.append(role.handoffs)
         try:
             self.watcher.update(directories)
         except OSError as error:  # e.g. out of inotify watches: the rescan still finds work

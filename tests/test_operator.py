@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from handoffd import heartbeat, reports
+from handoffd import reports, wakeup
 from handoffd.lifecycle import Lock
 from tests.conftest import Project, Result, snapshot
 from tests.daemon_support import Tmux, events, open_daemon, tmux_server, use_socket
@@ -128,6 +128,32 @@ def test_with_a_daemon_running_the_answer_is_typed_by_it_once_the_pane_is_idle(
     assert not (project.handoffs("coder") / "wake").exists()
 
 
+def test_with_a_daemon_watching_the_answer_is_typed_on_its_file_event_not_its_rescan(
+    project: Project, tmux: Tmux
+) -> None:
+    """docs/protocol.md §14: the daemon watches each role's handoff directory, so the
+    `H/wake` an `answer` leaves wakes it and the pass that follows types the line; it never
+    waits for the next rescan (up to 30 s later)."""
+    blocked_in_process(project)
+    use_socket(project, tmux.socket)
+    tmux.session("coder")
+    daemon = open_daemon(project, watch=True)
+    lock = Lock(str(project.root))
+    lock.acquire()
+    try:
+        daemon.step(time.time())  # the first pass rescans: the watches are armed
+        daemon.poke.clear()
+        done = operator(project, "answer", CARD, REPLY)
+        assert (done.code, done.err) == (0, "")
+        assert daemon.poke.wait(10)  # the request's file event
+        daemon.step(time.time())  # not a rescan: the next is a rescan period away
+        assert daemon.waker.texts == [("coder", WOKEN)]  # type: ignore[attr-defined]
+    finally:
+        lock.release()
+        daemon.close()
+    assert not (project.handoffs("coder") / "wake").exists()
+
+
 PLANTED = {"control": "empty, or a control character in it", "fifo": "a FIFO, not a file",
            "link": "a symbolic link, not a file", "folder": "a directory, not a file",
            "oversized": "over 512 bytes", "command": "not a line handoffd types",
@@ -184,7 +210,7 @@ def test_a_folder_planted_as_the_wake_request_never_blocks_the_requests_after_it
     daemon = open_daemon(project)
     try:
         daemon.step(time.time() + 60)
-        heartbeat.ask_wake(str(handoffs), WOKEN)
+        wakeup.ask_wake(str(handoffs), WOKEN)
         daemon.step(time.time() + 120)
     finally:
         daemon.close()
@@ -268,7 +294,7 @@ def test_with_a_daemon_running_a_long_hostile_task_is_asked_for_and_typed_made_s
         daemon.step(time.time() + 60)
     assert (done.code, done.err) == (0, "")
     line = WOKEN.replace("parse", SAFE_TASK + "é" * (79 - len(SAFE_TASK)) + "…")
-    assert asked == line.encode() + b"\n" and len(asked) <= heartbeat.WAKE_LIMIT
+    assert asked == line.encode() + b"\n" and len(asked) <= wakeup.WAKE_LIMIT
     assert daemon.waker.texts == [("coder", line)]  # type: ignore[attr-defined]
     assert events(project, "wake_refused") == []
 

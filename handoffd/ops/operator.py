@@ -177,13 +177,13 @@ def wake_role(root: str, role: Role, text: str) -> str:
     pane is idle (docs/protocol.md §14), or, with no daemon, typed now the §5 way.  ''
     when it went or was asked for, else the one stderr line that says why not (lossy:
     the command's work is done either way)."""
-    from handoffd import heartbeat, lifecycle, wake
+    from handoffd import lifecycle, wake, wakeup
 
     try:
         if not role.session:
             raise RuntimeError("no tmux session for this role in roles.tsv")
         if lifecycle.daemon_state(root).running:
-            heartbeat.ask_wake(role.handoffs, text)  # typed at the daemon's next pass
+            wakeup.ask_wake(role.handoffs, text)  # typed at the daemon's next pass
             return ""
         wake.send_keys(wake.read_socket(root), role.session, text)
     except Exception as error:  # a missing server, session or socket file; a hung tmux
