@@ -7,11 +7,12 @@ import os
 
 import pytest
 
-from handoffd import reports, scan
+from handoffd import reports
 from handoffd.board import cards
 from handoffd.config import Role
 from handoffd.lifecycle import DaemonState
-from handoffd.scan import Entry, Snapshot, State
+from handoffd.scan import Entry, State
+from handoffd.snapshot import Snapshot, take_snapshot
 from tests.conftest import Project
 
 NOW = 1_800_000_000.0
@@ -303,7 +304,7 @@ def test_the_projection_reads_no_file(project: Project, monkeypatch: pytest.Monk
     (failed.parent / (failed.name + ".error")).write_text("missing required header(s): to\n")
     reports.store(str(project.handoffs("QA")), ident(2, "coder"), "RUNNING", "QA", "claude",
                   "", "Working on it.\n", NOW - 60)  # fmt: skip
-    snap = scan.scan(str(project.root), history=True)
+    snap = take_snapshot(str(project.root), history=True)
     before = [card.to_json() for card in cards.project(snap, NOW, include_green=True).cards]
 
     def no_reading(*args: object, **kwargs: object) -> object:

@@ -112,8 +112,8 @@ def is_core(name: str) -> bool:
 def test_the_walk_sees_imports_inside_functions_and_for_types() -> None:
     """The walk's own check: the core's lazy and type-only imports are edges too."""
     edges = graph()
-    assert "handoffd.lifecycle" in edges["handoffd.scan"]  # imported inside `scan()`
-    assert "handoffd.reports" in edges["handoffd.scan"]  # inside, and for a type
+    assert "handoffd.lifecycle" in edges["handoffd.snapshot"]  # imported inside `take_snapshot()`
+    assert "handoffd.reports" in edges["handoffd.snapshot"]  # inside, and for a type
     assert "handoffd.live" in edges["handoffd.ops.steps"]  # inside `after_step`
 
 

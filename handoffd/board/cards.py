@@ -16,7 +16,8 @@ from typing import Any
 
 from handoffd import handoff as hf
 from handoffd.board import colour, naming
-from handoffd.scan import Entry, Snapshot, State, depends_on, recipients
+from handoffd.scan import Entry, State, depends_on, recipients
+from handoffd.snapshot import Snapshot
 
 WINDOW_S = 60 * 60.0  # a claim is live while its heartbeat is younger than this
 STALL_S = 60.0  # an original older than this in an outbox is stalled

@@ -8,10 +8,10 @@ import os
 from collections.abc import Iterable
 
 from handoffd import handoff as hf
-from handoffd import scan
 from handoffd.digest.threads import group
 from handoffd.reports import name_time
 from handoffd.scan import Entry
+from handoffd.snapshot import Snapshot
 
 
 def roles_in(name: str) -> list[str]:
@@ -21,7 +21,7 @@ def roles_in(name: str) -> list[str]:
     return [parts.sender, *parts.recipients] if parts else []
 
 
-def report_activity(snapshot: scan.Snapshot) -> dict[str, str]:
+def report_activity(snapshot: Snapshot) -> dict[str, str]:
     """Handoff id -> the time of its newest report, over every role's reports."""
     newest: dict[str, str] = {}
     for role, idents in snapshot.report_ids.items():

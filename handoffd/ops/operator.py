@@ -38,7 +38,7 @@ def find(context: Context, card: str, history: bool = False) -> Card | None:
     `history` any card `status --all` shows, green ones too (a file both open and in
     history is then the history's: it moved on while the scan read)."""
     from handoffd.board import cards
-    from handoffd.scan import scan
+    from handoffd.snapshot import take_snapshot as scan
 
     snapshot = scan(context.root, context.roles, history=history)
     return cards.project(snapshot, snapshot.taken_at, include_green=history).by_card.get(card)
