@@ -49,12 +49,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from handoffd import config, held, reports, safeio, scan
 from handoffd import handoff as hf
 from handoffd.board import cards, status
-from handoffd.board.web import views
-from handoffd.board.web.workers import BOARD_BUSY, Workers
 from handoffd.outcome import INBOX_BUSY
 from handoffd.snapshot import GreenListing, Snapshot, take_snapshot
+from handoffd.web import views
+from handoffd.web.workers import BOARD_BUSY, Workers
 
-STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
+STATIC = os.path.join(os.path.dirname(__file__), "static")
 BODY_LIMIT = 1024 * 1024  # bytes of a handoff file shown on its page
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -285,7 +285,7 @@ def markdown() -> Callable[[str], Markup]:
 def environment() -> Environment:
     """The templates, with autoescape on for every one of them."""
     env = Environment(
-        loader=PackageLoader("handoffd.board", "templates"),
+        loader=PackageLoader("handoffd.web", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
