@@ -309,6 +309,15 @@ def take_snapshot(
     return snapshot
 
 
+def take_role(root: str, role: Role, now: float | None = None) -> Snapshot:
+    """A snapshot of `role` alone: its open files with their header blocks, and nothing
+    else (no other role, no daemon state or log, no reports, no dependencies): all that
+    finding one of its copies by the card the board names it takes (`cards.find_card`)."""
+    snapshot = Snapshot(root, {role.name: role}, time.time() if now is None else now)
+    snapshot.open = scan_role(role, State.OPEN)
+    return snapshot
+
+
 def _read_wakes(snapshot: Snapshot, root: str) -> None:
     """The wake-ups and the daemon's options from the log's tail; each role's pane as the
     daemon last saw it (only while a daemon runs: a dead one's file is stale) and when its

@@ -69,6 +69,38 @@ def test_answer_stores_the_reply_lifts_the_block_and_wakes_the_role(
     assert tmux.typed("coder", WOKEN) == 1
 
 
+TOUCHED: list[str] | None = None  # what the audit hook records while a test arms it
+
+
+def _record(event: str, args: tuple[Any, ...]) -> None:
+    if TOUCHED is not None and event in ("open", "os.listdir", "os.scandir") and args:
+        TOUCHED.append(os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else "")
+
+
+def test_answer_reads_the_named_roles_folders_alone(project: Project) -> None:
+    """`answer <id>@coder` turns the card into a file name from coder's open folders: it
+    neither lists nor opens another role's files (it used to scan every role, the daemon's
+    log and every report, and project the whole board, to find one copy)."""
+    global TOUCHED
+    from handoffd.ops import operator
+    from handoffd.ops.context import resolve_context
+
+    blocked_in_process(project)
+    put(project, ID2, to="QA")
+    put(project, ID2, to="cleaner", box="inbox/in_process")
+    context = resolve_context(str(project.root), needs_role=False)
+    sys.addaudithook(_record)
+    TOUCHED = []
+    try:
+        done = operator.answer(context, CARD, REPLY, by="ann")
+    finally:
+        touched, TOUCHED = TOUCHED, None
+    assert done.code == 0, done.err
+    others = [str(project.handoffs(role)) for role in ("QA", "cleaner")]
+    assert [path for path in touched if path.startswith(tuple(others))] == []
+    assert any(path.startswith(str(project.handoffs("coder"))) for path in touched)
+
+
 @pytest.mark.parametrize("header", ["a/b", "decoy", "../../x", "20260101T000000Z_000009_from_QA"])
 def test_an_id_header_the_name_does_not_spell_is_never_the_cards_name_nor_its_key(
     project: Project, header: str

@@ -244,6 +244,17 @@ def project(
     return Board(snapshot, cards, cycles)
 
 
+def find_card(snapshot: Snapshot, card: str) -> Card | None:
+    """The open copy the board names `card`, from a snapshot of its role alone
+    (`snapshot.take_role`).  The names are the board's: copies are named before any
+    original, and a role's own in the same order, so no other role's file and no original
+    can change which name a copy of this role has (docs/protocol.md §8)."""
+    copies = [e for e in snapshot.open if e.state in (State.NEW, State.IN_PROCESS)]
+    cards = [Card(entry, None) for entry in copies]
+    naming.assign(cards, set())
+    return next((found for found in cards if found.card == card), None)
+
+
 def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Card]:
     """The green cards of `entries` (a page of the archive, `Snapshot.load_page` read),
     in their order: named, their latest report and, for a dismissed one, its note."""

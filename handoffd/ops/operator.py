@@ -44,6 +44,18 @@ def find(context: Context, card: str, history: bool = False) -> Card | None:
     return cards.project(snapshot, snapshot.taken_at, include_green=history).by_card.get(card)
 
 
+def find_copy(context: Context, card: str) -> Card | None:
+    """The open copy the board names `card` (None: unknown, malformed, or no open copy),
+    read from the named role's open folders alone: `answer` acts on a copy, and no other
+    role's file can change a copy's name (`cards.find_card`)."""
+    from handoffd.board import cards
+    from handoffd.snapshot import take_role
+
+    # `<name>@<role>`, or `<name>@<role>~<n>` when names collide (`naming.candidates`)
+    role = context.roles.get(card.rpartition("@")[2].partition("~")[0])
+    return None if role is None else cards.find_card(take_role(context.root, role), card)
+
+
 def unknown(card: str, context: Context | None = None) -> Refusal:
     """`UNKNOWN_CARD: <card>`; given the `context`, a second line says what the card is
     when the board shows one that is no agent's open copy (done, put aside, refused or not
@@ -109,8 +121,8 @@ def answer(
     text = said if said is not None else text
     _check_answer(text)
     who = operator_name(by)
-    found = find(context, card)
-    if found is None or found.state not in OPEN:
+    found = find_copy(context, card)
+    if found is None:
         raise unknown(card, context)
     role = context.roles[found.role]
     out, note = _answer(
