@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio, wake, wakeup
+from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio, wake, waker, wakeup
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier, linked_folders
@@ -25,7 +25,7 @@ from handoffd.harness.roles import Harnesses
 from handoffd.inbox import Item, not_ready
 from handoffd.lifecycle import daemon_path, notify
 from handoffd.scan import State, listing
-from handoffd.wake import Renotifier, Unanswered, Waker
+from handoffd.waker import Renotifier, Unanswered, Waker
 from handoffd.watch import Watcher
 
 TYPE_CHECKING = False
@@ -119,8 +119,8 @@ class Daemon:
         log: FilteringBoundLogger,
         renotify_after: float = 120.0,
         lock: lifecycle.Lock | None = None,
-        idle_after: float = wake.IDLE_AFTER,
-        idle_wait: float = wake.IDLE_WAIT,
+        idle_after: float = waker.IDLE_AFTER,
+        idle_wait: float = waker.IDLE_WAIT,
         dependencies: Dependencies | None = None,
     ) -> None:
         self.root = root
@@ -129,7 +129,7 @@ class Daemon:
         self.lock = lock  # the project lock `handoffd run` holds, watched every pass
         self.roles = Roles(root, log)
         self.courier = Courier(root, log, self.roles.reread)
-        self.panes = panes.Panes(idle_after or wake.IDLE_AFTER)
+        self.panes = panes.Panes(idle_after or waker.IDLE_AFTER)
         self.harnesses = Harnesses(root, lambda: self.roles.current)  # docs/protocol.md §16
         self.held = held.Keeper(root)  # the link and deferrals `status` shows
         self.waker = Waker(root, log, on_failed=self._wake_failed, idle_after=idle_after,
@@ -533,7 +533,7 @@ def _own_file(path: str) -> bool:
 
 def _taken_stamp(role: Role) -> object:
     """The stamp of the role's in_process/: it changes when the role takes or finishes work."""
-    return wake.stamp(role.path(Box.IN_PROCESS))
+    return waker.stamp(role.path(Box.IN_PROCESS))
 
 
 def _mail_states(role: Role) -> set[str]:
@@ -576,8 +576,8 @@ def serve(
     root: str,
     once: bool = False,
     renotify_after: float = 120.0,
-    idle_after: float = wake.IDLE_AFTER,
-    idle_wait: float = wake.IDLE_WAIT,
+    idle_after: float = waker.IDLE_AFTER,
+    idle_wait: float = waker.IDLE_WAIT,
     stall_wakes: int = panes.STALL_WAKES,
     dependencies: Dependencies | None = None,
 ) -> int:

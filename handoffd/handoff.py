@@ -172,6 +172,20 @@ def file_id(name: str, header: str | None = None) -> str:
     return header if header and plain_id(header) else name
 
 
+def path_id(path: str) -> str:
+    """The id the queue file at `path` goes by (`file_id`), its reports filed under and
+    looked up by: the id its name spells, never an `id` header that differs from it; the
+    header is read only for a name not in the §2 form."""
+    name = os.path.basename(path)
+    if parse_name(name) is not None:
+        return file_id(name)
+    try:
+        header = read(path).get(ID)
+    except HandoffError:
+        header = None
+    return file_id(name, header)
+
+
 def plain_id(text: str) -> bool:
     """Whether `text` can name a handoff as a key and as a path's one segment: no `/`, no
     leading `.`, nothing unprintable (a control character, a line break), at most 255

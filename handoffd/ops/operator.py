@@ -17,7 +17,6 @@ from handoffd import config, live, reports, safeio
 from handoffd import handoff as hf
 from handoffd.config import Role
 from handoffd.inbox import BLOCKED, Inbox
-from handoffd.ops.claims import report_id
 from handoffd.ops.context import Context
 from handoffd.ops.table import ANSWER_LIMIT, ANSWER_TOO_LARGE
 from handoffd.outcome import Exit, Refusal, Result
@@ -157,7 +156,7 @@ def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -
         paths = inbox.copies_named(name)
         if not paths:
             raise unknown(card)  # taken and finished since the scan
-        ident, copy = report_id(paths[0]), hf.read(paths[0])
+        ident, copy = hf.path_id(paths[0]), hf.read(paths[0])
         # one the agent has not met (an answer from before a reopen it has)
         earlier = reports.latest_answer(role.handoffs, ident, copy.get("reopened_at"))
         blocked = copy.get(BLOCKED) or ""
