@@ -12,7 +12,7 @@ from handoffd import safeio
 from handoffd.config import valid_role_name
 
 MAX_BYTES = 64 * 1024
-REQUIRED = ("id", "from", "to", "priority", "type")
+REQUIRED = (hf.ID, hf.SENDER, hf.RECIPIENTS, hf.PRIORITY, hf.TYPE)
 
 
 class Refused(Exception):

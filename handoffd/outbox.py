@@ -122,11 +122,11 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
     ident = hf.compose_id(stamp, sequence, sender)
     head = draft.headers
     headers = [
-        ("id", ident),
-        ("from", sender),
-        ("to", ",".join(draft.recipients)),
-        ("priority", head["priority"]),
-        ("type", head["type"]),
+        (hf.ID, ident),
+        (hf.SENDER, sender),
+        (hf.RECIPIENTS, ",".join(draft.recipients)),
+        (hf.PRIORITY, head["priority"]),
+        (hf.TYPE, head["type"]),
     ]
     if head["type"] == "git_handoff":
         headers += [("role", sender), ("task", head["task"]), ("commit", draft.commit or "")]
@@ -137,10 +137,10 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
     else:
         headers.append(("message", head["message"]))
         body = head["message"] + "\n"
-    if "depends_on" in head:
-        headers.append(("depends_on", ",".join(dependencies(head["depends_on"]))))
-    if "blocked_reason" in head:
-        headers.append(("blocked_reason", head["blocked_reason"].strip()))
+    if hf.DEPENDS_ON in head:
+        headers.append((hf.DEPENDS_ON, ",".join(dependencies(head[hf.DEPENDS_ON]))))
+    if hf.BLOCKED_REASON in head:
+        headers.append((hf.BLOCKED_REASON, head[hf.BLOCKED_REASON].strip()))
     headers.append(("created_at", hf.iso_now(now)))
     name = hf.compose_name(head["priority"], ident, draft.recipients)
     return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")

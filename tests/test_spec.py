@@ -56,3 +56,16 @@ def test_what_an_adapter_made_is_not_checked_a_drafts_path_that_is_not_utf8_incl
     the adapter's `name`, no parameter of the table)."""
     send = next(op for op in OPS if op.name == "send-handoff")
     assert spec.not_text(send.params, {"draft": "type: note\n", "name": f"/tmp/{BYTE}"}) is None
+
+
+def test_the_tables_send_fields_are_a_drafts_headers_then_a_packets_sections() -> None:
+    """`send_handoff`'s fields (the MCP schema) and the draft a tool's arguments become
+    name one list of a draft's header fields (`draft.ALLOWED`, docs/protocol.md §3), then
+    a packet's sections (§10), then the key that makes a retry safe: one cannot grow a
+    field the other does not know."""
+    from handoffd import draft, packet
+    from handoffd.ops.table import SEND_FIELDS
+
+    sections = tuple(packet.field(title) for title in packet.SECTIONS)
+    names = tuple(param.name for param in SEND_FIELDS)
+    assert names == (*draft.ALLOWED, *sections, "idempotency_key")
