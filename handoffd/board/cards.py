@@ -16,6 +16,7 @@ from typing import Any
 
 from handoffd import handoff as hf
 from handoffd.board import colour, naming
+from handoffd.reports import Head
 from handoffd.scan import Entry, State, depends_on, recipients
 from handoffd.snapshot import Snapshot
 
@@ -63,20 +64,16 @@ class Claim:
         }
 
 
-class LatestReport:
-    """The newest report on a card: its status, who, when, and its first line."""
+class LatestReport(Head):
+    """The newest report on a card as the scan read it (status, who, when, its first
+    line), and the excerpt of that line a view shows."""
 
-    __slots__ = ("agent", "excerpt", "path", "reported_at", "role", "status")
+    __slots__ = ("excerpt",)
 
-    def __init__(
-        self, status: str, role: str, agent: str, reported_at: str, excerpt: str, path: str
-    ) -> None:
-        self.status = status
-        self.role = role
-        self.agent = agent
-        self.reported_at = reported_at
-        self.excerpt = excerpt
-        self.path = path
+    def __init__(self, head: Head) -> None:
+        super().__init__(head.status, head.role, head.agent, head.reported_at,
+                         head.first_line, head.path)  # fmt: skip
+        self.excerpt = head.first_line[:EXCERPT]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -439,8 +436,7 @@ def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | N
     head = snapshot.head(role, ident)
     if head is None:
         return None
-    return LatestReport(head.status, head.role, head.agent, head.reported_at,
-                        head.first_line[:EXCERPT], head.path)  # fmt: skip
+    return LatestReport(head)
 
 
 # --- dependencies ---------------------------------------------------------------------
