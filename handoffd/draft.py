@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 ALLOWED = ("type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason")
 ANY_TYPE = ("depends_on", "blocked_reason")  # allowed for every type (docs/protocol.md §8)
-MAX_REASON = 200
+MAX_REASON = hf.REASON_LIMIT
 RESERVED = (
     "id", "from", "role", "recipient", "created_at", "enqueued_at", "dequeued_at", "completed_at",
 )  # fmt: skip

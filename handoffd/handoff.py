@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # The header names more than one module reads (docs/protocol.md §2, §8, §13).
 ID, SENDER, RECIPIENTS, PRIORITY, TYPE = "id", "from", "to", "priority", "type"
 DEPENDS_ON, BLOCKED_REASON = "depends_on", "blocked_reason"
+REASON_LIMIT = 200  # characters of a `blocked_reason`: one line the board and live file show
 SEPARATOR = "\n\n"
 SUFFIX = ".handoff"
 # The daemon delivers nothing over 64 KiB; a copy gains a few stamped headers.  A file

@@ -15,7 +15,7 @@ from handoffd.ops.steps import after_step, and_then, locked, own_id
 from handoffd.ops.table import REPORT_LIMIT, REPORT_TOO_LARGE
 from handoffd.outcome import Exit, Refusal, Result, refused
 
-MAX_REASON = 200
+MAX_REASON = hf.REASON_LIMIT
 STATUSES = ("RUNNING", "BLOCKED", "DONE")
 
 
