@@ -179,7 +179,7 @@ def _queue(root: str, sender: str, to: str, n: int) -> str:
     swarm_handoff does); its file name."""
     role = load_roles(root)[sender]
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    name = f"50_{stamp}_{n:06d}_from_{sender}_to_{to}.handoff"
+    name = hf.compose_name("50", hf.compose_id(stamp, n, sender), [to])
     headers = [("id", hf.name_id(name)), ("from", sender), ("to", to), ("priority", "50"),
                ("type", "note"), ("message", "bench"), ("created_at", hf.iso_now())]  # fmt: skip
     data = hf.Handoff(headers, "Re-read your role.\n\nbench\n").render()

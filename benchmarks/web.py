@@ -80,7 +80,7 @@ class Web(Scenario[WebSizes, tuple[Layout, Layout], Timed]):
         from starlette.testclient import TestClient  # the web stack: only this scenario
 
         from handoffd.board import cards
-        from handoffd.board.web.app import Board, create_app
+        from handoffd.web.app import Board, create_app
 
         bare, full = built
         pages = Board(bare.root, cards.WINDOW_S, time.time)

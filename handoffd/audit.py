@@ -24,6 +24,7 @@ from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import JOURNAL
 from handoffd.scan import State
+from handoffd.snapshot import take_snapshot
 
 INBOX = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 COPIES = (State.NEW, State.IN_PROCESS, State.COMPLETED)
@@ -68,7 +69,7 @@ def audit_hosts(roots: list[str]) -> Report:
 
 
 def _gather(root: str, roles: dict[str, Role], report: Report) -> None:
-    snapshot = scan.scan(root, roles, once=False)  # at rest, a name in two folders is a bug
+    snapshot = take_snapshot(root, roles, once=False)  # at rest, a name in two folders is a bug
     for entry in snapshot.entries(State.ORIGINALS):
         _original(entry, report)
     for entry in snapshot.entries(COPIES):

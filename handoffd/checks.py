@@ -12,7 +12,7 @@ from handoffd import safeio
 from handoffd.config import valid_role_name
 
 MAX_BYTES = 64 * 1024
-REQUIRED = ("id", "from", "to", "priority", "type")
+REQUIRED = (hf.ID, hf.SENDER, hf.RECIPIENTS, hf.PRIORITY, hf.TYPE)
 
 
 class Refused(Exception):
@@ -55,10 +55,10 @@ def inspect(data: bytes, name: str, sender: str, roles: set[str]) -> tuple[hf.Ha
     claimed = handoff.get("from")
     if claimed != sender:
         raise Refused(f"header 'from: {claimed}' does not match the sending role '{sender}'")
-    if f"_from_{sender}_to_" not in name:
+    if hf.sender_mark(sender) not in name:
         # Names are unique per sender only because they carry the sender; a name borrowed
         # from another role's queue could collide with that role's handoff in an inbox.
-        raise Refused(f"file name does not say '_from_{sender}_to_' (the sending role)")
+        raise Refused(f"file name does not say '{hf.sender_mark(sender)}' (the sending role)")
     return handoff, _recipients(handoff.get("to") or "", roles)
 
 
@@ -70,7 +70,7 @@ def _crlf_reason(data: bytes) -> str | None:
 
 
 def _recipients(to: str, roles: set[str]) -> list[str]:
-    recipients = [name.strip() for name in to.split(",")]
+    recipients = hf.list_parts(to)
     for index, name in enumerate(recipients):
         if not valid_role_name(name):
             raise Refused(f"invalid recipient {name!r} in 'to: {to}'")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # commands defined elsewhere, imported on first use: name -> ("module:attribute", help)
 LAZY: dict[str, tuple[str, str]] = {
-    "web": ("handoffd.board.web.command:web", "Serve the board in a browser, live."),
+    "web": ("handoffd.web.command:web", "Serve the board in a browser, live."),
 }
 
 

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio, wake
+from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio, wake, waker, wakeup
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier, linked_folders
@@ -25,7 +25,7 @@ from handoffd.harness.roles import Harnesses
 from handoffd.inbox import Item, not_ready
 from handoffd.lifecycle import daemon_path, notify
 from handoffd.scan import State, listing
-from handoffd.wake import Renotifier, Unanswered, Waker
+from handoffd.waker import Renotifier, Unanswered, Waker
 from handoffd.watch import Watcher
 
 TYPE_CHECKING = False
@@ -119,8 +119,8 @@ class Daemon:
         log: FilteringBoundLogger,
         renotify_after: float = 120.0,
         lock: lifecycle.Lock | None = None,
-        idle_after: float = wake.IDLE_AFTER,
-        idle_wait: float = wake.IDLE_WAIT,
+        idle_after: float = waker.IDLE_AFTER,
+        idle_wait: float = waker.IDLE_WAIT,
         dependencies: Dependencies | None = None,
     ) -> None:
         self.root = root
@@ -129,7 +129,7 @@ class Daemon:
         self.lock = lock  # the project lock `handoffd run` holds, watched every pass
         self.roles = Roles(root, log)
         self.courier = Courier(root, log, self.roles.reread)
-        self.panes = panes.Panes(idle_after or wake.IDLE_AFTER)
+        self.panes = panes.Panes(idle_after or waker.IDLE_AFTER)
         self.harnesses = Harnesses(root, lambda: self.roles.current)  # docs/protocol.md §16
         self.held = held.Keeper(root)  # the link and deferrals `status` shows
         self.waker = Waker(root, log, on_failed=self._wake_failed, idle_after=idle_after,
@@ -268,8 +268,8 @@ class Daemon:
         return True
 
     def step(self, now: float) -> None:
-        """One pass: configuration, stop file, deliveries and their wake-ups, and on
-        rescan ticks, re-armed watches and re-notify."""
+        """One pass: configuration, stop file, deliveries and their wake-ups, the wake-ups
+        commands asked for (`H/wake`), and on rescan ticks, re-armed watches and re-notify."""
         if self.hangup:
             self._reload()
         roles, changed = self.roles.get()
@@ -302,13 +302,15 @@ class Daemon:
             self._next_rescan = now + self.rescan_every
             waiting = {name: _mail_states(role) for name, role in local.items()}
             self._renotify(local, waiting, now)
-            self._wake_asked(local)
+            self._wake_asked(local)  # after re-notify, as ever
             self._look(local, {name for name, states in waiting.items() if State.NEW in states})
             self._watch_takes(local)
             self._watch_announcements(local, now)
             if self.bridge is not None:
                 self.bridge.follow(local)
                 self.bridge.board.tick(local, now)
+        else:  # a pass on an event: one may be `H/wake` (a stat a role when none is there)
+            self._wake_asked(local)
         self.panes.save(self.root)  # what `status` shows of the panes, when it changed
         link = self.bridge.link.status() if self.bridge is not None else None
         self.held.update(link, self.courier.held())  # and of its link and deferrals
@@ -421,12 +423,12 @@ class Daemon:
     def _wake_asked(self, roles: dict[str, Role]) -> None:
         """Type the lines commands asked for (`answer`, `reopen`: `H/wake`) the way of every
         wake-up, once the pane is idle.  The file is untrusted: what is no one-line request
-        (`heartbeat.take_wake` says why), or not a line the daemon would have built itself
+        (`wakeup.take_wake` says why), or not a line the daemon would have built itself
         (`wake.asked_problem`), is never typed, and logged."""
         for name, role in roles.items():
             try:
-                text = heartbeat.take_wake(role.handoffs)
-            except heartbeat.NotARequest as refusal:
+                text = wakeup.take_wake(role.handoffs)
+            except wakeup.NotARequest as refusal:
                 self.log.warning("wake_refused", role=name, error=str(refusal))
                 continue
             if text is None:
@@ -511,6 +513,8 @@ class Daemon:
         for role in self.courier.local(roles).values():
             if Box.OUTBOX not in self.courier.linked.get(role.name, {}):
                 directories.append(role.path(Box.OUTBOX))  # a linked one is not taken from
+            if not os.path.islink(role.handoffs):  # `H/wake` asked for: typed at once
+                directories.append(role.handoffs)
         try:
             self.watcher.update(directories)
         except OSError as error:  # e.g. out of inotify watches: the rescan still finds work
@@ -529,7 +533,7 @@ def _own_file(path: str) -> bool:
 
 def _taken_stamp(role: Role) -> object:
     """The stamp of the role's in_process/: it changes when the role takes or finishes work."""
-    return wake.stamp(role.path(Box.IN_PROCESS))
+    return waker.stamp(role.path(Box.IN_PROCESS))
 
 
 def _mail_states(role: Role) -> set[str]:
@@ -572,8 +576,8 @@ def serve(
     root: str,
     once: bool = False,
     renotify_after: float = 120.0,
-    idle_after: float = wake.IDLE_AFTER,
-    idle_wait: float = wake.IDLE_WAIT,
+    idle_after: float = waker.IDLE_AFTER,
+    idle_wait: float = waker.IDLE_WAIT,
     stall_wakes: int = panes.STALL_WAKES,
     dependencies: Dependencies | None = None,
 ) -> int:

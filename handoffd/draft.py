@@ -7,6 +7,7 @@ protocol (docs/protocol.md §3).  Everything here is pure: git is reached throug
 
 from __future__ import annotations
 
+from handoffd import handoff as hf
 from handoffd.terminal import has_control
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs a helper ~15 ms
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 ALLOWED = ("type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason")
 ANY_TYPE = ("depends_on", "blocked_reason")  # allowed for every type (docs/protocol.md §8)
-MAX_REASON = 200
+MAX_REASON = hf.REASON_LIMIT
 RESERVED = (
     "id", "from", "role", "recipient", "created_at", "enqueued_at", "dequeued_at", "completed_at",
 )  # fmt: skip
@@ -103,7 +104,7 @@ def split_packet(text: str) -> tuple[str, str | None]:
 
 def dependencies(value: str) -> list[str]:
     """The ids of a `depends_on` value, in order."""
-    return [ident.strip() for ident in value.split(",")]
+    return hf.list_parts(value)
 
 
 def dependency_errors(value: str | None, id_exists: IdExists) -> list[str]:
@@ -194,7 +195,7 @@ def _base_errors(headers: dict[str, str]) -> list[str]:
 def _recipients(to: str, known_roles: set[str]) -> tuple[list[str], list[str]]:
     if not to:
         return [], []
-    recipients = [name.strip() for name in to.split(",")]
+    recipients = hf.list_parts(to)
     errors: list[str] = []
     for index, name in enumerate(recipients):
         if not name:

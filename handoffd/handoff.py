@@ -19,6 +19,14 @@ import time
 from handoffd import durable, safeio
 from handoffd.config import valid_role_name
 
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: every helper imports this module
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# The header names more than one module reads (docs/protocol.md §2, §8, §13).
+ID, SENDER, RECIPIENTS, PRIORITY, TYPE = "id", "from", "to", "priority", "type"
+DEPENDS_ON, BLOCKED_REASON = "depends_on", "blocked_reason"
+REASON_LIMIT = 200  # characters of a `blocked_reason`: one line the board and live file show
 SEPARATOR = "\n\n"
 SUFFIX = ".handoff"
 # The daemon delivers nothing over 64 KiB; a copy gains a few stamped headers.  A file
@@ -52,10 +60,63 @@ class Name:
     @property
     def id(self) -> str:
         """The handoff's id: `<stamp>_<seq>_from_<sender>` (docs/protocol.md §2)."""
-        return f"{self.timestamp}_{self.seq}_from_{self.sender}"
+        return f"{self.timestamp}_{self.seq}{FROM}{self.sender}"
 
     def __repr__(self) -> str:
         return f"Name({self.priority}, {self.id}, to={self.recipients})"
+
+
+FROM, TO = "_from_", "_to_"  # the words between a name's parts (docs/protocol.md §2)
+
+
+def compose_id(stamp: str, sequence: int, sender: str) -> str:
+    """The id of `sender`'s handoff number `sequence`, sent at `stamp` (`id_stamp`)."""
+    return f"{stamp}_{sequence:06d}{FROM}{sender}"
+
+
+def compose_name(priority: str, ident: str, recipients: Sequence[str]) -> str:
+    """The queue file name of handoff `ident` to `recipients` (docs/protocol.md §2)."""
+    return f"{priority}_{ident}{TO}{'_'.join(recipients)}{SUFFIX}"
+
+
+def id_sender(ident: str) -> str | None:
+    """The sender an id names (the part after its last `_from_`); None if it names none."""
+    return ident.rpartition(FROM)[2] if FROM in ident else None
+
+
+def id_stamp_of(ident: str) -> str:
+    """The §2 stamp an id starts with (all of it for an id with no `_`)."""
+    return ident.partition("_")[0]
+
+
+def sender_mark(sender: str) -> str:
+    """What every file name `sender` queues holds: `_from_<sender>_to_`."""
+    return f"{FROM}{sender}{TO}"
+
+
+def id_mark(ident: str) -> str:
+    """What a queue file name of handoff `ident` holds, wherever it lies in a listing."""
+    return f"_{ident}{TO}"
+
+
+def order_key(name: str) -> str:
+    """A queue file's place by its name: the time and sequence it spells (the later sent,
+    the higher), then the name; a name not in the §2 form sorts before every one that is."""
+    if len(name) > 27 and name[2] == "_" and name[19] == "_" and name[26] == "_":
+        return name[3:26] + "/" + name
+    return "/" + name
+
+
+def comma_list(value: str) -> list[str]:
+    """The names a comma-separated header value lists (`to`, `depends_on`), in order, with
+    blank ones dropped."""
+    return [part for part in list_parts(value) if part]
+
+
+def list_parts(value: str) -> list[str]:
+    """Every part of a comma-separated value, stripped, blank ones kept (a draft's check
+    refuses an empty name rather than pass over it)."""
+    return [part.strip() for part in value.split(",")]
 
 
 def parse_name(name: str) -> Name | None:
@@ -97,7 +158,7 @@ def name_id(name: str) -> str:
     holds no `_`, so the first `_to_` after the priority ends it.  For any name, well
     formed or not (a hand-made file's); `parse_name` says whether it is."""
     stem = name.removesuffix(SUFFIX)
-    return stem[3:].partition("_to_")[0]
+    return stem[3:].partition(TO)[0]
 
 
 def file_id(name: str, header: str | None = None) -> str:
@@ -110,6 +171,20 @@ def file_id(name: str, header: str | None = None) -> str:
     if parts is not None:
         return parts.id
     return header if header and plain_id(header) else name
+
+
+def path_id(path: str) -> str:
+    """The id the queue file at `path` goes by (`file_id`), its reports filed under and
+    looked up by: the id its name spells, never an `id` header that differs from it; the
+    header is read only for a name not in the §2 form."""
+    name = os.path.basename(path)
+    if parse_name(name) is not None:
+        return file_id(name)
+    try:
+        header = read(path).get(ID)
+    except HandoffError:
+        header = None
+    return file_id(name, header)
 
 
 def plain_id(text: str) -> bool:

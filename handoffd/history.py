@@ -42,6 +42,7 @@ from handoffd.config import Box, Role
 from handoffd.indexfile import line as _line
 from handoffd.indexfile import read as _read
 from handoffd.scan import Entry
+from handoffd.snapshot import Snapshot
 
 INDEX = ".digest-index"
 BUCKETS = 256
@@ -161,7 +162,7 @@ def _mtimes(role: Role) -> dict[str, str]:
 # --- a snapshot's threads -----------------------------------------------------------------
 
 
-def thread(snapshot: scan.Snapshot, key: str) -> list[Entry]:
+def thread(snapshot: Snapshot, key: str) -> list[Entry]:
     """Every queue file of thread `key` (`task:<T>`, or `id:<id>` for one handoff): open
     ones from the snapshot, history ones through each role's index."""
     found = [e for e in snapshot.open if matches(e, key)]
@@ -169,7 +170,7 @@ def thread(snapshot: scan.Snapshot, key: str) -> list[Entry]:
     return scan.dedupe(found)
 
 
-def every_file(snapshot: scan.Snapshot) -> list[Entry]:
+def every_file(snapshot: Snapshot) -> list[Entry]:
     """Every queue file of the project, each with its task: history through the index."""
     history = (e for role in snapshot.roles.values() for e in role_files(role))
     return scan.dedupe([*snapshot.open, *history])

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
 DEFAULT_PRIORITY = "50"
 FOLDERS = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)  # every folder a step may touch
-BLOCKED = "blocked_reason"
-DEPENDS_ON = "depends_on"
+BLOCKED = hf.BLOCKED_REASON
+DEPENDS_ON = hf.DEPENDS_ON
 
 # Why a waiting file is not ready to take (docs/protocol.md §13); None: it is ready.
 IS_BLOCKED, ON_DEPENDENCIES = "blocked", "dependencies"
@@ -135,7 +135,7 @@ def priority(handoff: hf.Handoff) -> str:
 
 def dependencies(handoff: hf.Handoff) -> list[str]:
     """The ids its `depends_on` header names, in order."""
-    return [part.strip() for part in (handoff.get(DEPENDS_ON) or "").split(",") if part.strip()]
+    return hf.comma_list(handoff.get(DEPENDS_ON) or "")
 
 
 def not_ready(item: Item, done: Done | None) -> str | None:

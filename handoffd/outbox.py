@@ -119,14 +119,14 @@ def _read_number(path: str) -> int:
 def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, hf.Handoff]:
     """The queued file's name and content (docs/protocol.md §2): pure, so tests need no clock."""
     stamp = hf.id_stamp(now)
-    ident = f"{stamp}_{sequence:06d}_from_{sender}"
+    ident = hf.compose_id(stamp, sequence, sender)
     head = draft.headers
     headers = [
-        ("id", ident),
-        ("from", sender),
-        ("to", ",".join(draft.recipients)),
-        ("priority", head["priority"]),
-        ("type", head["type"]),
+        (hf.ID, ident),
+        (hf.SENDER, sender),
+        (hf.RECIPIENTS, ",".join(draft.recipients)),
+        (hf.PRIORITY, head["priority"]),
+        (hf.TYPE, head["type"]),
     ]
     if head["type"] == "git_handoff":
         headers += [("role", sender), ("task", head["task"]), ("commit", draft.commit or "")]
@@ -137,12 +137,12 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
     else:
         headers.append(("message", head["message"]))
         body = head["message"] + "\n"
-    if "depends_on" in head:
-        headers.append(("depends_on", ",".join(dependencies(head["depends_on"]))))
-    if "blocked_reason" in head:
-        headers.append(("blocked_reason", head["blocked_reason"].strip()))
+    if hf.DEPENDS_ON in head:
+        headers.append((hf.DEPENDS_ON, ",".join(dependencies(head[hf.DEPENDS_ON]))))
+    if hf.BLOCKED_REASON in head:
+        headers.append((hf.BLOCKED_REASON, head[hf.BLOCKED_REASON].strip()))
     headers.append(("created_at", hf.iso_now(now)))
-    name = f"{head['priority']}_{ident}_to_{'_'.join(draft.recipients)}.handoff"
+    name = hf.compose_name(head["priority"], ident, draft.recipients)
     return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")
 
 
@@ -229,7 +229,8 @@ def handoff_exists(roles: dict[str, Role], ident: str) -> bool:
     handoff `ident`: its sender's originals first (the id names the sender), then every inbox."""
     from handoffd import scan  # only a draft with `depends_on` pays for it
 
-    sender = roles.get(ident.rpartition("_from_")[2]) if "_from_" in ident else None
+    named = hf.id_sender(ident)
+    sender = None if named is None else roles.get(named)
     if sender and _holds(scan.listing(sender, scan.State.ORIGINALS), ident):
         return True
     copies = (scan.State.NEW, scan.State.IN_PROCESS, scan.State.COMPLETED)

@@ -12,6 +12,7 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import NoReturn
 
 
 class Exit:
@@ -87,3 +88,15 @@ def refused(message: str, code: int = Exit.REFUSED) -> Result:
 
 
 Outcome = Result  # the name the operations had before they carried data
+
+
+def emit(result: Result) -> NoReturn:
+    """Print a result the way every command and helper does, then exit with its code: the
+    one way out of a process, for the console scripts and the click commands alike."""
+    import sys  # built in, and loaded before any helper runs
+
+    # surrogateescape: a file name that is not UTF-8 prints as its bytes, not a traceback
+    sys.stdout.buffer.write(result.out.encode("utf-8", "surrogateescape"))
+    sys.stdout.flush()
+    sys.stderr.write(result.err)
+    raise SystemExit(result.code)

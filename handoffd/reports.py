@@ -130,8 +130,13 @@ def read(path: str) -> Report:
     if not fields.get("status"):
         fields["status"] = _status_of(os.path.basename(path))
     if not fields.get("reported_at"):
-        fields["reported_at"] = iso_from_stamp(os.path.basename(path).partition("_")[0])
+        fields["reported_at"] = name_time(os.path.basename(path))
     return Report(path, fields, content)
+
+
+def name_time(name: str) -> str:
+    """The §2 time a report's file name starts with (`<stamp>_<STATUS>.md`)."""
+    return iso_from_stamp(name.partition("_")[0])
 
 
 def _status_of(name: str) -> str:

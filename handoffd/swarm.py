@@ -160,17 +160,17 @@ def wake_waiting(root: str, sessions: list[str]) -> list[str]:
     only minutes later.  The daemon types it once the new pane is idle (docs/protocol.md
     §14).  A request already standing there (an answer's) is left as it is.  The roles
     asked for; lossy, as every wake-up is."""
-    from handoffd import heartbeat, scan, wake
+    from handoffd import scan, wake, wakeup
 
     asked = []
     for role in config.load_roles(root).values():
         if role.session not in sessions or not scan.listing(role, (scan.State.NEW,)):
             continue
-        if os.path.lexists(os.path.join(role.handoffs, heartbeat.WAKE)):
+        if os.path.lexists(os.path.join(role.handoffs, wakeup.WAKE)):
             continue
         try:
-            heartbeat.ask_wake(role.handoffs, wake.TEXT)
-        except (OSError, heartbeat.NotARequest):
+            wakeup.ask_wake(role.handoffs, wake.TEXT)
+        except (OSError, wakeup.NotARequest):
             continue
         asked.append(role.name)
     return asked

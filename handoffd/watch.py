@@ -41,8 +41,10 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 from handoffd import handoff as hf
 from handoffd import settle
 from handoffd.config import Box
+from handoffd.wakeup import WAKE
 
-TRIGGERS = frozenset({"roles.tsv", "stop"})  # besides outbox/*.handoff
+# besides outbox/*.handoff; `H/wake`: a command asks for a wake-up (docs/protocol.md §14)
+TRIGGERS = frozenset({"roles.tsv", "stop", WAKE})
 ARRIVALS = frozenset({"created", "moved", "modified", "closed"})  # a deletion brings no work
 SAID = {"moved": settle.MOVED, "created": settle.CREATED}  # any other arrival: written
 MARKER = ".handoffd-sync."  # the name start of the marker files `sync` creates

@@ -14,13 +14,13 @@ from handoffd.config import Role
 
 
 def handoff_id(sender: str, seq: int, when: float | None = None) -> str:
-    """`<stamp>_<seq>_from_<sender>`, as swarm_handoff numbers a handoff sent at `when`."""
-    return f"{hf.id_stamp(when)}_{seq:06d}_from_{sender}"
+    """The id swarm_handoff gives `sender`'s handoff number `seq` sent at `when`."""
+    return hf.compose_id(hf.id_stamp(when), seq, sender)
 
 
 def queued_name(ident: str, recipients: Sequence[str], priority: str = "50") -> str:
-    """`<priority>_<id>_to_<recipients>.handoff` (docs/protocol.md §2)."""
-    return f"{priority}_{ident}_to_{'_'.join(recipients)}{hf.SUFFIX}"
+    """The queue file name of handoff `ident` (docs/protocol.md §2)."""
+    return hf.compose_name(priority, ident, recipients)
 
 
 def queued(

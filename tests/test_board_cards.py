@@ -7,11 +7,12 @@ import os
 
 import pytest
 
-from handoffd import reports, scan
+from handoffd import reports
 from handoffd.board import cards
-from handoffd.config import Role
+from handoffd.config import Role, load_roles
 from handoffd.lifecycle import DaemonState
-from handoffd.scan import Entry, Snapshot, State
+from handoffd.scan import Entry, State
+from handoffd.snapshot import Snapshot, take_snapshot
 from tests.conftest import Project
 
 NOW = 1_800_000_000.0
@@ -303,7 +304,7 @@ def test_the_projection_reads_no_file(project: Project, monkeypatch: pytest.Monk
     (failed.parent / (failed.name + ".error")).write_text("missing required header(s): to\n")
     reports.store(str(project.handoffs("QA")), ident(2, "coder"), "RUNNING", "QA", "claude",
                   "", "Working on it.\n", NOW - 60)  # fmt: skip
-    snap = scan.scan(str(project.root), history=True)
+    snap = take_snapshot(str(project.root), history=True)
     before = [card.to_json() for card in cards.project(snap, NOW, include_green=True).cards]
 
     def no_reading(*args: object, **kwargs: object) -> object:
@@ -324,3 +325,26 @@ def test_the_projection_reads_no_file(project: Project, monkeypatch: pytest.Monk
 def test_green_cards_need_the_history_read_first() -> None:
     with pytest.raises(ValueError, match="load_history"):
         cards.project(snapshot(entry(1)), NOW, include_green=True)
+
+
+def test_a_copy_found_from_its_role_alone_has_the_name_the_whole_board_gives_it(
+    project: Project,
+) -> None:
+    """`find_card` over `take_role` (what `answer` reads) names each open copy of the
+    role as the board of the whole project does: a §2 name, a hand-made one with an `id`
+    header, two hand-made ones claiming one id (the second goes by its file name), and an
+    original of the same id in the role's own outbox, named after every copy."""
+    from handoffd.snapshot import take_role
+
+    project.put("coder", name(1, "QA", "coder"), id=ident(1, "QA"))
+    project.put("coder", "10_manual.handoff", id="manual-1")
+    project.put("coder", "20_twin.handoff", id="dup")
+    project.put("coder", "30_twin.handoff", box="inbox/in_process", id="dup")
+    project.put("coder", name(1, "QA", "coder"), box="outbox", id=ident(1, "QA"))
+    project.put("QA", name(2, "coder", "QA"), id=ident(2, "coder"))
+    board = cards.project(take_snapshot(str(project.root)), NOW)
+    copies = [c for c in board.cards if c.role == "coder" and c.state != State.OUTBOX]
+    alone = take_role(str(project.root), load_roles(str(project.root))["coder"])
+    found = {c.card: getattr(cards.find_card(alone, c.card), "path", None) for c in copies}
+    assert found == {c.card: c.entry.path for c in copies} and len(copies) == 4
+    assert cards.find_card(alone, f"{ident(2, 'coder')}@QA") is None

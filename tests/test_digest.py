@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from handoffd import scan
 from handoffd.digest.digest import NOT_IN_HANDOFF, copy_state, report_rows
 from handoffd.reports import Report
+from handoffd.snapshot import take_snapshot
 from tests.conftest import Project, git
 from tests.digest_support import HANDOFFD, build_thread, commit_in, hf_epoch, report, run
 
@@ -80,7 +80,7 @@ def test_an_id_digests_its_whole_task_thread(project, thread):
 def test_every_row_traces_back_to_its_source(project, thread):
     report(project, "QA", thread["b"], "RUNNING", "We chose the slow path for safety today.", 1)
     lines = digest(project, "--task", "parser").stdout.splitlines()
-    entries = list(scan.scan(str(project.root)).entries())  # the queue, read independently
+    entries = list(take_snapshot(str(project.root)).entries())  # the queue, read independently
     traced = 0
     for line in lines:
         if not line.startswith("- ") or line.startswith("- … "):

@@ -66,7 +66,7 @@ def test_the_readme_links_every_document_and_every_link_of_the_docs_resolves() -
 
 
 def modules() -> set[str]:
-    """Every module of the package, as the map names it: `scan`, `board/web/app`."""
+    """Every module of the package, as the map names it: `scan`, `web/app`."""
     package = CHECKOUT / "handoffd"
     return {str(path.relative_to(package).with_suffix("")) for path in package.rglob("*.py")}
 
@@ -76,7 +76,7 @@ def test_the_module_map_of_docs_operations_md_names_every_module_and_no_other() 
     section = text[text.index("Every module under `handoffd/`") :]
     named = set(re.findall(r"^ *- `([\w/]+)` — ", section, re.M))
     listed = {name for name in named if not name.endswith("/")}
-    assert {"adapters/mcp", "cli", "outcome", "board/web/app", "reports"} <= modules()
+    assert {"adapters/mcp", "cli", "outcome", "web/app", "reports"} <= modules()
     assert sorted(modules() - listed) == []
     assert sorted(listed - modules()) == []
 

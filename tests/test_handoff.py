@@ -3,6 +3,7 @@ test, headers kept in order, the body byte for byte, a header block read lenient
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from pathlib import Path
@@ -315,3 +316,45 @@ def test_a_fifo_where_a_header_block_should_be_is_refused_without_waiting(tmp_pa
     os.mkfifo(fifo)
     with pytest.raises(safeio.NotRegular):
         hf.read_headers(str(fifo))
+
+
+# --- one owner of the format ----------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def spelled_parts(path: Path) -> list[str]:
+    """Where a module's strings (docstrings and f-strings' parts too) spell a name's
+    `_from_` or `_to_`: `line: text`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        text = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(text, str) and (hf.FROM in text or hf.TO in text):
+            found.append(f"{node.lineno}: {text[:60]!r}")
+    return found
+
+
+def test_no_module_but_the_format_spells_the_parts_of_a_name() -> None:
+    """Composing and slicing names and ids is `handoffd.handoff`'s alone (docs/protocol.md
+    §2): the package, the test bed and the benchmark call it, so a change to the form is
+    one module's change."""
+    owner = REPO / "handoffd" / "handoff.py"
+    spelled = {
+        str(path.relative_to(REPO)): parts
+        for folder in ("handoffd", "testbed", "benchmarks")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        if path != owner and (parts := spelled_parts(path))
+    }
+    assert spelled == {}
+
+
+def test_a_composed_name_parses_back_to_its_parts() -> None:
+    ident = hf.compose_id("20260615T140531Z", 42, "architect")
+    name = hf.compose_name("07", ident, ["coder", "cleaner"])
+    assert name == NAME
+    parts = hf.parse_name(name)
+    assert parts is not None and (parts.id, parts.recipients) == (ident, ["coder", "cleaner"])
+    assert (hf.id_sender(ident), hf.id_stamp_of(ident)) == ("architect", "20260615T140531Z")
+    assert hf.id_sender("manual-1") is None and hf.sender_mark("architect") in name
+    assert hf.id_mark(ident) in name and hf.order_key(name) == f"{ident[:23]}/{name}"
+    assert hf.comma_list(" a, ,b ") == ["a", "b"] and hf.list_parts(" a, ,b ") == ["a", "", "b"]

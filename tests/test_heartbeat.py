@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import durable, heartbeat
+from handoffd import durable, heartbeat, wakeup
 from tests.conftest import HANG, Project
 
 
@@ -123,8 +123,8 @@ def test_a_request_the_daemon_would_not_type_is_refused_when_asked(
 ) -> None:
     """What `take_wake` would refuse is refused by `ask_wake` already, so the command that
     asks can say so (the daemon's refusal is a log line nobody at the command sees)."""
-    with pytest.raises(heartbeat.NotARequest) as refused:
-        heartbeat.ask_wake(str(tmp_path), text)
+    with pytest.raises(wakeup.NotARequest) as refused:
+        wakeup.ask_wake(str(tmp_path), text)
     assert str(refused.value) == f"{why}: not asked for"
     assert wake_entries(tmp_path) == []
 
@@ -134,19 +134,19 @@ def test_taking_a_request_tells_nothing_there_from_a_file_that_is_no_request(
 ) -> None:
     """None is "nothing waits"; an oversized, a FIFO or a controlled line is `NotARequest`
     saying which (removed either way, never typed)."""
-    assert heartbeat.take_wake(str(tmp_path)) is None
-    heartbeat.ask_wake(str(tmp_path), LINE)
-    assert heartbeat.take_wake(str(tmp_path)) == LINE
-    assert heartbeat.take_wake(str(tmp_path)) is None  # taken once
+    assert wakeup.take_wake(str(tmp_path)) is None
+    wakeup.ask_wake(str(tmp_path), LINE)
+    assert wakeup.take_wake(str(tmp_path)) == LINE
+    assert wakeup.take_wake(str(tmp_path)) is None  # taken once
     control = "empty, or a control character in it"
     for planted, why in [(b"x" * 513 + b"\n", "over 512 bytes"), (b"rm -rf ~\x1b[2K\n", control)]:
         (tmp_path / "wake").write_bytes(planted)
-        with pytest.raises(heartbeat.NotARequest, match=re.escape(why)):
-            heartbeat.take_wake(str(tmp_path))
+        with pytest.raises(wakeup.NotARequest, match=re.escape(why)):
+            wakeup.take_wake(str(tmp_path))
         assert wake_entries(tmp_path) == []
     os.mkfifo(tmp_path / "wake")
-    with pytest.raises(heartbeat.NotARequest, match="a FIFO, not a file"):
-        heartbeat.take_wake(str(tmp_path))
+    with pytest.raises(wakeup.NotARequest, match="a FIFO, not a file"):
+        wakeup.take_wake(str(tmp_path))
     assert wake_entries(tmp_path) == []
 
 
@@ -162,7 +162,7 @@ def test_asking_over_a_planted_wake_file_replaces_it_never_following_it(
         (handoffs / "wake").symlink_to(outside)
     else:
         (handoffs / "wake").mkdir()
-    heartbeat.ask_wake(str(handoffs), LINE)
+    wakeup.ask_wake(str(handoffs), LINE)
     assert (handoffs / "wake").read_text() == LINE + "\n" and not outside.exists()
     assert wake_entries(handoffs) == ["wake"]
 
@@ -171,16 +171,16 @@ def test_asking_over_a_folder_with_something_in_it_says_remove_it_and_leaves_no_
     tmp_path: Path,
 ) -> None:
     (tmp_path / "wake" / "kept").mkdir(parents=True)
-    with pytest.raises(heartbeat.NotARequest) as refused:
-        heartbeat.ask_wake(str(tmp_path), LINE)
+    with pytest.raises(wakeup.NotARequest) as refused:
+        wakeup.ask_wake(str(tmp_path), LINE)
     assert (
         str(refused.value) == f"{tmp_path / 'wake'} is a folder, not a wake-up request: remove it"
     )
     assert wake_entries(tmp_path) == ["wake"] and os.listdir(tmp_path / "wake") == ["kept"]
     # the daemon's side leaves it too, and says nothing at each of its passes: the request
     # that meets it says where it is
-    assert heartbeat.take_wake(str(tmp_path)) is None
-    assert heartbeat.take_wake(str(tmp_path)) is None
+    assert wakeup.take_wake(str(tmp_path)) is None
+    assert wakeup.take_wake(str(tmp_path)) is None
     assert os.listdir(tmp_path / "wake") == ["kept"]
 
 
@@ -217,7 +217,7 @@ def test_a_rewrite_never_writes_through_a_hard_link_planted_under_its_temp_name(
     elif name == "idle":
         heartbeat.mark_idle(str(handoffs))
     else:
-        heartbeat.ask_wake(str(handoffs), LINE)
+        wakeup.ask_wake(str(handoffs), LINE)
     assert outside.read_bytes() == b"precious\n"
     assert (handoffs / name).exists() and os.stat(handoffs / name).st_nlink == 1
 

@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from handoffd import config, history, indexfile, scan
+from handoffd import config, history, indexfile
+from handoffd.snapshot import take_snapshot
 from tests.conftest import Project
 from tests.digest_support import run
 
@@ -111,15 +112,15 @@ def test_open_folders_come_from_the_scan_afresh(project):
     put(project, "live", box="inbox/new")
     settle(project, "inbox/new")
     assert history.lookup(cleaner(project), "task:live") == []  # never indexed
-    found = history.thread(scan.scan(str(project.root)), "task:live")
+    found = history.thread(take_snapshot(str(project.root)), "task:live")
     assert [f.state for f in found] == ["new"]
     put(project, "other", box="inbox/new")  # same name: the header changed in place
-    assert history.thread(scan.scan(str(project.root)), "task:live") == []
+    assert history.thread(take_snapshot(str(project.root)), "task:live") == []
 
 
 def test_a_file_seen_open_and_in_history_is_kept_at_its_later_place(project):
     put(project, "moving", box="inbox/in_process")
-    snapshot = scan.scan(str(project.root))
+    snapshot = take_snapshot(str(project.root))
     project.box("cleaner", "inbox/completed").mkdir()
     os.rename(
         project.box("cleaner", "inbox/in_process") / NAME,

@@ -112,13 +112,35 @@ def is_core(name: str) -> bool:
 def test_the_walk_sees_imports_inside_functions_and_for_types() -> None:
     """The walk's own check: the core's lazy and type-only imports are edges too."""
     edges = graph()
-    assert "handoffd.lifecycle" in edges["handoffd.scan"]  # imported inside `scan()`
-    assert "handoffd.reports" in edges["handoffd.scan"]  # inside, and for a type
+    assert "handoffd.lifecycle" in edges["handoffd.snapshot"]  # imported inside `take_snapshot()`
+    assert "handoffd.reports" in edges["handoffd.snapshot"]  # inside, and for a type
     assert "handoffd.live" in edges["handoffd.ops.steps"]  # inside `after_step`
 
 
 def test_no_module_imports_itself_back_through_others() -> None:
     assert cycles(graph()) == []
+
+
+def package_of(name: str, packages: set[str]) -> str | None:
+    """The subpackage module `name` lies in (`handoffd.board`), None for a flat module."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 and ".".join(parts[:2]) in packages else None
+
+
+def test_no_package_imports_itself_back_through_others() -> None:
+    """Between packages too: the projection (`board`), the ways in (`adapters`), the
+    operations (`ops`), the remote hosts (`remote`) and the web board above them (`web`)
+    depend one way, so each can be read, tested and changed from below."""
+    edges = graph()
+    packages = {name for name, path in module_names().items() if path.name == "__init__.py"}
+    packages.discard("handoffd")
+    between: dict[str, set[str]] = {package: set() for package in packages}
+    for name, deps in edges.items():
+        source = package_of(name, packages)
+        if source is not None:
+            reached = {package_of(dep, packages) for dep in deps}
+            between[source] |= {package for package in reached if package not in (None, source)}
+    assert cycles(between) == []
 
 
 def test_the_cli_is_imported_by_no_module() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from handoffd import heartbeat, reports
+from handoffd import reports, wakeup
 from handoffd.lifecycle import Lock
 from tests.conftest import Project, Result, snapshot
 from tests.daemon_support import Tmux, events, open_daemon, tmux_server, use_socket
@@ -67,6 +67,38 @@ def test_answer_stores_the_reply_lifts_the_block_and_wakes_the_role(
     assert report.question == QUESTION and report.text == REPLY
     assert "blocked_reason" not in headers(path)
     assert tmux.typed("coder", WOKEN) == 1
+
+
+TOUCHED: list[str] | None = None  # what the audit hook records while a test arms it
+
+
+def _record(event: str, args: tuple[Any, ...]) -> None:
+    if TOUCHED is not None and event in ("open", "os.listdir", "os.scandir") and args:
+        TOUCHED.append(os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else "")
+
+
+def test_answer_reads_the_named_roles_folders_alone(project: Project) -> None:
+    """`answer <id>@coder` turns the card into a file name from coder's open folders: it
+    neither lists nor opens another role's files (it used to scan every role, the daemon's
+    log and every report, and project the whole board, to find one copy)."""
+    global TOUCHED
+    from handoffd.ops import operator
+    from handoffd.ops.context import resolve_context
+
+    blocked_in_process(project)
+    put(project, ID2, to="QA")
+    put(project, ID2, to="cleaner", box="inbox/in_process")
+    context = resolve_context(str(project.root), needs_role=False)
+    sys.addaudithook(_record)
+    TOUCHED = []
+    try:
+        done = operator.answer(context, CARD, REPLY, by="ann")
+    finally:
+        touched, TOUCHED = TOUCHED, None
+    assert done.code == 0, done.err
+    others = [str(project.handoffs(role)) for role in ("QA", "cleaner")]
+    assert [path for path in touched if path.startswith(tuple(others))] == []
+    assert any(path.startswith(str(project.handoffs("coder"))) for path in touched)
 
 
 @pytest.mark.parametrize("header", ["a/b", "decoy", "../../x", "20260101T000000Z_000009_from_QA"])
@@ -128,6 +160,32 @@ def test_with_a_daemon_running_the_answer_is_typed_by_it_once_the_pane_is_idle(
     assert not (project.handoffs("coder") / "wake").exists()
 
 
+def test_with_a_daemon_watching_the_answer_is_typed_on_its_file_event_not_its_rescan(
+    project: Project, tmux: Tmux
+) -> None:
+    """docs/protocol.md §14: the daemon watches each role's handoff directory, so the
+    `H/wake` an `answer` leaves wakes it and the pass that follows types the line; it never
+    waits for the next rescan (up to 30 s later)."""
+    blocked_in_process(project)
+    use_socket(project, tmux.socket)
+    tmux.session("coder")
+    daemon = open_daemon(project, watch=True)
+    lock = Lock(str(project.root))
+    lock.acquire()
+    try:
+        daemon.step(time.time())  # the first pass rescans: the watches are armed
+        daemon.poke.clear()
+        done = operator(project, "answer", CARD, REPLY)
+        assert (done.code, done.err) == (0, "")
+        assert daemon.poke.wait(10)  # the request's file event
+        daemon.step(time.time())  # not a rescan: the next is a rescan period away
+        assert daemon.waker.texts == [("coder", WOKEN)]  # type: ignore[attr-defined]
+    finally:
+        lock.release()
+        daemon.close()
+    assert not (project.handoffs("coder") / "wake").exists()
+
+
 PLANTED = {"control": "empty, or a control character in it", "fifo": "a FIFO, not a file",
            "link": "a symbolic link, not a file", "folder": "a directory, not a file",
            "oversized": "over 512 bytes", "command": "not a line handoffd types",
@@ -184,7 +242,7 @@ def test_a_folder_planted_as_the_wake_request_never_blocks_the_requests_after_it
     daemon = open_daemon(project)
     try:
         daemon.step(time.time() + 60)
-        heartbeat.ask_wake(str(handoffs), WOKEN)
+        wakeup.ask_wake(str(handoffs), WOKEN)
         daemon.step(time.time() + 120)
     finally:
         daemon.close()
@@ -268,7 +326,7 @@ def test_with_a_daemon_running_a_long_hostile_task_is_asked_for_and_typed_made_s
         daemon.step(time.time() + 60)
     assert (done.code, done.err) == (0, "")
     line = WOKEN.replace("parse", SAFE_TASK + "é" * (79 - len(SAFE_TASK)) + "…")
-    assert asked == line.encode() + b"\n" and len(asked) <= heartbeat.WAKE_LIMIT
+    assert asked == line.encode() + b"\n" and len(asked) <= wakeup.WAKE_LIMIT
     assert daemon.waker.texts == [("coder", line)]  # type: ignore[attr-defined]
     assert events(project, "wake_refused") == []
 

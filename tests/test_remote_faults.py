@@ -333,7 +333,7 @@ def test_an_original_held_by_a_nats_outage_says_why_on_status_start_and_the_boar
     from the daemon's state file; once the server is back, neither is said any more."""
     from starlette.testclient import TestClient
 
-    from handoffd.board.web.app import create_app
+    from handoffd.web.app import create_app
     from tests.nats_support import handoffd
 
     store = tempfile.mkdtemp(prefix="hd-o-", dir="/tmp")

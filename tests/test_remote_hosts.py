@@ -107,7 +107,7 @@ def test_all_hosts_without_nats_says_what_is_missing(tmp_path: Path) -> None:
 def test_the_web_board_with_all_hosts_lists_the_other_hosts_cards(hosts: list[Host]) -> None:
     from starlette.testclient import TestClient
 
-    from handoffd.board.web.app import create_app
+    from handoffd.web.app import create_app
 
     a, b = hosts
     b.start()
@@ -159,7 +159,7 @@ def test_entries_a_peer_put_that_fail_their_check_are_named_unreadable_and_break
     keys a peer put before them."""
     from starlette.testclient import TestClient
 
-    from handoffd.board.web.app import create_app
+    from handoffd.web.app import create_app
 
     a, b = hosts
     network = settings.load(str(a.root))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from handoffd import config, scan
 from handoffd.scan import State
+from handoffd.snapshot import take_snapshot
 from tests.conftest import Project, snapshot
 from tests.daemon_support import queue
 
@@ -37,7 +38,7 @@ def test_scan_finds_every_state_batches_included_and_ignores_other_names(
     done = project.put("QA", NAME.replace("000042", "000043"), box="inbox/completed")
     for junk in ("notes.txt", NAME + "~", "." + NAME + ".tmp"):
         (project.box("QA", "inbox/new") / junk).write_text("x")
-    found = scan.scan(str(project.root))
+    found = take_snapshot(str(project.root))
     where = {(e.role, e.state, e.path) for e in found.entries()}
     assert where == {
         ("coder", State.OUTBOX, str(outbox)),
@@ -59,14 +60,14 @@ def test_scan_is_read_only(project: Project) -> None:
     (project.box("cleaner", "inbox/new")).mkdir(parents=True, exist_ok=True)
     (project.box("cleaner", "inbox/new") / ".stray.tmp").write_text("half")
     before = snapshot(project.root)
-    scan.scan(str(project.root))
+    take_snapshot(str(project.root))
     assert snapshot(project.root) == before
 
 
 def test_open_headers_are_read_and_history_headers_only_on_demand(project: Project) -> None:
     project.put("QA", NAME, owner="open")
     done = project.put("QA", NAME.replace("000042", "000043"), box="inbox/completed", owner="h")
-    found = scan.scan(str(project.root))
+    found = take_snapshot(str(project.root))
     [open_entry] = found.open
     [history] = found.history
     assert open_entry.headers["owner"] == "open" and open_entry.mtime is not None
@@ -126,7 +127,7 @@ def test_the_daemon_is_not_running_with_a_stale_pid_file(project: Project) -> No
     daemon_dir = project.root / ".swarmforge" / "daemon"
     daemon_dir.mkdir()
     (daemon_dir / "handoffd.pid").write_text(f"{os.getpid()}\n")  # a live pid, no lock held
-    found = scan.scan(str(project.root))
+    found = take_snapshot(str(project.root))
     assert not found.daemon.running
 
 
@@ -142,7 +143,7 @@ def test_a_completed_handoff_is_found_by_id_batches_included_without_listing_his
     single = project.put("QA", NAME, box="inbox/completed")
     batched = project.put("cleaner", NAME, box="inbox/completed/batch_20260101T000000Z_000001")
     project.put("QA", NAME.replace("000042", "000043"), box="inbox/completed")
-    found = scan.scan(str(project.root))
+    found = take_snapshot(str(project.root))
     hits = found.completed("20260615T140531Z_000042_from_architect")
     assert sorted((e.role, e.path, e.batch) for e in hits) == [
         ("QA", str(single), None),
@@ -157,7 +158,7 @@ def test_history_is_listed_on_first_use_and_a_file_seen_open_and_done_is_kept_do
 ) -> None:
     """A copy completed between the open listing and the history listing counts once."""
     path = project.put("QA", NAME, box="inbox/in_process")
-    found = scan.scan(str(project.root))
+    found = take_snapshot(str(project.root))
     assert [e.state for e in found.open] == [State.IN_PROCESS]
     done = project.box("QA", "inbox/completed")
     done.mkdir(parents=True)
@@ -186,7 +187,7 @@ def test_a_queue_folder_behind_a_link_is_not_listed_so_no_view_reads_outside_fil
     batch = project.box("cleaner", "inbox/in_process") / "batch_20260101T000000Z_000001"
     batch.parent.mkdir(parents=True, exist_ok=True)
     batch.symlink_to(os.path.join(outside, "batch"))
-    found = scan.scan(str(project.root))
+    found = take_snapshot(str(project.root))
     assert [e.path for e in found.entries()] == []
     assert found.completed("20260615T140531Z_000042_from_architect") == []
     assert [e.path for e in found.history] == []
@@ -204,7 +205,7 @@ def _age_folders(root: Path) -> None:
 def test_the_archive_lists_green_names_newest_first_and_lists_again_only_what_changed(
     project: Project,
 ) -> None:
-    from handoffd.scan import GreenListing
+    from handoffd.snapshot import GreenListing
 
     for n in (3, 1, 2):
         project.put("QA", f"50_20260101T000000Z_00000{n}_from_coder_to_QA.handoff",
@@ -239,7 +240,7 @@ def test_a_done_dependency_is_found_by_its_id_header_when_its_name_is_hand_made(
                 completed_at="2026-01-01T00:00:00Z")  # fmt: skip
     project.put("coder", "50_20260101T000000Z_000001_from_QA_to_coder.handoff",
                 id="20260101T000000Z_000001_from_QA", depends_on="manual-1")  # fmt: skip
-    [done] = scan.scan(str(project.root)).done("manual-1")
+    [done] = take_snapshot(str(project.root)).done("manual-1")
     assert (done.role, done.name, done.id) == ("QA", "10_manual.handoff", "manual-1")
     taken = run(project, "ready_for_next")
     assert "DEPENDS_ON: manual-1@QA GREEN\n" in taken.out, taken.out
@@ -258,7 +259,7 @@ def test_an_outbox_original_beside_a_failed_one_of_its_name_is_a_card_of_its_own
     failed = project.put("QA", name, box="failed", id=ident)
     (failed.parent / (name + ".error")).write_text("Unknown recipient role: designer\n")
     outbox = project.put("QA", name, box="outbox", id=ident)
-    found = scan.scan(str(project.root))
+    found = take_snapshot(str(project.root))
     assert [(e.state, e.path) for e in found.open if e.role == "QA"] == [
         (State.FAILED, str(failed)), (State.OUTBOX, str(outbox)),
     ]  # fmt: skip

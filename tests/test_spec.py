@@ -56,3 +56,55 @@ def test_what_an_adapter_made_is_not_checked_a_drafts_path_that_is_not_utf8_incl
     the adapter's `name`, no parameter of the table)."""
     send = next(op for op in OPS if op.name == "send-handoff")
     assert spec.not_text(send.params, {"draft": "type: note\n", "name": f"/tmp/{BYTE}"}) is None
+
+
+def test_the_tables_send_fields_are_a_drafts_headers_then_a_packets_sections() -> None:
+    """`send_handoff`'s fields (the MCP schema) and the draft a tool's arguments become
+    name one list of a draft's header fields (`draft.ALLOWED`, docs/protocol.md §3), then
+    a packet's sections (§10), then the key that makes a retry safe: one cannot grow a
+    field the other does not know."""
+    from handoffd import draft, packet
+    from handoffd.ops.table import SEND_FIELDS
+
+    sections = tuple(packet.field(title) for title in packet.SECTIONS)
+    names = tuple(param.name for param in SEND_FIELDS)
+    assert names == (*draft.ALLOWED, *sections, "idempotency_key")
+
+
+CONTEXT = {"role", "agent", "conversation", "root"}  # read by the context, never passed on
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_every_default_the_table_declares_is_the_functions_own(op: spec.Op) -> None:
+    """A parameter's default is declared once, in the table, for the command line, the
+    tools' schemas and the web's forms; the operation's function, called without it (a
+    test, another module), must do the same: its own default is the table's.  And every
+    parameter but those the context reads reaches the function by its name."""
+    import inspect
+
+    signature = inspect.signature(op.function()).parameters
+    assert {p.name for p in op.params if p.name not in signature} <= CONTEXT
+    for param in op.params:
+        if param.name in signature:
+            own = signature[param.name].default
+            assert param.default == (None if own is inspect.Parameter.empty else own), param.name
+
+
+@pytest.mark.parametrize("command", ["run", "start", "up"])
+def test_the_daemons_options_default_to_what_the_daemon_itself_does(command: str) -> None:
+    """`--renotify-after`, `--idle-after`, `--idle-wait` and `--stall-wakes` of `run`,
+    `start` and `up` say the daemon's own defaults (`serve`'s): a daemon started by hand and
+    one started by a command behave alike."""
+    import inspect
+
+    import click
+
+    from handoffd.cli import main
+    from handoffd.daemon import serve
+
+    made = main.get_command(click.Context(main), command)
+    assert made is not None
+    given = {p.name: p.default for p in made.params if isinstance(p, click.Option)}
+    own = inspect.signature(serve).parameters
+    names = ("renotify_after", "idle_after", "idle_wait", "stall_wakes")
+    assert {name: given[name] for name in names} == {name: own[name].default for name in names}

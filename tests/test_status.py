@@ -18,6 +18,7 @@ import pytest
 
 from handoffd import handoff as hf
 from handoffd.board import status as board_status
+from handoffd.snapshot import take_snapshot
 from tests.conftest import Project
 from tests.daemon_support import handoffd, queue, running_pid, stopping
 from tests.swarm_support import HANDOFFD, command_env
@@ -272,12 +273,11 @@ def test_a_dependency_found_in_history_is_painted_green_in_its_dependents_closur
 ) -> None:
     """Views that show a card's dependencies (the web board's rows) read their colours from
     the closure: one looked up in history is green (rule 1), never an unpainted default."""
-    from handoffd import scan
     from handoffd.board import cards
 
     put(project, 1, box="inbox/completed")
     put(project, 2, role="coder", depends_on=ident(1))
-    board = cards.project(scan.scan(str(project.root)), time.time())
+    board = cards.project(take_snapshot(str(project.root)), time.time())
     (dependent,) = [card for card in board.cards if card.id == ident(2)]
     assert [(dep.id, dep.colour) for dep in dependent.closure] == [(ident(1), "green")]
 
@@ -288,7 +288,6 @@ def test_a_dependency_done_by_one_recipient_and_open_at_another_has_both_in_the_
     """docs/protocol.md §8: the closure is every card of every handoff depended on — the
     copy one recipient completed as well as the one another still holds (the web board's
     dependency rows are read from it)."""
-    from handoffd import scan
     from handoffd.board import cards
 
     both = {"to": "QA,cleaner", "enqueued_at": "2026-01-01T00:00:00Z"}
@@ -296,7 +295,7 @@ def test_a_dependency_done_by_one_recipient_and_open_at_another_has_both_in_the_
                 recipient="QA", **both)  # fmt: skip
     project.put("cleaner", name(1, to="QA_cleaner"), id=ident(1), recipient="cleaner", **both)
     put(project, 2, role="coder", depends_on=ident(1))
-    board = cards.project(scan.scan(str(project.root)), time.time())
+    board = cards.project(take_snapshot(str(project.root)), time.time())
     (dependent,) = [card for card in board.cards if card.id == ident(2)]
     assert sorted((dep.card, dep.colour) for dep in dependent.closure) == [
         (f"{ident(1)}@QA", "green"),

@@ -18,16 +18,13 @@ import pytest
 
 from handoffd.wake import (
     REFUSED,
-    RENOTIFY_CAP,
     TEXT,
-    Renotifier,
-    Unanswered,
-    Waker,
     asked_problem,
     is_label,
     label,
     send_keys,
 )
+from handoffd.waker import RENOTIFY_CAP, Renotifier, Unanswered, Waker
 from tests.conftest import HANG, HOSTILE, SAID, Project, plant, wait_for
 from tests.daemon_support import (
     HANDOFFD,

@@ -23,9 +23,9 @@ from starlette.testclient import TestClient
 
 from handoffd import handoff as hf
 from handoffd.board import cards, status
-from handoffd.board.web import views
-from handoffd.board.web.app import CSP, create_app
-from handoffd.board.web.command import is_loopback
+from handoffd.web import views
+from handoffd.web.app import CSP, create_app
+from handoffd.web.command import is_loopback
 from tests.conftest import Project
 from tests.daemon_support import handoffd
 from tests.swarm_support import command_env

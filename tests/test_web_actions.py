@@ -19,7 +19,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from handoffd.adapters.web import Actions, forms
-from handoffd.board.web.app import Keys, create_app
+from handoffd.web.app import Keys, create_app
 from tests.conftest import Project, make_project, snapshot
 from tests.daemon_support import handoffd
 from tests.test_operator import inbox_locked

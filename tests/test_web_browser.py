@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from handoffd.board.web import views
+from handoffd.web import views
 from tests.conftest import Project
 from tests.daemon_support import handoffd
 from tests.test_web import completed, hostile

@@ -13,7 +13,7 @@ from pathlib import Path
 import uvicorn
 
 from handoffd import heartbeat, reports
-from handoffd.board.web.app import create_app
+from handoffd.web.app import create_app
 from tests.conftest import Project
 
 PAST = "2026-01-01T00:00:00Z"

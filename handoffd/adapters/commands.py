@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
@@ -22,21 +22,10 @@ from handoffd.adapters import sources
 from handoffd.ops import spec
 from handoffd.ops.context import config_refusal, resolve_context
 from handoffd.ops.spec import Op, Param
-from handoffd.outcome import Refusal, Result
+from handoffd.outcome import Refusal, Result, emit
 
 WATCH_EVERY = 2.0  # seconds between redraws under --watch
 ROLE_KEYS = ("role", "agent", "conversation")
-
-
-def emit(result: Result) -> NoReturn:
-    """Print a result as a command does, then exit with its code."""
-    if result.out:
-        # surrogateescape: a file name that is not UTF-8 prints as its bytes, not a traceback
-        sys.stdout.buffer.write(result.out.encode("utf-8", "surrogateescape"))
-        sys.stdout.flush()
-    if result.err:
-        sys.stderr.write(result.err)
-    raise SystemExit(result.code)
 
 
 def use_colours() -> bool:

@@ -15,7 +15,7 @@ import sys
 from handoffd import config
 from handoffd.ops.context import config_refusal, resolve_context
 from handoffd.ops.table import BY_NAME
-from handoffd.outcome import Exit, Result
+from handoffd.outcome import Exit, Result, emit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,17 +28,8 @@ def run(op_name: str, /, **values: object) -> NoReturn:
     try:
         context = resolve_context()
     except config.ConfigError as error:
-        render(config_refusal(error, op.unknown_role))
-    render(op.run(context, **values))
-
-
-def render(result: Result) -> NoReturn:
-    """Print a result the way the helpers always have, then exit with its code."""
-    # surrogateescape: a file name that is not UTF-8 prints as its bytes, not a traceback
-    sys.stdout.buffer.write(result.out.encode("utf-8", "surrogateescape"))
-    sys.stdout.flush()
-    sys.stderr.write(result.err)
-    sys.exit(result.code)
+        emit(config_refusal(error, op.unknown_role))
+    emit(op.run(context, **values))
 
 
 def ready_for_next() -> None:
@@ -72,10 +63,10 @@ def swarm_handoff() -> None:
 
     args = sys.argv[1:]
     if args in (["--help"], ["-h"]):
-        render(Result(Exit.OK, USAGE))
+        emit(Result(Exit.OK, USAGE))
     if len(args) != 1:
-        render(Result(Exit.FAILED, "", USAGE))
+        emit(Result(Exit.FAILED, "", USAGE))
     path = args[0]
     if not os.path.isfile(path):
-        render(Result(Exit.FAILED, "", f"Draft file not found: {path}\n"))
+        emit(Result(Exit.FAILED, "", f"Draft file not found: {path}\n"))
     run("send-handoff", draft=read_draft(path), name=path, consumed=lambda: os.unlink(path))

@@ -133,9 +133,6 @@ def _remover(path: str) -> Any:
 
 # --- a tool's arguments (docs/protocol.md §12) --------------------------------------------
 
-DRAFT_HEADERS = ("type", "to", "priority", "task", "commit", "message", "depends_on",
-                 "blocked_reason")  # fmt: skip
-
 
 def from_tool(op: Op, values: dict[str, Any], context: Context) -> dict[str, Any] | Result:
     """A tool's arguments as the operation takes them: a text from `text` or from a `file`
@@ -169,10 +166,11 @@ def _tool_text(text: str | None, file: str | None, param: Param, context: Contex
 def draft_text(args: dict[str, Any]) -> str | Result:
     """The draft the arguments describe: its header lines and, for a packet, its sections."""
     from handoffd import packet
+    from handoffd.draft import ALLOWED  # a draft's header fields, in a draft's order
 
     sections = {packet.field(title): title for title in packet.SECTIONS}
     lines = []
-    for field in DRAFT_HEADERS:
+    for field in ALLOWED:
         value = args.get(field)
         if value is None:
             continue

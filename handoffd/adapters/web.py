@@ -16,6 +16,7 @@ import os
 
 from handoffd import config
 from handoffd.board import colour
+from handoffd.handoff import REASON_LIMIT
 from handoffd.log import LogFile
 from handoffd.ops import spec
 from handoffd.ops.context import config_refusal, resolve_context
@@ -53,7 +54,7 @@ class Field:
         self.name = param.name
         self.label = param.help.split(" (")[0].split(":")[0].rstrip(".")
         self.box = param.kind == spec.TEXT  # a text box for a text, a line for a reason
-        self.limit = param.limit or 200
+        self.limit = param.limit or REASON_LIMIT  # a line: as long as a reason may be
         self.required = param.required or self.box
 
 

@@ -16,7 +16,9 @@ from typing import Any
 
 from handoffd import handoff as hf
 from handoffd.board import colour, naming
-from handoffd.scan import Entry, Snapshot, State, depends_on, recipients
+from handoffd.reports import Head
+from handoffd.scan import Entry, State, depends_on, recipients
+from handoffd.snapshot import Snapshot
 
 WINDOW_S = 60 * 60.0  # a claim is live while its heartbeat is younger than this
 STALL_S = 60.0  # an original older than this in an outbox is stalled
@@ -62,20 +64,16 @@ class Claim:
         }
 
 
-class LatestReport:
-    """The newest report on a card: its status, who, when, and its first line."""
+class LatestReport(Head):
+    """The newest report on a card as the scan read it (status, who, when, its first
+    line), and the excerpt of that line a view shows."""
 
-    __slots__ = ("agent", "excerpt", "path", "reported_at", "role", "status")
+    __slots__ = ("excerpt",)
 
-    def __init__(
-        self, status: str, role: str, agent: str, reported_at: str, excerpt: str, path: str
-    ) -> None:
-        self.status = status
-        self.role = role
-        self.agent = agent
-        self.reported_at = reported_at
-        self.excerpt = excerpt
-        self.path = path
+    def __init__(self, head: Head) -> None:
+        super().__init__(head.status, head.role, head.agent, head.reported_at,
+                         head.first_line, head.path)  # fmt: skip
+        self.excerpt = head.first_line[:EXCERPT]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -241,6 +239,17 @@ def project(
             card.detail = snapshot.dismissal(card.path) or card.detail
     cycles = find_cycles({ident: same[0].depends_on for ident, same in by_id.items()})
     return Board(snapshot, cards, cycles)
+
+
+def find_card(snapshot: Snapshot, card: str) -> Card | None:
+    """The open copy the board names `card`, from a snapshot of its role alone
+    (`snapshot.take_role`).  The names are the board's: copies are named before any
+    original, and a role's own in the same order, so no other role's file and no original
+    can change which name a copy of this role has (docs/protocol.md §8)."""
+    copies = [e for e in snapshot.open if e.state in (State.NEW, State.IN_PROCESS)]
+    cards = [Card(entry, None) for entry in copies]
+    naming.assign(cards, set())
+    return next((found for found in cards if found.card == card), None)
 
 
 def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Card]:
@@ -427,8 +436,7 @@ def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | N
     head = snapshot.head(role, ident)
     if head is None:
         return None
-    return LatestReport(head.status, head.role, head.agent, head.reported_at,
-                        head.first_line[:EXCERPT], head.path)  # fmt: skip
+    return LatestReport(head)
 
 
 # --- dependencies ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ import time
 from handoffd import config, held, lifecycle, safeio, scan
 from handoffd.board import cards, colour
 from handoffd.config import Box
+from handoffd.snapshot import Snapshot, take_snapshot
 from handoffd.terminal import escape
 
 COLUMNS = ("STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
@@ -46,7 +47,7 @@ def board(
     """Scan `root` (whose `roles` are read unless given) and project its board; `role` keeps
     only that role's cards."""
     now = time.time() if now is None else now
-    snapshot = scan.scan(root, roles, now=now, history=show_all)
+    snapshot = take_snapshot(root, roles, now=now, history=show_all)
     if role is not None and role not in snapshot.roles:
         raise config.UnknownRole(role, snapshot.roles)
     result = cards.project(snapshot, now, window_s, include_green=show_all)
@@ -117,7 +118,7 @@ def daemon_line(
     return f"daemon: running (pid {daemon.pid}{up})" + (f" · {escape(nats)}" if nats else "")
 
 
-def roles(snapshot: scan.Snapshot, only: str | None = None) -> list[dict[str, object]]:
+def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]]:
     """Each role at a glance (docs/protocol.md §14): its session, its pane as the daemon last
     saw it (`unknown` while no daemon runs), its last wake-up, take and idle mark."""
     held: dict[str, list[float | None]] = {}  # role -> when it took the work it holds now

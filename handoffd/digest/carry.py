@@ -8,9 +8,10 @@ import os
 from collections.abc import Iterable
 
 from handoffd import handoff as hf
-from handoffd import scan
 from handoffd.digest.threads import group
+from handoffd.reports import name_time
 from handoffd.scan import Entry
+from handoffd.snapshot import Snapshot
 
 
 def roles_in(name: str) -> list[str]:
@@ -20,14 +21,14 @@ def roles_in(name: str) -> list[str]:
     return [parts.sender, *parts.recipients] if parts else []
 
 
-def report_activity(snapshot: scan.Snapshot) -> dict[str, str]:
+def report_activity(snapshot: Snapshot) -> dict[str, str]:
     """Handoff id -> the time of its newest report, over every role's reports."""
     newest: dict[str, str] = {}
     for role, idents in snapshot.report_ids.items():
         for ident in idents:
             paths = snapshot.reports(role, ident)  # oldest first: names sort by time
             if paths:
-                stamp = hf.iso_from_stamp(os.path.basename(paths[-1]).partition("_")[0])
+                stamp = name_time(os.path.basename(paths[-1]))
                 newest[ident] = max(newest.get(ident, ""), stamp)
     return newest
 

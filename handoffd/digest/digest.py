@@ -16,7 +16,7 @@ from handoffd import budget
 from handoffd.digest import evidence
 from handoffd.digest.gitfacts import Commit, Facts
 from handoffd.digest.threads import Item, Thread
-from handoffd.handoff import epoch, iso_from_stamp, short_time
+from handoffd.handoff import epoch, id_sender, id_stamp_of, iso_from_stamp, short_time
 from handoffd.handoff import iso_seconds as iso
 from handoffd.reports import Report
 from handoffd.terminal import escape
@@ -69,11 +69,12 @@ def sent_at(item: Item) -> str:
     created = item.header("created_at")
     if created:
         return created
-    return iso_from_stamp(item.id.split("_")[0])
+    return iso_from_stamp(id_stamp_of(item.id))
 
 
 def sender(item: Item) -> str:
-    return item.header("from") or item.id.rsplit("_from_", 1)[-1]
+    named = id_sender(item.id)
+    return item.header("from") or (item.id if named is None else named)
 
 
 # --- where each handoff is now ------------------------------------------------------------

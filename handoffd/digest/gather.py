@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Sequence
 
-from handoffd import config, history, scan
+from handoffd import config, history
 from handoffd import handoff as hf
 from handoffd.config import Role
 from handoffd.digest import carry, gitfacts, threads
@@ -16,6 +16,7 @@ from handoffd.digest.digest import MIN_LINES, Digest, Inputs, compose
 from handoffd.handoff import epoch
 from handoffd.outcome import Exit, Result, refused
 from handoffd.reports import Report
+from handoffd.snapshot import take_snapshot
 from handoffd.terminal import escape
 
 CARRY_LINES = 20  # each thread of carry-forward is a compact digest
@@ -59,7 +60,7 @@ def digest_of(
     """The digest of handoff `ident`'s thread or of task `task`, or the refusal."""
     if max_lines < MIN_LINES:
         return refused(f"BUDGET_TOO_SMALL: --max-lines must be at least {MIN_LINES}")
-    snapshot = scan.scan(root)
+    snapshot = take_snapshot(root)
     key = f"task:{task}" if task is not None else threads.thread_key(snapshot, _id(ident or ""))
     members = history.thread(snapshot, key) if key else []
     if not members:
@@ -85,7 +86,7 @@ def carry_forward_of(
 ) -> list[Digest]:
     """The last `n` threads of the project, newest activity first, each a compact digest.
     An unknown `role` is refused, as `status --role` refuses it, rather than showing nothing."""
-    snapshot = scan.scan(root)
+    snapshot = take_snapshot(root)
     if role is not None and role not in snapshot.roles:
         raise config.UnknownRole(role, snapshot.roles)
     files = history.every_file(snapshot)

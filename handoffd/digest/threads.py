@@ -16,6 +16,7 @@ from handoffd import handoff as hf
 from handoffd import history, reports, scan
 from handoffd.reports import Report
 from handoffd.scan import Entry
+from handoffd.snapshot import Snapshot
 
 ORIGINAL_STATES = scan.State.ORIGINALS
 
@@ -80,14 +81,14 @@ def group(files: Iterable[Entry]) -> dict[str, list[Entry]]:
     return threads
 
 
-def thread_key(snapshot: scan.Snapshot, ident: str) -> str | None:
+def thread_key(snapshot: Snapshot, ident: str) -> str | None:
     """The key of the thread handoff `ident` belongs to, or None if no file has that id."""
     for file in history.thread(snapshot, f"id:{ident}"):
         return key_of(file)
     return None
 
 
-def build(key: str, files: list[Entry], snapshot: scan.Snapshot) -> Thread:
+def build(key: str, files: list[Entry], snapshot: Snapshot) -> Thread:
     """The thread of `files`: headers read, grouped by id in time order, reports attached."""
     by_id: dict[str, list[Entry]] = {}
     for file in sorted(files, key=lambda f: f.name):
@@ -104,7 +105,7 @@ def build(key: str, files: list[Entry], snapshot: scan.Snapshot) -> Thread:
     return thread
 
 
-def _fill(file: Entry, thread: Thread, snapshot: scan.Snapshot) -> None:
+def _fill(file: Entry, thread: Thread, snapshot: Snapshot) -> None:
     """Read a thread file's headers (history was only indexed; the careful reader); a
     failure's reason is the scan's."""
     if not file.load().get("id"):  # gone, or no header block a reader could parse
@@ -113,7 +114,7 @@ def _fill(file: Entry, thread: Thread, snapshot: scan.Snapshot) -> None:
         thread.errors[file.path] = snapshot.error(file.path) or "reason not recorded"
 
 
-def _reports(ids: list[str], snapshot: scan.Snapshot, thread: Thread) -> Iterator[Report]:
+def _reports(ids: list[str], snapshot: Snapshot, thread: Thread) -> Iterator[Report]:
     """Every stored report on the thread's handoffs, in every role's folder."""
     for role in snapshot.roles:
         for ident in ids:

@@ -15,7 +15,7 @@ from handoffd.ops.steps import after_step, and_then, locked, own_id
 from handoffd.ops.table import REPORT_LIMIT, REPORT_TOO_LARGE
 from handoffd.outcome import Exit, Refusal, Result, refused
 
-MAX_REASON = 200
+MAX_REASON = hf.REASON_LIMIT
 STATUSES = ("RUNNING", "BLOCKED", "DONE")
 
 
@@ -199,18 +199,5 @@ def _store(context: Context, files: list[str], status: str, text: str, now: floa
     role, stored = context.me, []
     for path in files:
         who = (role.name, context.agent, context.conversation)
-        stored.append(reports.store(role.handoffs, report_id(path), status, *who, text, now))
+        stored.append(reports.store(role.handoffs, hf.path_id(path), status, *who, text, now))
     return stored
-
-
-def report_id(path: str) -> str:
-    """The id a report on the file at `path` is filed under, and looked up by: the id its
-    name spells (`hf.file_id`), never an `id` header that differs from it."""
-    name = os.path.basename(path)
-    if hf.parse_name(name) is not None:
-        return hf.file_id(name)
-    try:
-        header = hf.read(path).get("id")
-    except hf.HandoffError:
-        header = None
-    return hf.file_id(name, header)

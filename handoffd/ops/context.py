@@ -114,7 +114,8 @@ def card_hint(root: str, roles: dict[str, config.Role], ident: str) -> str:
     refusal pays for this scan."""
     from handoffd.board import cards
     from handoffd.inbox import names_match
-    from handoffd.scan import State, scan
+    from handoffd.scan import State
+    from handoffd.snapshot import take_snapshot as scan
     from handoffd.terminal import escape
 
     snapshot = scan(root, roles)

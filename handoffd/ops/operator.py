@@ -17,7 +17,6 @@ from handoffd import config, live, reports, safeio
 from handoffd import handoff as hf
 from handoffd.config import Role
 from handoffd.inbox import BLOCKED, Inbox
-from handoffd.ops.claims import report_id
 from handoffd.ops.context import Context
 from handoffd.ops.table import ANSWER_LIMIT, ANSWER_TOO_LARGE
 from handoffd.outcome import Exit, Refusal, Result
@@ -38,10 +37,22 @@ def find(context: Context, card: str, history: bool = False) -> Card | None:
     `history` any card `status --all` shows, green ones too (a file both open and in
     history is then the history's: it moved on while the scan read)."""
     from handoffd.board import cards
-    from handoffd.scan import scan
+    from handoffd.snapshot import take_snapshot as scan
 
     snapshot = scan(context.root, context.roles, history=history)
     return cards.project(snapshot, snapshot.taken_at, include_green=history).by_card.get(card)
+
+
+def find_copy(context: Context, card: str) -> Card | None:
+    """The open copy the board names `card` (None: unknown, malformed, or no open copy),
+    read from the named role's open folders alone: `answer` acts on a copy, and no other
+    role's file can change a copy's name (`cards.find_card`)."""
+    from handoffd.board import cards
+    from handoffd.snapshot import take_role
+
+    # `<name>@<role>`, or `<name>@<role>~<n>` when names collide (`naming.candidates`)
+    role = context.roles.get(card.rpartition("@")[2].partition("~")[0])
+    return None if role is None else cards.find_card(take_role(context.root, role), card)
 
 
 def unknown(card: str, context: Context | None = None) -> Refusal:
@@ -109,8 +120,8 @@ def answer(
     text = said if said is not None else text
     _check_answer(text)
     who = operator_name(by)
-    found = find(context, card)
-    if found is None or found.state not in OPEN:
+    found = find_copy(context, card)
+    if found is None:
         raise unknown(card, context)
     role = context.roles[found.role]
     out, note = _answer(
@@ -145,7 +156,7 @@ def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -
         paths = inbox.copies_named(name)
         if not paths:
             raise unknown(card)  # taken and finished since the scan
-        ident, copy = report_id(paths[0]), hf.read(paths[0])
+        ident, copy = hf.path_id(paths[0]), hf.read(paths[0])
         # one the agent has not met (an answer from before a reopen it has)
         earlier = reports.latest_answer(role.handoffs, ident, copy.get("reopened_at"))
         blocked = copy.get(BLOCKED) or ""
@@ -177,13 +188,13 @@ def wake_role(root: str, role: Role, text: str) -> str:
     pane is idle (docs/protocol.md §14), or, with no daemon, typed now the §5 way.  ''
     when it went or was asked for, else the one stderr line that says why not (lossy:
     the command's work is done either way)."""
-    from handoffd import heartbeat, lifecycle, wake
+    from handoffd import lifecycle, wake, wakeup
 
     try:
         if not role.session:
             raise RuntimeError("no tmux session for this role in roles.tsv")
         if lifecycle.daemon_state(root).running:
-            heartbeat.ask_wake(role.handoffs, text)  # typed at the daemon's next pass
+            wakeup.ask_wake(role.handoffs, text)  # typed at the daemon's next pass
             return ""
         wake.send_keys(wake.read_socket(root), role.session, text)
     except Exception as error:  # a missing server, session or socket file; a hung tmux

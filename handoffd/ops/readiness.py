@@ -13,7 +13,7 @@ import os
 from handoffd import reports
 from handoffd.board import cards
 from handoffd.ops.context import Context
-from handoffd.scan import scan
+from handoffd.snapshot import take_snapshot as scan
 from handoffd.terminal import escape
 
 TYPE_CHECKING = False

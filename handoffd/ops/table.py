@@ -4,11 +4,13 @@ declared once.
 The console scripts, the `handoffd` click commands, the MCP tools (their schemas
 included) and the web board's forms are all made from these declarations
 (`handoffd.adapters`), so a new operation is one entry here and one function.  This
-module is data: helpers read it on every call, and it imports nothing but the spec.
+module is data: helpers read it on every call, and it imports nothing but the spec and the
+format's limits (`handoffd.handoff`, which every helper loads anyway).
 """
 
 from __future__ import annotations
 
+from handoffd.handoff import REASON_LIMIT
 from handoffd.ops.spec import CHOICE, DRAFT, FLAG, FLOAT, INT, NAMES, STR, TEXT, Op, Param
 
 # --- parameters many operations share ---------------------------------------------------
@@ -43,8 +45,8 @@ SEND_FIELDS = (
           "worktree."),
     Param("message", STR, "note: the note, one line of at most 80 characters."),
     Param("depends_on", NAMES, "Ids of existing handoffs this one depends on (any type)."),
-    Param("blocked_reason", STR, "Filed blocked from the start: why (one line, ≤ 200 "
-          "characters)."),
+    Param("blocked_reason", STR, "Filed blocked from the start: why (one line, ≤ "
+          f"{REASON_LIMIT} characters)."),
     Param("objective", STR, "packet: one sentence on one line."),
     Param("decisions_made", STR, "packet: choices already made, not to be re-litigated."),
     Param("ruled_out_paths", STR, "packet: approaches tried and why they failed."),
@@ -150,7 +152,7 @@ OPS = (
        form="release", offer=("in_process",)),
     Op("block", CLAIMS + "block",
        "Set blocked_reason on the role's copy of ID (default: the work in process).",
-       (ID, Param("reason", STR, "Why it is blocked: one line, 1 to 200 characters.",
+       (ID, Param("reason", STR, f"Why it is blocked: one line, 1 to {REASON_LIMIT} characters.",
                   required=True, token=INVALID_REASON), *WHO, ROOT),
        about="Mark your work in process (or the handoff id in your inbox) blocked, with the "
        "reason the operator sees in red on the board. Undo with unblock.",

@@ -144,7 +144,7 @@ def web(
     try:
         import uvicorn
 
-        from handoffd.board.web.app import create_app
+        from handoffd.web.app import create_app
     except ImportError as error:
         raise click.ClickException(
             f"the web board needs its extra ({error.name} is missing): pip install 'handoffd[web]'"

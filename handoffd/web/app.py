@@ -49,12 +49,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from handoffd import config, held, reports, safeio, scan
 from handoffd import handoff as hf
 from handoffd.board import cards, status
-from handoffd.board.web import views
-from handoffd.board.web.workers import BOARD_BUSY, Workers
 from handoffd.outcome import INBOX_BUSY
-from handoffd.scan import Snapshot
+from handoffd.snapshot import GreenListing, Snapshot, take_snapshot
+from handoffd.web import views
+from handoffd.web.workers import BOARD_BUSY, Workers
 
-STATIC = os.path.join(os.path.dirname(os.path.dirname(__file__)), "static")
+STATIC = os.path.join(os.path.dirname(__file__), "static")
 BODY_LIMIT = 1024 * 1024  # bytes of a handoff file shown on its page
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -285,7 +285,7 @@ def markdown() -> Callable[[str], Markup]:
 def environment() -> Environment:
     """The templates, with autoescape on for every one of them."""
     env = Environment(
-        loader=PackageLoader("handoffd.board", "templates"),
+        loader=PackageLoader("handoffd.web", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -316,7 +316,7 @@ class Board:
         self.root = root
         self.loopback = loopback  # off loopback every page needs the key
         self.actions = actions  # `handoffd.adapters.web.Actions`, or None: no forms at all
-        self.green = scan.GreenListing()  # the archive's names, kept between requests
+        self.green = GreenListing()  # the archive's names, kept between requests
         self.keys = keys
         self.window_s = window_s
         self.clock = clock
@@ -353,12 +353,12 @@ class Board:
         self._others = (self.clock(), cards, notes)
         return cards, notes
 
-    def scan(self, history: bool = False) -> tuple[scan.Snapshot, float]:
+    def scan(self, history: bool = False) -> tuple[Snapshot, float]:
         """One scan of the queue (with its history, for green cards), and the moment it
         stands for."""
         now = self.clock()
         try:
-            return scan.scan(self.root, now=now, history=history), now
+            return take_snapshot(self.root, now=now, history=history), now
         except config.ConfigError as error:
             raise HTTPException(503, f"Cannot read the project: {error}") from None
 
