@@ -114,8 +114,8 @@ def test_delivery_to_a_pool_is_one_copy_in_the_pools_new(tmp_path):
     for k in (1, 2, 3):
         assert not list(proj.box(f"cleaner-{k}", NEW).glob("*.handoff"))
     own = proj.handoffs("cleaner")
-    assert sorted(str(p.relative_to(own)) for p in own.rglob("*")) == ["inbox", "inbox/new",
-                                                                       copies[0].relative_to(own).as_posix()]  # fmt: skip
+    copy = copies[0].relative_to(own).as_posix()
+    assert sorted(str(p.relative_to(own)) for p in own.rglob("*")) == ["inbox", "inbox/new", copy]
 
 
 # --- claiming ---------------------------------------------------------------------------
@@ -209,7 +209,7 @@ while "NO_TASK" not in result.out:
 
 @pytest.mark.parametrize("mode", ["task", "batch"])
 def test_three_members_racing_complete_each_file_exactly_once(tmp_path, mode):
-    """3 members × take/finish loops over 300 files: each completed once, by one member,
+    """3 members, take/finish loops over 300 files: each completed once, by one member,
     the one its `claimed_by` names; nothing left in the pool or in process."""
     proj = make_pool_project(tmp_path / "p", mode=mode)
     names = {pool_copy(proj, n, priority=f"{n % 3:02d}").name for n in range(300)}
