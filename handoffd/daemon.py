@@ -310,7 +310,7 @@ class Daemon:
             self._look(local, {name for name, states in waiting.items() if State.NEW in states})
             self._watch_takes(local)
             self._watch_announcements(local, now)
-            self._reclaim(local, now)
+            self._reclaim(local, time.time())  # heartbeats are wall-clock times
             if self.bridge is not None:
                 self.bridge.follow(local)
                 self.bridge.board.tick(local, now)
@@ -434,7 +434,8 @@ class Daemon:
         return role if member is None else member
 
     def _reclaim(self, roles: dict[str, Role], now: float) -> None:
-        """Give back what pool members that stopped answering hold (docs/protocol.md §17)."""
+        """Give back what pool members that stopped answering hold (docs/protocol.md §17);
+        `now` is the wall clock's, as heartbeats are."""
         for row in pool.pools(roles):
             for member in pool.members(row.name, roles):
                 self.pools.seen(member.name, self.panes.state(member.name) == panes.GONE,

@@ -72,14 +72,23 @@ def reclaim_why(
 def wake_order(
     names: Iterable[str], idle_since: Mapping[str, float], woken_at: Mapping[str, float]
 ) -> list[str]:
-    """The members in the order a pool's mail wakes them: the idle ones first, the one
-    idle longest first; then the others, the one woken least recently first (never woken:
-    first of all), roles.tsv's order breaking ties."""
+    """The members in the order a pool's mail wakes them: the idle ones first (idle since
+    before their last wake-up counts as not: they have been asked), the one idle longest
+    first; then the others, the one woken least recently first (never woken:
+    first of all), roles.tsv's order breaking ties.  The member woken last goes to the end:
+    a re-notify (its wake-up unanswered) wakes the next one, never the same one again."""
     listed = list(names)
-    idle = sorted((n for n in listed if n in idle_since), key=lambda n: idle_since[n])
-    busy = [n for n in listed if n not in idle_since]
-    busy.sort(key=lambda n: woken_at.get(n, float("-inf")))
-    return idle + busy
+    never = float("-inf")
+    idle = [n for n in listed if n in idle_since and idle_since[n] > woken_at.get(n, never)]
+    idle.sort(key=lambda n: idle_since[n])
+    busy = [n for n in listed if n not in idle]
+    busy.sort(key=lambda n: woken_at.get(n, never))
+    order = idle + busy
+    last = max(woken_at, key=lambda n: woken_at[n], default=None)
+    if last in order and len(order) > 1:
+        order.remove(last)
+        order.append(last)
+    return order
 
 
 def note_line(card: str, pool: str, at: str, why: str) -> str:
