@@ -342,7 +342,8 @@ def up(
         here = config.this_host(project_root)
         if register_mcp:  # before the agents start: a harness reads it when it starts
             for role in config.load_roles(project_root).values():
-                if config.is_local(role, here):  # another host's role has no worktree here
+                # another host's role has no worktree here; a pool's own row runs no agent
+                if config.is_local(role, here) and not role.is_pool:
                     harness = swarm.harness_of(project_root, role, commands)
                     click.echo(f"mcp: {swarm.write_mcp_config(project_root, role, harness)}")
         options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes, reclaim_after)

@@ -470,7 +470,9 @@ class Inbox:
         names), stamped `released_at`; returns the paths in `new/`."""
         work = self._named_or_current(ident)
         items = [_load(path) for path in work.files]
-        clashes = [i.path for i in items if os.path.lexists(os.path.join(self.new, _name(i.path)))]
+        back = [self._back_to(item) for item in items]  # a pool's copy: the pool's new/ (§17)
+        clashes = [i.path for i, new in zip(items, back, strict=True)
+                   if os.path.lexists(os.path.join(new, _name(i.path)))]  # fmt: skip
         if clashes:
             raise Refusal(
                 Exit.REFUSED, "RELEASE_CONFLICT: a file of that name is already in new/.", clashes
@@ -478,10 +480,14 @@ class Inbox:
         stamp = hf.iso_now(now)
         # stamp in place first, then rename: a crash between leaves the work in process
         # (resumable, releasable again), never a half-stamped file in new/
-        for item in items:
+        for item, new in zip(items, back, strict=True):
+            if new != self.new:
+                _drop(item.handoff, CLAIMED_BY)
             item.handoff.set("released_at", stamp)
             durable.replace(item.path, item.handoff.render())
-        targets = [os.path.join(self.new, _name(item.path)) for item in items]
+        targets = [
+            os.path.join(new, _name(item.path)) for item, new in zip(items, back, strict=True)
+        ]
         for item, target in zip(items, targets, strict=True):
             _move(item.path, target)
             self._changed(item.path, target)
@@ -528,6 +534,13 @@ class Inbox:
                 _rmdir_quietly(batch)
                 self._changed(batch)
         return moved
+
+    def _back_to(self, item: Item) -> str:
+        """Where released work goes: a copy claimed from the pool back to the pool's `new/`
+        (any member may take it), anything else to the role's own."""
+        return (
+            self.pool_new if self.pool and item.handoff.get("recipient") == self.pool else self.new
+        )
 
     def held(self, name: str) -> bool:
         """Whether a file called `name` waits in `new/` or is in process (a batch's too)."""

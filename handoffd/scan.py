@@ -209,6 +209,7 @@ class Snapshot:
         self.held: Held | None = None  # the running daemon's NATS link and deferrals
         self.took_at: dict[str, float | None] = {}  # role -> when its in_process/ last changed
         self.idle_at: dict[str, float | None] = {}  # role -> its last `handoffd idle`
+        self.reclaimed: dict[str, str] = {}  # card -> why it went back to its pool (§17)
         self._once = once
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
@@ -445,6 +446,7 @@ def _read_wakes(snapshot: Snapshot, root: str) -> None:
     snapshot.wakes, snapshot.wake_failures = tail.sent, tail.failed
     snapshot.wake_submitted, snapshot.daemon_options = tail.submitted, tail.options
     snapshot.wake_via = tail.via
+    snapshot.reclaimed = tail.reclaimed
     if snapshot.daemon is not None and snapshot.daemon.running:
         snapshot.panes = panes.load(root)
         snapshot.held = held.load(root)

@@ -77,5 +77,8 @@ def and_then(done: str, context: Context, inbox: Inbox, take: Step) -> Result:
 def own_id(context: Context, ident: str | None) -> str | None:
     """An ID as a person copies it from the board: a card of the role's own, `<id>@<role>`
     (docs/protocol.md §8), names that id; anything else is left as given."""
-    suffix = "@" + context.me.name
-    return ident[: -len(suffix)] if ident and ident.endswith(suffix) else ident
+    me = context.me
+    for suffix in ("@" + me.name, *(("@" + me.pool,) if me.pool and not me.is_pool else ())):
+        if ident and ident.endswith(suffix):  # a pool member's cards are its pool's (§17)
+            return ident[: -len(suffix)]
+    return ident
