@@ -463,9 +463,9 @@ def down(root: str | None) -> None:
 )
 @click.option(
     "--kill-agent",
-    type=click.Choice(["coder", "cleaner"]),
     default=None,
-    help="Kill this role's agent half-way through: its waiting card must show red.",
+    help="Kill this role's agent half-way through (coder or cleaner; with --pool, a member "
+    "such as cleaner-2): its waiting card must show red, or its claim go back to the pool.",
 )
 @click.option(
     "--idle-after",
@@ -491,6 +491,13 @@ def down(root: str | None) -> None:
     help="2: the coder and the cleaner on two hosts (two project roots here) over a local "
     "NATS server the demo starts and stops.",
 )
+@click.option(
+    "--pool",
+    type=click.IntRange(2, 32),
+    default=None,
+    help="The cleaner as a pool of this many scripted members sharing the coder's tasks "
+    "(docs/protocol.md §17).",
+)
 def demo(
     rounds: int,
     miss_rate: float,
@@ -502,11 +509,22 @@ def demo(
     keep: bool,
     seed: int,
     hosts: int,
+    pool: int | None,
 ) -> None:
     """A live two-agent swarm in a throwaway directory, ending with a checked summary."""
     from handoffd import demo as demo_module
     from handoffd.board import status
 
+    killable = ["coder", *(f"cleaner-{k}" for k in range(1, (pool or 0) + 1))] if pool else [
+        "coder", "cleaner"]  # fmt: skip
+    if kill_agent is not None and kill_agent not in killable:
+        raise click.BadParameter(f"choose from {', '.join(killable)}", param_hint="--kill-agent")
+    if pool:
+        from handoffd import demo_pool
+
+        found = demo_pool.run(pool, rounds, kill_agent, seed, keep)
+        click.echo(demo_pool.render(found))
+        raise SystemExit(0 if found.ok else 1)
     if hosts > 1 and keep:
         raise click.UsageError("--keep is for one host; --hosts 2 always takes its swarm down")
     wakes = demo_module.Wakes(busy_rate, idle_after, idle_wait, kill_agent, status.unanswered)

@@ -440,8 +440,8 @@ class Daemon:
             for member in pool.members(row.name, roles):
                 self.pools.seen(member.name, self.panes.state(member.name) == panes.GONE,
                                 True, now)  # fmt: skip
-        if self.pools.tick(roles, now):
-            self.poke.set()  # the copies given back wait in the pool's new/: wake one
+        given = sorted({card.rpartition("@")[2] for card in self.pools.tick(roles, now)})
+        self._send(given, roles, dict.fromkeys(given))  # what went back wakes one member
 
     def _wake_asked(self, roles: dict[str, Role]) -> None:
         """Type the lines commands asked for (`answer`, `reopen`: `H/wake`) the way of every
