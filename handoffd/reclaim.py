@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from handoffd import durable, heartbeat, safeio
+from handoffd import durable, heartbeat, safeio, wake
 from handoffd import handoff as hf
 from handoffd import pool as pools
 from handoffd.config import Box
@@ -40,6 +40,7 @@ class Keeper:
         self.after = after
         self.gone_since: dict[str, float] = {}
         self.woken_at: dict[str, float] = {}
+        self.asked: dict[str, object] = {}  # member -> its in_process/ stamp when woken
 
     def seen(self, member: str, gone: bool, answers: bool, now: float) -> None:
         """One look at a member's pane: gone (its server answering) starts its clock."""
@@ -86,11 +87,21 @@ class Keeper:
         """The member a pool's mail wakes now (`pool.wake_order`'s first), noted as woken
         so that the next wake-up for the pool goes to the next one; None without members."""
         team = {member.name: member for member in pools.members(pool, roles)}
-        order = pools.wake_order(team, idle, self.woken_at)
+        # a member woken that has taken nothing since is asked already, not idle: its pane
+        # may look quiet again only because it showed the wake-up line
+        asked = {
+            name
+            for name, member in team.items()
+            if self.asked.get(name, self) == wake.stamp(member.path(Box.IN_PROCESS))
+        }
+        ready = {name: at for name, at in idle.items() if name not in asked}
+        order = pools.wake_order(team, ready, self.woken_at)
         if not order:
             return None
-        self.woken_at[order[0]] = now
-        return team[order[0]]
+        chosen = team[order[0]]
+        self.woken_at[chosen.name] = now
+        self.asked[chosen.name] = wake.stamp(chosen.path(Box.IN_PROCESS))
+        return chosen
 
 
 def add_note(handoffs: str, line: str) -> None:

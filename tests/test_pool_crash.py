@@ -183,3 +183,39 @@ def test_members_killed_at_random_instants_lose_and_double_nothing(tmp_path, mod
             done[path.name] = done.get(path.name, 0) + 1
     assert set(done) == names and set(done.values()) == {1}
     assert not list(proj.box("cleaner", NEW).iterdir())
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.15, 0.3, 0.6])
+def test_the_daemon_killed_mid_reclaim_loses_and_doubles_nothing(tmp_path, delay) -> None:
+    """cleaner-2 holds a batch of 30 pool copies and its heartbeat expired; the daemon is
+    killed -9 at an instant of its reclaim, then run again: every copy is in one place,
+    back in the pool, and another member completes each exactly once."""
+    from tests.daemon_support import spawn
+    from tests.test_reclaim import age_heartbeat
+
+    proj = make_pool_project(tmp_path / "p", mode="batch")
+    names = {pool_copy(proj, n).name for n in range(30)}
+    ran = subprocess.run([helper("ready_for_next")[0]], cwd=proj.worktrees["cleaner-2"],
+                         env=env("cleaner-2"), capture_output=True, check=False)  # fmt: skip
+    assert ran.returncode == 0
+    age_heartbeat(proj, "cleaner-2", 600)
+    daemon = spawn(proj, "--reclaim-after", "60")
+    time.sleep(delay)  # a chosen instant of the reclaim, not a synchronisation
+    daemon.send_signal(signal.SIGKILL)
+    daemon.communicate(timeout=30)
+    for name in names:
+        held = list(proj.root.rglob(name))
+        assert len(held) == 1, (name, held)  # never two copies, never none
+    again = subprocess.run([os.path.join(os.path.dirname(sys.executable), "handoffd"), "run",
+                            "--once", "--reclaim-after", "60", str(proj.root)],
+                           capture_output=True, check=False, timeout=60)  # fmt: skip
+    assert again.returncode == 0
+    assert {p.name for p in proj.box("cleaner", NEW).iterdir()} == names
+    cleaner3 = proj.worktrees["cleaner-3"]
+    out = subprocess.run([helper("ready_for_next")[0]], cwd=cleaner3, env=env("cleaner-3"),
+                         capture_output=True, text=True, check=False).stdout  # fmt: skip
+    assert "COUNT: 30" in out
+    subprocess.run([helper("done_with_current")[0]], cwd=cleaner3, env=env("cleaner-3"),
+                   capture_output=True, check=True)  # fmt: skip
+    done = [p.name for p in proj.box("cleaner-3", COMPLETED).rglob("*.handoff")]
+    assert sorted(done) == sorted(names)

@@ -65,3 +65,38 @@ def test_a_hooked_member_ending_its_turn_is_told_of_its_pools_mail(tmp_path):
     assert said["reason"].startswith("You have 1 handoff(s) waiting (first: ")
     assert hf.name_id(copy.name) in said["reason"]
     assert stop(proj, role="coder") == ""  # not a member: the pool's mail is not its own
+
+
+def test_a_killed_session_is_reclaimed_a_minute_after_the_daemon_saw_it_gone(tmp_path, tmux):
+    """Real tmux: cleaner-2 holds a pool copy; its session is killed while the server
+    answers; the daemon's look sees it gone, and 60 s later (the clock is a parameter) the
+    copy is back in the pool, logged `session gone`."""
+    import time
+
+    from handoffd import config, panes
+    from tests.conftest import wait_for
+    from tests.test_pool import pool_copy, run_as
+
+    proj = make_pool_project(tmp_path.resolve() / "p")
+    for name in ("coder", *MEMBERS):
+        tmux.session(name)
+    use_socket(proj, tmux.socket)
+    copy = pool_copy(proj, 1)
+    assert run_as(proj, "cleaner-2", "ready_for_next")[0] == 0
+    daemon = open_daemon(proj, record=False)
+    try:
+        tmux.run("kill-session", "-t", "=cleaner-2")
+        roles = config.load_roles(str(proj.root))
+        daemon.waker.look([("cleaner-2", "cleaner-2")])
+        wait_for(lambda: daemon.panes.state("cleaner-2") == panes.GONE, 10)
+        now = time.time()
+        daemon._reclaim(roles, now)
+        assert not copy.exists()  # gone, but not for a minute yet
+        daemon._reclaim(roles, now + 59)
+        assert not copy.exists()
+        daemon._reclaim(roles, now + 60)
+        assert copy.exists() and hf.read(str(copy)).get("reclaimed_from") == "cleaner-2"
+        (event,) = events(proj, "reclaimed")
+        assert (event["member"], event["why"]) == ("cleaner-2", pool.SESSION_GONE)
+    finally:
+        daemon.close()
