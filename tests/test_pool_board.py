@@ -137,3 +137,22 @@ def subprocess_code(argv):
     import subprocess
 
     return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode
+
+
+def test_a_pools_waiting_card_counts_its_members_wake_ups_for_red(tmp_path):
+    """Three wake-ups of members since a pool's card arrived, none of them taking anything:
+    the card is red, as a role's is (docs/protocol.md §14)."""
+    import time
+
+    proj = make_pool_project(tmp_path / "p")
+    copy = pool_copy(proj, 1)
+    arrived = time.time() - 300
+    hf.stamp(str(copy), "enqueued_at", hf.iso_now(arrived))
+    log = proj.root / ".swarmforge" / "daemon" / "handoffd.log"
+    log.parent.mkdir(parents=True)
+    lines = [json.dumps({"event": "wake", "role": f"cleaner-{k}", "submitted": True,
+                         "timestamp": hf.iso_now(arrived + 60 * k)})
+             for k in (1, 2, 3)]  # fmt: skip
+    log.write_text("\n".join(lines) + "\n")
+    row = next(line for line in board_rows(proj).splitlines() if hf.name_id(copy.name) in line)
+    assert row.startswith("RED") and "not taken after 3 wake-ups" in row, row

@@ -383,20 +383,6 @@ def _reclaimed(card: Card, snapshot: Snapshot, now: float) -> str | None:
     return f"reclaimed from {who} {colour.ago(now - at)} ago ({why})"
 
 
-def _team(role: str, snapshot: Snapshot) -> list[str]:
-    """A pool's members, or the role alone: whose wake-ups and takes a card counts."""
-    row = snapshot.roles.get(role)
-    if row is None or not row.is_pool:
-        return [role]
-    return [name for name, other in snapshot.roles.items() if other.pool == role != name]
-
-
-def _taken_at(role: str, snapshot: Snapshot) -> float | None:
-    """When the role (a pool: any of its members) last took or finished work."""
-    times = [snapshot.took_at.get(name) for name in _team(role, snapshot)]
-    return max((t for t in times if t is not None), default=None)
-
-
 def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
     """The facts around a card: its claim, its latest report, its wake-ups."""
     if card.state == State.IN_PROCESS:
@@ -407,22 +393,18 @@ def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
 
 
 def _wakes(card: Card, snapshot: Snapshot, since: float) -> None:
-    """A waiting card's wake-ups since it arrived (§14)."""
-    sent = []
-    for role in _team(card.role, snapshot):  # a pool's card: its members' wake-ups (§17)
-        times = snapshot.wakes.get(role, [])
-        submitted = snapshot.wake_submitted.get(role, [])
-        submitted = submitted + [None] * (len(times) - len(submitted))  # a log without it
-        via = snapshot.wake_via.get(role, [])
-        via = via + ["typed"] * (len(times) - len(via))
-        sent += [(at, ok, how) for at, ok, how in zip(times, submitted, via, strict=False)
-                 if at >= since]  # fmt: skip
-    sent.sort(key=lambda wake: wake[0])
+    """A waiting card's wake-ups since it arrived (§14); a pool's are its members' (§17,
+    merged by the scan)."""
+    times = snapshot.wakes.get(card.role, [])
+    submitted = snapshot.wake_submitted.get(card.role, [])
+    submitted = submitted + [None] * (len(times) - len(submitted))  # a log without the field
+    via = snapshot.wake_via.get(card.role, [])
+    via = via + ["typed"] * (len(times) - len(via))
+    sent = [(at, ok, how) for at, ok, how in zip(times, submitted, via, strict=False)
+            if at >= since]  # fmt: skip
     card.wakeups = len(sent)
     card.wake_at = [at for at, _, _ in sent]
-    team = _team(card.role, snapshot)
-    failed = [t for role in team for t in snapshot.wake_failures.get(role, ())]
-    card.wake_failures = sum(1 for t in failed if t >= since)
+    card.wake_failures = sum(1 for t in snapshot.wake_failures.get(card.role, ()) if t >= since)
     if sent:
         card.wake_last_at, card.wake_submitted, card.wake_via = sent[-1]
 
@@ -440,7 +422,7 @@ def _stall(card: Card, snapshot: Snapshot, now: float) -> None:
     pane = snapshot.panes.get(card.role, {}).get("pane")
     card.red_reason = colour.unanswered(
         card.role, row.session if row else "", pane if isinstance(pane, str) else None,
-        card.wake_at, _taken_at(card.role, snapshot), stall_wakes(snapshot),
+        card.wake_at, snapshot.took_at.get(card.role), stall_wakes(snapshot),
         card.waiting_on, ready_at,
     )  # fmt: skip
 
