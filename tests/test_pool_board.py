@@ -156,3 +156,13 @@ def test_a_pools_waiting_card_counts_its_members_wake_ups_for_red(tmp_path):
     log.write_text("\n".join(lines) + "\n")
     row = next(line for line in board_rows(proj).splitlines() if hf.name_id(copy.name) in line)
     assert row.startswith("RED") and "not taken after 3 wake-ups" in row, row
+
+
+def test_status_of_the_pool_shows_its_cards_wherever_they_are(tmp_path):
+    proj = make_pool_project(tmp_path / "p")
+    first, second = pool_copy(proj, 1), pool_copy(proj, 2)
+    assert run_as(proj, "cleaner-1", "ready_for_next")[0] == 0
+    out = board_rows(proj, "--role", "cleaner")
+    assert hf.name_id(first.name) in out and hf.name_id(second.name) in out
+    mine = board_rows(proj, "--role", "cleaner-1")
+    assert hf.name_id(first.name) in mine and hf.name_id(second.name) not in mine

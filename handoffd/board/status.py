@@ -50,8 +50,8 @@ def board(
     if role is not None and role not in snapshot.roles:
         raise config.UnknownRole(role, snapshot.roles)
     result = cards.project(snapshot, now, window_s, include_green=show_all)
-    if role is not None:
-        result.cards = [card for card in result.cards if card.role == role]
+    if role is not None:  # a pool's cards too where a member holds them (§17)
+        result.cards = [card for card in result.cards if role in (card.role, card.pool)]
     return result
 
 
