@@ -512,7 +512,10 @@ class Inbox:
         paths = listing.files + [p for batch in listing.batches for p in self.batch_items(batch)]
         moved = []
         for path in paths:
-            item = _load(path)
+            try:
+                item = _load(path)
+            except Refusal:
+                continue  # not a handoff: the member's own helper says so, nothing to give
             if item.handoff.get("recipient") != self.pool or not self.pool:
                 continue  # direct mail to the member: never reclaimed
             target = os.path.join(pool_new, _name(path))
