@@ -14,15 +14,17 @@ from benchmarks.digest import Digest
 from benchmarks.harness import HarnessScenario
 from benchmarks.hosts import Hosts
 from benchmarks.panes import Panes
+from benchmarks.pool import Pool
 from benchmarks.queue import Pickup, Queue
 from benchmarks.scenario import BenchError, Scenario, run
 from benchmarks.startup import StartupScenario
 from benchmarks.web import Web
 
-ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes", "harness")
+ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes", "harness", "pool")
 SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     "queue": Queue, "board": Board, "digest": Digest, "web": Web, "pickup": Pickup,
     "startup": StartupScenario, "hosts": Hosts, "panes": Panes, "harness": HarnessScenario,
+    "pool": Pool,
 }  # fmt: skip
 
 
@@ -74,6 +76,12 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     is_flag=True,
     help="Only real Claude Code and Codex (installed by .ci/harnesses): mail-to-model "
     "latency idle and busy, lines typed into busy panes, the Stop hook's wall time.",
+)
+@click.option(
+    "--pool",
+    is_flag=True,
+    help="Only pools (docs/protocol.md §17): 4 members draining 200 tasks against the ideal, "
+    "claim conflicts and a lost race's cost, status with a pool of 32 against without.",
 )
 @click.option("--idle-samples", type=click.IntRange(1), help="--harness: idle samples [10].")
 @click.option("--busy-samples", type=click.IntRange(1), help="--harness: busy samples [5].")

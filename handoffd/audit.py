@@ -6,7 +6,7 @@ scan (`scan.py`), history included, so it is an audit, never a hot path:
 - each original is in exactly one of its sender's `outbox/`, `sent/`, `failed/`;
 - each delivered original reached each recipient exactly once across `new/`,
   `in_process/` and `completed/` (batch dirs included), and an undelivered one
-  reached nobody;
+  reached nobody (a pool's one copy wherever it is: its own `new/` or a member's);
 - every `.handoff` file in an inbox is a complete handoff, stamped for its recipient;
 - no temp file or journal is left behind.
 
@@ -73,7 +73,7 @@ def _gather(root: str, roles: dict[str, Role], report: Report) -> None:
     for entry in snapshot.entries(State.ORIGINALS):
         _original(entry, report)
     for entry in snapshot.entries(COPIES):
-        _copy(entry, report)
+        _copy(entry, report, _owner(entry, roles))
     for role in roles.values():
         _temps(role, report)
     try:
@@ -95,11 +95,20 @@ def _original(entry: scan.Entry, report: Report) -> None:
     report.expected[entry.id] = to.split(",") if delivered and to else []
 
 
-def _copy(entry: scan.Entry, report: Report) -> None:
-    problem = _copy_problem(entry.path, entry.role)
+def _owner(entry: scan.Entry, roles: dict[str, Role]) -> str:
+    """The recipient a copy counts for: its role's, or a member's pool for a copy the
+    member claimed from it (docs/protocol.md §17: one copy per handoff to a pool)."""
+    row = roles.get(entry.role)
+    if row is None or not row.pool or row.is_pool or row.pool not in roles:
+        return entry.role
+    return row.pool if entry.headers.get("recipient") == row.pool else entry.role
+
+
+def _copy(entry: scan.Entry, report: Report, owner: str) -> None:
+    problem = _copy_problem(entry.path, owner)
     if problem:
         report.problems.append(problem)
-    report.copies[(entry.id, entry.role)] += 1
+    report.copies[(entry.id, owner)] += 1
 
 
 def _copy_problem(path: str, recipient: str) -> str | None:

@@ -102,7 +102,8 @@ renotify_option = click.option(
 
 
 def wake_options(command: Callable[..., None]) -> Callable[..., None]:
-    """--idle-after, --idle-wait and --stall-wakes (docs/protocol.md §14)."""
+    """--idle-after, --idle-wait and --stall-wakes (docs/protocol.md §14), and
+    --reclaim-after (§17)."""
     options = [
         click.option("--idle-after", type=click.FloatRange(min=0.0), default=2.0,
                      show_default=True, help="Seconds a pane must stay unchanged before a "
@@ -112,6 +113,9 @@ def wake_options(command: Callable[..., None]) -> Callable[..., None]:
                      "pane that never goes quiet (logged wake_forced)."),
         click.option("--stall-wakes", type=click.IntRange(min=1), default=3, show_default=True,
                      help="Unanswered wake-ups after which a waiting card turns red."),
+        click.option("--reclaim-after", type=click.FloatRange(min=1.0), default=3600.0,
+                     show_default=True, help="Seconds without a heartbeat after which a pool "
+                     "member's claim goes back to its pool (the liveness window)."),
     ]  # fmt: skip
     for option in reversed(options):
         command = option(command)
@@ -119,10 +123,11 @@ def wake_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def daemon_args(renotify_after: float, idle_after: float, idle_wait: float,
-                stall_wakes: int) -> list[str]:  # fmt: skip
+                stall_wakes: int, reclaim_after: float = 3600.0) -> list[str]:  # fmt: skip
     """The daemon's options as `handoffd run` takes them."""
     return ["--renotify-after", str(renotify_after), "--idle-after", str(idle_after),
-            "--idle-wait", str(idle_wait), "--stall-wakes", str(stall_wakes)]  # fmt: skip
+            "--idle-wait", str(idle_wait), "--stall-wakes", str(stall_wakes),
+            "--reclaim-after", str(reclaim_after)]  # fmt: skip
 
 
 @main.command()
@@ -132,14 +137,14 @@ def daemon_args(renotify_after: float, idle_after: float, idle_wait: float,
 @root_argument
 def run(
     once: bool, renotify_after: float, idle_after: float, idle_wait: float, stall_wakes: int,
-    root: str | None,
+    reclaim_after: float, root: str | None,
 ) -> None:  # fmt: skip
     """Run the daemon in the foreground."""
     from handoffd.daemon import serve
     from handoffd.ops.readiness import for_daemon
 
     raise SystemExit(serve(project_of(root), once, renotify_after, idle_after, idle_wait,
-                           stall_wakes, for_daemon))  # fmt: skip
+                           stall_wakes, for_daemon, reclaim_after))  # fmt: skip
 
 
 @main.command()
@@ -148,7 +153,7 @@ def run(
 @root_argument
 def start(
     renotify_after: float, idle_after: float, idle_wait: float, stall_wakes: int,
-    root: str | None,
+    reclaim_after: float, root: str | None,
 ) -> None:  # fmt: skip
     """Start the daemon in the background; returns once it runs."""
     from handoffd import lifecycle
@@ -156,7 +161,8 @@ def start(
     project = project_of(root)
     try:
         pid = lifecycle.start(
-            project, daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
+            project,
+            daemon_args(renotify_after, idle_after, idle_wait, stall_wakes, reclaim_after),
         )
     except lifecycle.AlreadyRunning as running:
         click.echo(f"handoffd is already running for {project} ({running})")
@@ -323,6 +329,7 @@ def up(
     idle_after: float,
     idle_wait: float,
     stall_wakes: int,
+    reclaim_after: float,
     root: str | None,
 ) -> None:
     """Start the swarm: a tmux session per role, and the daemon."""
@@ -335,10 +342,11 @@ def up(
         here = config.this_host(project_root)
         if register_mcp:  # before the agents start: a harness reads it when it starts
             for role in config.load_roles(project_root).values():
-                if config.is_local(role, here):  # another host's role has no worktree here
+                # another host's role has no worktree here; a pool's own row runs no agent
+                if config.is_local(role, here) and not role.is_pool:
                     harness = swarm.harness_of(project_root, role, commands)
                     click.echo(f"mcp: {swarm.write_mcp_config(project_root, role, harness)}")
-        options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes)
+        options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes, reclaim_after)
         said: list[str] = []
         socket, started = swarm.up(project_root, commands, tuple(options), mcp=register_mcp,
                                    said=said)  # fmt: skip
@@ -455,9 +463,9 @@ def down(root: str | None) -> None:
 )
 @click.option(
     "--kill-agent",
-    type=click.Choice(["coder", "cleaner"]),
     default=None,
-    help="Kill this role's agent half-way through: its waiting card must show red.",
+    help="Kill this role's agent half-way through (coder or cleaner; with --pool, a member "
+    "such as cleaner-2): its waiting card must show red, or its claim go back to the pool.",
 )
 @click.option(
     "--idle-after",
@@ -483,6 +491,13 @@ def down(root: str | None) -> None:
     help="2: the coder and the cleaner on two hosts (two project roots here) over a local "
     "NATS server the demo starts and stops.",
 )
+@click.option(
+    "--pool",
+    type=click.IntRange(2, 32),
+    default=None,
+    help="The cleaner as a pool of this many scripted members sharing the coder's tasks "
+    "(docs/protocol.md §17).",
+)
 def demo(
     rounds: int,
     miss_rate: float,
@@ -494,11 +509,22 @@ def demo(
     keep: bool,
     seed: int,
     hosts: int,
+    pool: int | None,
 ) -> None:
     """A live two-agent swarm in a throwaway directory, ending with a checked summary."""
     from handoffd import demo as demo_module
     from handoffd.board import status
 
+    killable = ["coder", *(f"cleaner-{k}" for k in range(1, (pool or 0) + 1))] if pool else [
+        "coder", "cleaner"]  # fmt: skip
+    if kill_agent is not None and kill_agent not in killable:
+        raise click.BadParameter(f"choose from {', '.join(killable)}", param_hint="--kill-agent")
+    if pool:
+        from handoffd import demo_pool
+
+        found = demo_pool.run(pool, rounds, kill_agent, seed, keep)
+        click.echo(demo_pool.render(found))
+        raise SystemExit(0 if found.ok else 1)
     if hosts > 1 and keep:
         raise click.UsageError("--keep is for one host; --hosts 2 always takes its swarm down")
     wakes = demo_module.Wakes(busy_rate, idle_after, idle_wait, kill_agent, status.unanswered)

@@ -25,6 +25,12 @@ RECEIVE_MODES = ("task", "batch")
 # column 9 on.  A roles.tsv without it comes from before hosts (column 8 held the agent
 # arguments) and must not be read as if column 8 named a host.
 FORMAT = "#handoffd-roles 2"
+# The format line of a roles.tsv with pools (docs/protocol.md §17): column 9 holds the agent
+# arguments as one field (shell words) and column 10 the pool column: `<pool>` on a member's
+# row, `pool:<n>` on the pool's own.  `init` writes it only for a swarm that has a pool.
+FORMAT_POOLS = "#handoffd-roles 3"
+POOL_ROW = "pool:"
+POOLS = os.path.join(SWARMFORGE, "pools")  # a pool's own H: P/.swarmforge/pools/<pool>/
 HOSTS = " hosts="
 # Said after every roles.tsv error: a person must know how to get back to a working swarm.
 REPAIR = (
@@ -109,8 +115,8 @@ class Role:
     """One row of roles.tsv."""
 
     __slots__ = (
-        "agent", "agent_args", "display", "host", "mode", "name", "session", "worktree",
-        "worktree_name",
+        "agent", "agent_args", "display", "host", "mode", "name", "pool", "session",
+        "worktree", "worktree_name",
     )  # fmt: skip
 
     def __init__(
@@ -124,6 +130,7 @@ class Role:
         mode: str = "task",
         agent_args: str = "",
         host: str = "",
+        pool: str = "",
     ) -> None:
         self.name = name
         self.worktree_name = worktree_name
@@ -134,10 +141,19 @@ class Role:
         self.mode = mode
         self.agent_args = agent_args  # handoffd's 9th column on: shell words for the agent
         self.host = host  # column 8: the host the role lives on; empty: this host
+        self.pool = pool  # column 10: a member's pool, `pool:<n>` for a pool; empty: neither
+
+    @property
+    def is_pool(self) -> bool:
+        """Whether this row is a pool's own (docs/protocol.md §17): it takes nothing itself."""
+        return self.pool.startswith(POOL_ROW)
 
     @property
     def handoffs(self) -> str:
-        """The role's handoff directory: always derived from its worktree in roles.tsv."""
+        """The role's handoff directory: always derived from its worktree in roles.tsv (a
+        pool's is `.swarmforge/pools/<pool>/` under the project, whose root it names)."""
+        if self.is_pool:
+            return os.path.join(self.worktree, POOLS, self.name)
         return os.path.join(self.worktree, SWARMFORGE, "handoffs")
 
     def path(self, box: str, *names: str) -> str:
@@ -159,13 +175,15 @@ def parse_roles(text: str, source: str) -> dict[str, Role]:
     owners: dict[str, str] = {}
     lines = text.split("\n")
     hosts = _declared_hosts(lines[0].rstrip("\r"))
+    pools = lines[0].startswith(FORMAT_POOLS)
     for number, line in enumerate(lines, start=1):
         if not line.strip() or line.startswith("#"):
             continue
-        role = _parse_row(line.rstrip("\r").split("\t"), f"{source}:{number}", hosts)
+        role = _parse_row(line.rstrip("\r").split("\t"), f"{source}:{number}", hosts, pools)
         if role.name in roles:
             raise ConfigError(f"{source}:{number}: role '{role.name}' is listed twice")
-        if role.host:  # a remote role's worktree is a placeholder, never used here
+        if role.host or role.is_pool:  # a remote role's worktree is a placeholder; a pool's
+            # is the project's root, under which its H is a folder of its own
             roles[role.name] = role
             continue
         worktree = os.path.normpath(role.worktree)
@@ -182,13 +200,15 @@ def parse_roles(text: str, source: str) -> dict[str, Role]:
 def _declared_hosts(first: str) -> tuple[str, ...] | None:
     """The hosts the format line declares; None for a roles.tsv without it (one written
     before hosts, or by another tool)."""
-    if not first.startswith(FORMAT):
+    if not first.startswith((FORMAT, FORMAT_POOLS)):
         return None
     _, sep, names = first.partition(HOSTS)
     return tuple(name for name in names.split(",") if name) if sep else ()
 
 
-def _parse_row(fields: list[str], where: str, hosts: tuple[str, ...] | None) -> Role:
+def _parse_row(
+    fields: list[str], where: str, hosts: tuple[str, ...] | None, pools: bool = False
+) -> Role:
     if len(fields) < 3:
         raise ConfigError(
             f"{where}: expected TAB-separated role, worktree-name, worktree-path "
@@ -197,7 +217,9 @@ def _parse_row(fields: list[str], where: str, hosts: tuple[str, ...] | None) -> 
         )
     padded = [*fields[:8], *[""] * (8 - min(len(fields), 8))]
     name, worktree_name, worktree, session, display, agent, mode, host = padded
-    agent_args = " ".join(field for field in fields[8:] if field)
+    # with pools, column 9 is the agent arguments' one field and column 10 the pool's
+    agent_args = " ".join(field for field in fields[8 : 9 if pools else None] if field)
+    pool = fields[9] if pools and len(fields) > 9 else ""
     if not valid_role_name(name):
         raise ConfigError(
             f"{where}: invalid role name {name!r}: use letters, digits and '-' "
@@ -217,9 +239,23 @@ def _parse_row(fields: list[str], where: str, hosts: tuple[str, ...] | None) -> 
         )
     if not os.path.isabs(worktree):
         raise ConfigError(f"{where}: worktree path of role '{name}' must be absolute: {worktree!r}")
+    if pool and not _pool_column(pool):
+        raise ConfigError(
+            f"{where}: column 10 of role '{name}' holds {pool!r}: expected its pool's role "
+            "name, or `pool:<n>` on a pool's own row"
+        )
     return Role(
-        name, worktree_name, worktree, session, display, agent, mode or "task", agent_args, host
-    )
+        name, worktree_name, worktree, session, display, agent, mode or "task", agent_args, host,
+        pool,
+    )  # fmt: skip
+
+
+def _pool_column(value: str) -> bool:
+    """A pool column: a role name (a member's pool) or `pool:<n>` (2 ≤ n ≤ 32)."""
+    if value.startswith(POOL_ROW):
+        size = value[len(POOL_ROW) :]
+        return size.isdigit() and 2 <= int(size) <= 32
+    return valid_role_name(value)
 
 
 def load_roles(root: str) -> dict[str, Role]:

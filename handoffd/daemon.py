@@ -17,13 +17,26 @@ import sys
 import threading
 import time
 
-from handoffd import config, durable, heartbeat, held, lifecycle, panes, safeio, wake, waker, wakeup
+from handoffd import (
+    config,
+    durable,
+    heartbeat,
+    held,
+    lifecycle,
+    panes,
+    pool,
+    safeio,
+    wake,
+    waker,
+    wakeup,
+)
 from handoffd import handoff as hf
 from handoffd.config import Box, Role
 from handoffd.delivery import FIRST_RETRY, LAST_RETRY, Courier, linked_folders
 from handoffd.harness.roles import Harnesses
 from handoffd.inbox import Item, not_ready
 from handoffd.lifecycle import daemon_path, notify
+from handoffd.reclaim import RECLAIM_AFTER, Keeper
 from handoffd.scan import State, listing
 from handoffd.waker import Renotifier, Unanswered, Waker
 from handoffd.watch import Watcher
@@ -122,6 +135,7 @@ class Daemon:
         idle_after: float = waker.IDLE_AFTER,
         idle_wait: float = waker.IDLE_WAIT,
         dependencies: Dependencies | None = None,
+        reclaim_after: float = RECLAIM_AFTER,
     ) -> None:
         self.root = root
         self.log = log
@@ -138,6 +152,7 @@ class Daemon:
                            marks=self.harnesses.marks)  # fmt: skip
         self.renotifier = Renotifier(renotify_after)
         self.unanswered = Unanswered()
+        self.pools = Keeper(root, log, reclaim_after)  # docs/protocol.md §17
         self.rescan_every = min(RESCAN, renotify_after / 4)
         self.poke = threading.Event()
         self.stopping = False
@@ -300,12 +315,14 @@ class Daemon:
         self._wake_refused(self.courier.refused_senders, roles)
         if rescan:
             self._next_rescan = now + self.rescan_every
-            waiting = {name: _mail_states(role) for name, role in local.items()}
+            waiting = _pool_states({name: _mail_states(role) for name, role in local.items()},
+                                   local)  # fmt: skip
             self._renotify(local, waiting, now)
             self._wake_asked(local)  # after re-notify, as ever
             self._look(local, {name for name, states in waiting.items() if State.NEW in states})
             self._watch_takes(local)
             self._watch_announcements(local, now)
+            self._reclaim(local, time.time())  # heartbeats are wall-clock times
             if self.bridge is not None:
                 self.bridge.follow(local)
                 self.bridge.board.tick(local, now)
@@ -418,7 +435,27 @@ class Daemon:
     def _send(self, names: list[str], roles: dict[str, Role], stamps: dict[str, object]) -> None:
         for name in names:
             self.unanswered.woken(name, stamps[name])
-        self.waker.wake((name, roles[name].session) for name in names)
+        woken = [self._woken(roles, name) for name in names]
+        self.waker.wake((role.name, role.session) for role in woken if role.session)
+
+    def _woken(self, roles: dict[str, Role], name: str) -> Role:
+        """The role a wake-up for `name` goes to: a pool's, one member (docs/protocol.md
+        §17: the idle one longest idle, else the one woken least recently)."""
+        role = roles[name]
+        if not role.is_pool:
+            return role
+        member = self.pools.wake_one(name, roles, self.panes.idle_since(), time.time())
+        return role if member is None else member
+
+    def _reclaim(self, roles: dict[str, Role], now: float) -> None:
+        """Give back what pool members that stopped answering hold (docs/protocol.md §17);
+        `now` is the wall clock's, as heartbeats are."""
+        for row in pool.pools(roles):
+            for member in pool.members(row.name, roles):
+                self.pools.seen(member.name, self.panes.state(member.name) == panes.GONE,
+                                True, now)  # fmt: skip
+        given = sorted({card.rpartition("@")[2] for card in self.pools.tick(roles, now)})
+        self._send(given, roles, dict.fromkeys(given))  # what went back wakes one member
 
     def _wake_asked(self, roles: dict[str, Role]) -> None:
         """Type the lines commands asked for (`answer`, `reopen`: `H/wake`) the way of every
@@ -449,8 +486,8 @@ class Daemon:
         LOOK_EVERY seconds the others (a tmux call each: an idle swarm should cost next to
         nothing)."""
         now = time.monotonic()
-        due = [n for n in roles if n in waiting or self.panes.working(n)
-               or now >= self._looked.get(n, -LOOK_EVERY) + LOOK_EVERY]  # fmt: skip
+        due = [n for n in roles if roles[n].session and (n in waiting or self.panes.working(n)
+               or now >= self._looked.get(n, -LOOK_EVERY) + LOOK_EVERY)]  # fmt: skip
         for name in due:
             self._looked[name] = now
         self.waker.look((name, roles[name].session) for name in due)
@@ -499,7 +536,7 @@ class Daemon:
             try:
                 if os.path.isdir(role.worktree):
                     linked = linked_folders(role)  # never made through a link
-                    for box in HANDOFF_DIRS:
+                    for box in (Box.NEW,) if role.is_pool else HANDOFF_DIRS:  # a pool: §17
                         if box not in linked:
                             durable.makedirs(role.path(box))
             except OSError as error:
@@ -511,7 +548,7 @@ class Daemon:
         swarmforge = os.path.join(self.root, config.SWARMFORGE)
         directories = [swarmforge, os.path.join(swarmforge, "daemon")]
         for role in self.courier.local(roles).values():
-            if Box.OUTBOX not in self.courier.linked.get(role.name, {}):
+            if not role.is_pool and Box.OUTBOX not in self.courier.linked.get(role.name, {}):
                 directories.append(role.path(Box.OUTBOX))  # a linked one is not taken from
             if not os.path.islink(role.handoffs):  # `H/wake` asked for: typed at once
                 directories.append(role.handoffs)
@@ -529,6 +566,16 @@ def _own_file(path: str) -> bool:
     except OSError:
         return False
     return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+
+
+def _pool_states(states: dict[str, set[str]], roles: dict[str, Role]) -> dict[str, set[str]]:
+    """A pool's mail counts as waiting on an idle role (for re-notify) only while one of
+    its members has nothing in process: busy members are not nagged for it."""
+    for row in pool.pools(roles):
+        team = [states.get(member.name, set()) for member in pool.members(row.name, roles)]
+        if row.name in states and not any(State.IN_PROCESS not in got for got in team):
+            states[row.name] = states[row.name] | {State.IN_PROCESS}
+    return states
 
 
 def _taken_stamp(role: Role) -> object:
@@ -580,6 +627,7 @@ def serve(
     idle_wait: float = waker.IDLE_WAIT,
     stall_wakes: int = panes.STALL_WAKES,
     dependencies: Dependencies | None = None,
+    reclaim_after: float = RECLAIM_AFTER,
 ) -> int:
     """`handoffd run`: hold the project's lock and deliver until stopped (or drained).  The
     `started` line carries the options a reader of the log needs (`status` reads
@@ -598,7 +646,8 @@ def serve(
         log = logging.configure(daemon_path(root, "handoffd.log"))
     except OSError:  # daemon/ cannot be made (disk full?): retried at each rescan
         log = logging.configure(None)
-    daemon = Daemon(root, log, renotify_after, lock, idle_after, idle_wait, dependencies)
+    daemon = Daemon(root, log, renotify_after, lock, idle_after, idle_wait, dependencies,
+                    reclaim_after)  # fmt: skip
     daemon._replaced(lock.replaced)
     if lock.pid_error is not None:
         log.warning("pid_file_not_written", error=str(lock.pid_error))
@@ -606,7 +655,8 @@ def serve(
     try:
         daemon.open(watch=not once)
         log.info("started", pid=os.getpid(), root=root, once=once, renotify_after=renotify_after,
-                 idle_after=idle_after, idle_wait=idle_wait, stall_wakes=stall_wakes)  # fmt: skip
+                 idle_after=idle_after, idle_wait=idle_wait, stall_wakes=stall_wakes,
+                 reclaim_after=reclaim_after)  # fmt: skip
         notify("READY=1")
         daemon.drain() if once else daemon.run()
         notify("STOPPING=1")

@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy-rate", type=float, default=0.0)
     parser.add_argument("--busy-seconds", type=float, default=BUSY_SECONDS)
     parser.add_argument("--events", default="", help="a file for busy_wake lines")
+    parser.add_argument("--burst", action="store_true", help="start every round at once")
+    parser.add_argument("--work-seconds", type=float, default=0.0, help="each task's work")
     args = parser.parse_args(argv)
     agent = Agent(os.environ["SWARMFORGE_ROLE"], args.peer, args.rounds, args.miss_rate, args.seed)
     agent.busy_rate, agent.busy_seconds, agent.events = (
@@ -46,11 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         args.busy_seconds,
         args.events,
     )
+    agent.work_seconds = args.work_seconds
     agent.say(f"{agent.role} is ready; waiting for wake-ups (peer: {agent.peer})")
     lines: queue.Queue[tuple[str, bool] | None] = queue.Queue()
     threading.Thread(target=agent.read, args=(lines,), daemon=True).start()
-    if agent.rounds:
-        agent.start_round()
+    for _ in range(agent.rounds if args.burst else min(agent.rounds, 1)):
+        agent.start_round()  # a burst: every round at once, for a pool to share
     while (item := lines.get()) is not None:
         line, busy = item
         if WAKE_TEXT in line:
@@ -71,6 +74,7 @@ class Agent:
         self.busy_rate = 0.0
         self.busy_seconds = BUSY_SECONDS
         self.events = ""
+        self.work_seconds = 0.0  # how long each task's work takes (a pool's demo)
         self.busy = False  # printing on and on: the pane is anything but idle
         self.busy_random = random.Random(f"{seed}-{role}-busy")  # misses keep their draws
 
@@ -123,6 +127,7 @@ class Agent:
             if len(words) == 3 and words[0] == "merge_and_process":
                 merge(words[2])
         if self.rounds == 0:
+            time.sleep(self.work_seconds)
             self.hand_off(f"cleaned-{commit_count()}", "clean.txt")
         elif self.sent < self.rounds:
             self.start_round()

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     # depends on (these ids) are all done
 
 DEFAULT_PRIORITY = "50"
+CLAIMED_BY = "claimed_by"  # who claimed a pool's copy (docs/protocol.md §17)
 FOLDERS = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)  # every folder a step may touch
 BLOCKED = hf.BLOCKED_REASON
 DEPENDS_ON = hf.DEPENDS_ON
@@ -224,8 +225,13 @@ class Inbox:
     live process for longer than `LOCK_WAIT` is `Busy` (`INBOX_BUSY`, naming `role`).
     """
 
-    def __init__(self, handoffs: str, role: str = "") -> None:
+    def __init__(self, handoffs: str, role: str = "", pool: tuple[str, str] | None = None) -> None:
         self.role = role or handoffs
+        # a pool member's pool (docs/protocol.md §17): its name and its H, whose `new/` the
+        # member claims from once its own `new/` holds nothing ready
+        self.pool, self.pool_new = pool or ("", "")
+        if pool:
+            self.pool_new = os.path.join(pool[1], Box.NEW)
         self.root = os.path.join(handoffs, "inbox")
         self.new = os.path.join(handoffs, Box.NEW)
         self.in_process = os.path.join(handoffs, Box.IN_PROCESS)
@@ -235,6 +241,9 @@ class Inbox:
 
     def __enter__(self) -> Inbox:
         refuse_linked(os.path.dirname(self.root), FOLDERS, "nothing was taken or changed")
+        if self.pool:
+            refuse_linked(os.path.dirname(os.path.dirname(self.pool_new)), (Box.NEW,),
+                          "nothing was taken or changed")  # fmt: skip
         durable.makedirs(self.root)
         self._lock = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if not hold(self._lock):
@@ -297,6 +306,13 @@ class Inbox:
         """Paths of the files waiting in `new/`, in queue (byte) order."""
         return [e.path for e in hf.visible(self.new) if hf.is_item_entry(e, plain=True)]
 
+    def pooled(self) -> list[str]:
+        """Paths of the files waiting in the pool's `new/`, in queue order (none without a
+        pool).  Other members claim from it meanwhile: a path may be gone when read."""
+        if not self.pool:
+            return []
+        return [e.path for e in hf.visible(self.pool_new) if hf.is_item_entry(e, plain=True)]
+
     def batch_items(self, batch: str) -> list[str]:
         return [e.path for e in hf.visible(batch) if hf.is_item_entry(e, plain=True)]
 
@@ -332,12 +348,29 @@ class Inbox:
         return [] if index is None else [paths[index]]
 
     def _resumed(self, path: str) -> Item:
-        """Load work already taken; a take killed before its stamp gets the stamp now."""
+        """Load work already taken; a take killed before its stamp gets the stamp now (a
+        copy claimed from the pool, its `claimed_by` too)."""
         item = _load(path)
         if item.handoff.get("dequeued_at") is not None:
             return item
         self._changed(path)
+        return self._stamp_taken(item, self.pool and item.handoff.get("recipient") == self.pool)
+
+    def _stamp_taken(self, item: Item, pooled: object) -> Item:
+        """Stamp `dequeued_at` (and `claimed_by: <member>` on a copy claimed from the pool)
+        in one rewrite, after the rename that took it."""
+        if pooled:
+            item.handoff.set(CLAIMED_BY, self.role)
         return _stamp(item, "dequeued_at")
+
+    def _ready_pooled(self, done: Done | None) -> Item | None:
+        """The first file in the pool's `new/` that is ready, skipping any another member
+        claimed since the listing (a lost race is no error)."""
+        for path in self.pooled():
+            item = _load_pooled(path)
+            if item is not None and not_ready(item, done) is None:
+                return item
+        return None
 
     # task mode
 
@@ -369,11 +402,12 @@ class Inbox:
         current = current_task(self.listing(), finishing=False)
         if current:
             return self._resumed(current)
-        while first := self.first_ready(done):
+        while first := self.first_ready(done) or self._ready_pooled(done):
             target = os.path.join(self.in_process, os.path.basename(first.path))
             if _claim(first.path, target):
                 self._changed(first.path, target)  # the stamp's rename is in target's folder
-                return _stamp(Item(target, first.handoff), "dequeued_at")
+                pooled = os.path.dirname(first.path) == self.pool_new
+                return self._stamp_taken(Item(target, first.handoff), pooled)
         return None
 
     def finish_task(self) -> list[str]:
@@ -397,18 +431,25 @@ class Inbox:
         current = current_batch(self.listing(), finishing=False)
         if current:
             return current, [self._resumed(p) for p in self.batch_items(current)]
-        waiting = self.ready(done)[0]
-        if not waiting:
-            return None
-        wanted = priority(waiting[0].handoff)
-        batch = self._new_batch_dir()
-        items = []
-        for item in (i for i in waiting if priority(i.handoff) == wanted):
-            target = os.path.join(batch, _name(item.path))
-            if _claim(item.path, target):
-                self._changed(item.path, target)
-                items.append(_stamp(Item(target, item.handoff), "dequeued_at"))
-        return batch, items
+        while waiting := self.ready(done)[0] or self._pool_ready(done):
+            wanted = priority(waiting[0].handoff)
+            batch = self._new_batch_dir()
+            items = []
+            for item in (i for i in waiting if priority(i.handoff) == wanted):
+                target = os.path.join(batch, _name(item.path))
+                if _claim(item.path, target):
+                    self._changed(item.path, target)
+                    pooled = os.path.dirname(item.path) == self.pool_new
+                    items.append(self._stamp_taken(Item(target, item.handoff), pooled))
+            if items:
+                return batch, items
+            _rmdir_quietly(batch)  # every file of it taken by other members: look again
+        return None
+
+    def _pool_ready(self, done: Done | None) -> list[Item]:
+        """The ready files of the pool's `new/`, in queue order (gone ones skipped)."""
+        items = [_load_pooled(path) for path in self.pooled()]
+        return [item for item in items if item is not None and not_ready(item, done) is None]
 
     def finish_batch(self) -> tuple[str, list[str]]:
         """Complete the batch in process; returns its dir in `completed/` and its files."""
@@ -434,7 +475,9 @@ class Inbox:
         names), stamped `released_at`; returns the paths in `new/`."""
         work = self._named_or_current(ident)
         items = [_load(path) for path in work.files]
-        clashes = [i.path for i in items if os.path.lexists(os.path.join(self.new, _name(i.path)))]
+        back = [self._back_to(item) for item in items]  # a pool's copy: the pool's new/ (§17)
+        clashes = [i.path for i, new in zip(items, back, strict=True)
+                   if os.path.lexists(os.path.join(new, _name(i.path)))]  # fmt: skip
         if clashes:
             raise Refusal(
                 Exit.REFUSED, "RELEASE_CONFLICT: a file of that name is already in new/.", clashes
@@ -442,10 +485,14 @@ class Inbox:
         stamp = hf.iso_now(now)
         # stamp in place first, then rename: a crash between leaves the work in process
         # (resumable, releasable again), never a half-stamped file in new/
-        for item in items:
+        for item, new in zip(items, back, strict=True):
+            if new != self.new:
+                _drop(item.handoff, CLAIMED_BY)
             item.handoff.set("released_at", stamp)
             durable.replace(item.path, item.handoff.render())
-        targets = [os.path.join(self.new, _name(item.path)) for item in items]
+        targets = [
+            os.path.join(new, _name(item.path)) for item, new in zip(items, back, strict=True)
+        ]
         for item, target in zip(items, targets, strict=True):
             _move(item.path, target)
             self._changed(item.path, target)
@@ -454,6 +501,54 @@ class Inbox:
             _rmdir_quietly(work.path)
             self._changed(work.path)
         return targets
+
+    def give_back(self, pool_new: str, at: str, note: Callable[[str], None]) -> list[str]:
+        """Put every copy this member claimed from its pool back into the pool's `new/`
+        (docs/protocol.md §17), stamped `reclaimed_at`, `reclaimed_from` and without
+        `dequeued_at` and `claimed_by`; returns their paths there.  Direct mail stays.
+
+        Rewritten in place first (under this member's lock, so none of its helpers is
+        touching it), then one rename: a rewrite after the rename would race the other
+        members' claims, and could leave a second copy behind the one claimed.  A crash
+        between leaves a copy in process without `dequeued_at`, which a take resumes and
+        stamps, and the daemon's next pass gives back.  `note(name)` is told of each copy
+        before it moves, for the member's `RECLAIMED:` line."""
+        listing = self.listing()
+        paths = listing.files + [p for batch in listing.batches for p in self.batch_items(batch)]
+        moved = []
+        for path in paths:
+            try:
+                item = _load(path)
+            except Refusal:
+                continue  # not a handoff: the member's own helper says so, nothing to give
+            if item.handoff.get("recipient") != self.pool or not self.pool:
+                continue  # direct mail to the member: never reclaimed
+            target = os.path.join(pool_new, _name(path))
+            if os.path.lexists(target):
+                continue  # a copy of that name waits already: never replaced
+            note(_name(path))
+            for key in ("dequeued_at", CLAIMED_BY):
+                _drop(item.handoff, key)
+            item.handoff.set("reclaimed_at", at)
+            item.handoff.set("reclaimed_from", self.role)
+            durable.replace(path, item.handoff.render())
+            durable.fsync_dir(os.path.dirname(path))  # the rewrite before the rename
+            _move(path, target)
+            self._changed(path, target)
+            moved.append(target)
+        for batch in listing.batches:
+            if not self.batch_items(batch):
+                self.sync()
+                _rmdir_quietly(batch)
+                self._changed(batch)
+        return moved
+
+    def _back_to(self, item: Item) -> str:
+        """Where released work goes: a copy claimed from the pool back to the pool's `new/`
+        (any member may take it), anything else to the role's own."""
+        return (
+            self.pool_new if self.pool and item.handoff.get("recipient") == self.pool else self.new
+        )
 
     def held(self, name: str) -> bool:
         """Whether a file called `name` waits in `new/` or is in process (a batch's too)."""
@@ -574,6 +669,16 @@ def _load(path: str) -> Item:
             f"INVALID_HANDOFF: {error}. Move the file out of the inbox to go on.",
             [path],
         ) from None
+
+
+def _load_pooled(path: str) -> Item | None:
+    """Read a file of the pool's `new/`; None if another member claimed it meanwhile."""
+    try:
+        return _load(path)
+    except Refusal:
+        if os.path.lexists(path):
+            raise
+        return None
 
 
 def _stamp(item: Item, key: str) -> Item:

@@ -333,7 +333,7 @@ class LogTail:
     whether each was submitted, and how it came: typed, or by the agent's Stop hook), its
     failed ones, and the options of the last `started`."""
 
-    __slots__ = ("failed", "options", "sent", "submitted", "via")
+    __slots__ = ("failed", "options", "reclaimed", "sent", "submitted", "via")
 
     def __init__(self) -> None:
         self.sent: Times = {}
@@ -341,6 +341,7 @@ class LogTail:
         self.submitted: dict[str, list[bool | None]] = {}  # beside `sent`, one per wake-up
         self.via: dict[str, list[str]] = {}  # beside `sent`: "typed" or "hook" (§16)
         self.options: dict[str, object] = {}
+        self.reclaimed: dict[str, str] = {}  # card -> why it went back to its pool (§17)
 
 
 def wake_times(root: str, tail: int = LOG_TAIL) -> tuple[Times, Times]:
@@ -367,7 +368,7 @@ def log_tail(root: str, tail: int = LOG_TAIL) -> LogTail:
     finally:
         os.close(fd)
     for line in lines:
-        if b'"wake' in line or b'"started"' in line:  # a cheap filter before parsing JSON
+        if b'"wake' in line or b'"started"' in line or b'"reclaimed"' in line:  # cheap filter
             _add_line(line, found)
     return found
 
@@ -385,6 +386,11 @@ def _add_line(line: bytes, found: LogTail) -> None:
         return
     if name == "started":
         found.options = event
+        return
+    if name == "reclaimed":
+        card, why = event.get("card"), event.get("why")
+        if isinstance(card, str) and isinstance(why, str) and why.isprintable():
+            found.reclaimed[card] = why
         return
     times = {"wake": found.sent, "wake_failed": found.failed}.get(name)
     role = event.get("role")

@@ -130,6 +130,18 @@ class Panes:
             seen = self._seen.get(role)
             return seen is not None and seen.pane == BUSY and seen.harness != "generic"
 
+    def state(self, role: str) -> str:
+        """`role`'s pane as last read (UNKNOWN if never read)."""
+        with self._lock:
+            seen = self._seen.get(role)
+            return UNKNOWN if seen is None else seen.pane
+
+    def idle_since(self) -> dict[str, float]:
+        """Since when each role whose pane was last read idle has been idle."""
+        with self._lock:
+            return {role: seen.since or 0.0 for role, seen in self._seen.items()
+                    if seen.pane == IDLE}  # fmt: skip
+
     def woken(self, role: str, now: float) -> None:
         """A wake-up was just typed into `role`'s pane."""
         with self._lock:

@@ -6,8 +6,10 @@ A swarm configuration has one role per line:
 
 and, for a swarm over several machines (docs/protocol.md §15), `project <name>`,
 `nats <url>[,<url>...]`, `nats-creds <file>`, `nats-tls-ca <file>` and `host <name>`
-lines: every `window` after a `host` line lives on that host; and `harness <role>
-claude|codex|generic`, which names the harness a role's agent is (docs/protocol.md §16).
+lines: every `window` after a `host` line lives on that host; `harness <role>
+claude|codex|generic`, which names the harness a role's agent is (docs/protocol.md §16);
+and `pool <role> <n> <agent> [task|batch] [agent arguments...]`, n members `<role>-1` …
+`<role>-<n>` behind one role (docs/protocol.md §17).
 
 `init` turns it into the layout docs/protocol.md §1 describes.  It is idempotent: what
 exists and is right is left alone, so running it twice changes nothing, and it keeps
@@ -35,7 +37,7 @@ BOXES = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETE
 # Runtime state, never committed; every worktree writes its own live file HANDOFF.md.
 EXCLUDES = (".worktrees/", ".swarmforge/roles.tsv", ".swarmforge/tmux-socket",
             ".swarmforge/daemon/", ".swarmforge/handoffs/", ".swarmforge/HANDOFF.md",
-            ".swarmforge/host")  # fmt: skip
+            ".swarmforge/host", ".swarmforge/pools/")  # fmt: skip
 # Where a remote role's worktree column points: a path under the project that nothing
 # here ever creates or reads (the role's real worktree is on its own host).
 REMOTE = os.path.join(config.SWARMFORGE, "remote")
@@ -57,6 +59,7 @@ class Window:
     mode: str = "task"
     args: tuple[str, ...] = field(default=())
     host: str = ""  # the `host` line above it; empty: before any, this host
+    pool: str = ""  # the pool it is a member of (docs/protocol.md §17); empty: none
 
     def worktree_path(self, root: str) -> str:
         if self.worktree == MAIN_WORKTREE:
@@ -75,6 +78,7 @@ class Swarm:
     hosts: list[str] = field(default_factory=list)  # declared by `host` lines, in order
     settings: dict[str, str] = field(default_factory=dict)  # project, nats, nats-creds…
     harnesses: dict[str, str] = field(default_factory=dict)  # `harness <role> <name>` lines
+    pools: dict[str, Window] = field(default_factory=dict)  # each pool's own row, by name
 
     @property
     def urls(self) -> list[str]:
@@ -112,12 +116,17 @@ def parse_swarm(text: str, source: str) -> Swarm:
             _setting(words, swarm, where)
         elif words and words[0] == "harness":
             _harness_line(words, swarm, where)
+        elif words and words[0] == "pool":
+            for member in _pool_line(words, swarm, where, host):
+                _check_unique(member, swarm.windows, where)
+                swarm.windows.append(member)
         else:
             window = _window(words, where, host)
             _check_unique(window, swarm.windows, where)
             swarm.windows.append(window)
     if not swarm.windows:
         raise SwarmConfigError(f"{source}: no roles; add lines 'window <role> <agent> <worktree>'")
+    _pool_harnesses(swarm)
     unknown = sorted(set(swarm.harnesses) - {window.role for window in swarm.windows})
     if unknown:
         raise SwarmConfigError(f"{source}: `harness` names no role of the swarm: {unknown[0]}")
@@ -127,6 +136,55 @@ def parse_swarm(text: str, source: str) -> Swarm:
             "the hosts share are named after the project"
         )
     return swarm
+
+
+def _pool_line(words: list[str], swarm: Swarm, where: str, host: str) -> list[Window]:
+    """`pool <role> <n> <agent> [task|batch] [agent args...]`: its members' windows, each
+    with a worktree of its own named after it; the pool's own row kept in `swarm.pools`."""
+    shape = "'pool <role> <n> <agent> [task|batch] [agent args...]'"
+    if len(words) < 4:
+        raise SwarmConfigError(f"{where}: expected {shape}")
+    _, role, size, *rest = words
+    if not size.isdigit() or not 2 <= int(size) <= 32:
+        raise SwarmConfigError(
+            f"{where}: pool '{role}' has {size!r} members: a pool has 2 to 32 (one agent is "
+            "a `window`; more than 32 is more than one daemon's waker is built for)"
+        )
+    earlier = swarm.pools.get(role)
+    if earlier is not None and earlier.host != host:
+        raise SwarmConfigError(
+            f"{where}: pool '{role}' is split across host sections ({earlier.host or 'none'} "
+            f"and {host or 'none'}): all members of a pool live on one host, which claims "
+            "by rename need"
+        )
+    if earlier is not None:
+        raise SwarmConfigError(f"{where}: pool '{role}' is defined twice")
+    own = _window(["window", role, rest[0], role, *rest[1:]], where, host)
+    if any(window.role == role for window in swarm.windows):
+        raise SwarmConfigError(f"{where}: role '{role}' is defined twice")
+    swarm.pools[role] = own
+    return [
+        Window(f"{role}-{k}", own.agent, f"{role}-{k}", own.mode, own.args, host, role)
+        for k in range(1, int(size) + 1)
+    ]
+
+
+def _pool_harnesses(swarm: Swarm) -> None:
+    """A `harness` line naming a pool names its members' harness."""
+    for window in swarm.windows:
+        if window.pool in swarm.harnesses:
+            swarm.harnesses.setdefault(window.role, swarm.harnesses[window.pool])
+    for name in swarm.pools:
+        swarm.harnesses.pop(name, None)
+
+
+def pool_sizes(windows: list[Window]) -> dict[str, int]:
+    """How many members each pool among `windows` has."""
+    sizes: dict[str, int] = {}
+    for window in windows:
+        if window.pool:
+            sizes[window.pool] = sizes.get(window.pool, 0) + 1
+    return sizes
 
 
 def valid_name(name: str) -> bool:
@@ -229,7 +287,7 @@ def plain_name(name: str) -> bool:
 
 def _check_unique(window: Window, earlier: list[Window], where: str) -> None:
     for other in earlier:
-        if other.role == window.role:
+        if other.role == window.role or other.pool == window.role:
             raise SwarmConfigError(f"{where}: role '{window.role}' is defined twice")
         # a window before any `host` line is on whichever host lays it out: it shares a
         # checkout with every host's windows
@@ -247,18 +305,32 @@ def roles_tsv(
     """roles.tsv: the format line, the 7 columns of docs/protocol.md §1, then the role's
     host (empty: this host, `here`) and the agent's extra arguments (other tools ignore
     further columns).  A remote role's worktree is a placeholder never used here."""
-    rows = []
+    rows, sizes = [], pool_sizes(windows)
     for w in windows:
+        if w.pool and w.role == f"{w.pool}-1":  # the pool's own row, above its members
+            rows.append(_pool_row(w, root, here, sizes[w.pool]))
         local = w.local(here)
         path = w.worktree_path(root) if local else placeholder(root, w)
         rows.append("\t".join((
             w.role, w.worktree, path, f"swarmforge-{w.role}",
             w.role[:1].upper() + w.role[1:], w.agent, w.mode, "" if local else w.host,
-            shlex.join(w.args),
+            shlex.join(w.args), w.pool,
         )))  # fmt: skip
-    head = f"{config.FORMAT}{config.HOSTS}{','.join(hosts or [])}\n"
-    columns = "# role worktree-name worktree-path session display agent mode host agent-args\n"
+    form = config.FORMAT_POOLS if sizes else config.FORMAT
+    head = f"{form}{config.HOSTS}{','.join(hosts or [])}\n"
+    columns = "# role worktree-name worktree-path session display agent mode host agent-args"
+    columns += " pool\n" if sizes else "\n"
     return head + columns + "".join(row.rstrip("\t") + "\n" for row in rows)
+
+
+def _pool_row(member: Window, root: str, here: str, size: int) -> str:
+    """A pool's own row (docs/protocol.md §17): no session, no worktree of its own; its
+    worktree column is the project's root, under which `.swarmforge/pools/<pool>/` is its H."""
+    name = member.pool
+    return "\t".join((
+        name, MAIN_WORKTREE, root, "", name[:1].upper() + name[1:], member.agent, member.mode,
+        "" if member.local(here) else member.host, "", f"{config.POOL_ROW}{size}",
+    ))  # fmt: skip
 
 
 def placeholder(root: str, window: Window) -> str:
@@ -398,6 +470,8 @@ def init(
         for box in BOXES:
             os.makedirs(os.path.join(window.worktree_path(root), ".swarmforge", "handoffs", box),
                         exist_ok=True)  # fmt: skip
+        if window.pool:  # the pool's own H: an inbox/new/ and nothing else
+            os.makedirs(os.path.join(root, config.POOLS, window.pool, Box.NEW), exist_ok=True)
     swarmforge = os.path.join(root, config.SWARMFORGE)
     if remember is not None:
         _write_if_changed(stored_configuration(root), remember, changes)
@@ -479,7 +553,7 @@ def _roles_change(before: list[str] | None, windows: list[Window]) -> str:
     """`(+QA, -old)`: the roles a rewrite of roles.tsv adds and drops ('' for a new file)."""
     if before is None:
         return ""
-    now = [window.role for window in windows]
+    now = [window.role for window in windows] + list(pool_sizes(windows))
     said = [f"+{r}" for r in now if r not in before] + [f"-{r}" for r in before if r not in now]
     return f"({', '.join(said)})" if said else ""
 

@@ -83,6 +83,7 @@ class Snapshot:
         self.held: Held | None = None  # the running daemon's NATS link and deferrals
         self.took_at: dict[str, float | None] = {}  # role -> when its in_process/ last changed
         self.idle_at: dict[str, float | None] = {}  # role -> its last `handoffd idle`
+        self.reclaimed: dict[str, str] = {}  # card -> why it went back to its pool (§17)
         self._once = once
         self._history: list[Entry] | None = None
         self._completed_names: dict[str, str] | None = None  # role -> its names, joined
@@ -328,6 +329,7 @@ def _read_wakes(snapshot: Snapshot, root: str) -> None:
     snapshot.wakes, snapshot.wake_failures = tail.sent, tail.failed
     snapshot.wake_submitted, snapshot.daemon_options = tail.submitted, tail.options
     snapshot.wake_via = tail.via
+    snapshot.reclaimed = tail.reclaimed
     if snapshot.daemon is not None and snapshot.daemon.running:
         snapshot.panes = panes.load(root)
         snapshot.held = held.load(root)
@@ -338,6 +340,31 @@ def _read_wakes(snapshot: Snapshot, root: str) -> None:
             snapshot.took_at[name] = info.st_mtime if stat.S_ISDIR(info.st_mode) else None
         except OSError:
             snapshot.took_at[name] = None
+    _merge_pools(snapshot)
+
+
+def _merge_pools(snapshot: Snapshot) -> None:
+    """A pool's wake-ups and takes are its members' (docs/protocol.md §17): merged under the
+    pool's name, in time order, once per scan, for the board's stall rule and counts."""
+    teams: dict[str, list[str]] = {n: [] for n, role in snapshot.roles.items() if role.is_pool}
+    for name, role in snapshot.roles.items():
+        if role.pool in teams and not role.is_pool:
+            teams[role.pool].append(name)
+    for pool, team in teams.items():
+        wakes: list[tuple[float, bool | None, str]] = []
+        for name in team:
+            times = snapshot.wakes.get(name, [])
+            submitted = [*snapshot.wake_submitted.get(name, []), *[None] * len(times)]
+            via = [*snapshot.wake_via.get(name, []), *["typed"] * len(times)]
+            wakes += zip(times, submitted[: len(times)], via[: len(times)], strict=True)
+        wakes.sort(key=lambda wake: wake[0])
+        snapshot.wakes[pool] = [at for at, _, _ in wakes]
+        snapshot.wake_submitted[pool] = [ok for _, ok, _ in wakes]
+        snapshot.wake_via[pool] = [how for _, _, how in wakes]
+        failed = [at for name in team for at in snapshot.wake_failures.get(name, [])]
+        snapshot.wake_failures[pool] = sorted(failed)
+        took = [snapshot.took_at.get(name) for name in team]
+        snapshot.took_at[pool] = max((t for t in took if t is not None), default=None)
 
 
 # --- the archive's listing ---------------------------------------------------------------

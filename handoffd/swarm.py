@@ -108,7 +108,8 @@ def up(
     `said`, one line each."""
     here = config.this_host(root)
     every = config.load_roles(root)
-    roles = {n: r for n, r in every.items() if config.is_local(r, here)}
+    # a pool's own row runs nothing (docs/protocol.md §17): its members are the roles started
+    roles = {n: r for n, r in every.items() if config.is_local(r, here) and not r.is_pool}
     socket = read_socket(root)
     # every host's roles: the same `--agent` options serve on each host of the swarm
     _check_agent_names(every, agents or {})
@@ -162,9 +163,14 @@ def wake_waiting(root: str, sessions: list[str]) -> list[str]:
     asked for; lossy, as every wake-up is."""
     from handoffd import scan, wake, wakeup
 
-    asked = []
-    for role in config.load_roles(root).values():
-        if role.session not in sessions or not scan.listing(role, (scan.State.NEW,)):
+    asked, roles, pooled = [], config.load_roles(root), set()
+    for role in roles.values():
+        if role.session not in sessions:
+            continue
+        pool = roles.get(role.pool) if role.pool and not role.is_pool else None
+        if pool is not None and pool.name not in pooled and scan.listing(pool, (scan.State.NEW,)):
+            pooled.add(pool.name)  # one member woken for its pool's mail (docs/protocol.md §17)
+        elif not scan.listing(role, (scan.State.NEW,)):
             continue
         if os.path.lexists(os.path.join(role.handoffs, wakeup.WAKE)):
             continue

@@ -115,8 +115,11 @@ class Project:
         self.root = root
         self.worktrees = worktrees
         self.sequence = 0  # the last number `next_sequence` gave out
+        self.pools: set[str] = set()  # roles that are pools (docs/protocol.md §17)
 
     def handoffs(self, role: str) -> Path:
+        if self.worktrees[role] == self.root and role in self.pools:
+            return self.root / config.POOLS / role
         return self.worktrees[role] / ".swarmforge" / "handoffs"
 
     def box(self, role: str, box: str) -> Path:
@@ -233,3 +236,32 @@ def _add_commits(root: Path, count: int) -> None:
         )
     git(root, "fast-import", "--quiet", stdin="".join(stream))
     git(root, "reset", "-q", "--hard", "main")
+
+
+def make_pool_project(root: Path, size: int = 3, mode: str = "task", pool: str = "cleaner",
+                      others: Sequence[str] = ("coder",)) -> Project:  # fmt: skip
+    """A project with a pool of `size` members (docs/protocol.md §17) laid out as `init`
+    lays it out (the pool's row, its H with only `inbox/new/`, a row per member), each
+    member's worktree a plain folder (the queue needs no git), and roles `others` beside."""
+    root.mkdir()
+    (root / ".swarmforge").mkdir()
+    rows = [f"{config.FORMAT_POOLS} hosts=\n"]
+    worktrees = {}
+    for name in others:
+        worktrees[name] = root / name
+        rows.append("\t".join((name, name, str(root / name), name, name, "agent", "task")))
+    (root / config.POOLS / pool / "inbox" / "new").mkdir(parents=True)
+    rows.append("\t".join((pool, "master", str(root), "", pool, "agent", mode, "", "",
+                           f"{config.POOL_ROW}{size}")))  # fmt: skip
+    for k in range(1, size + 1):
+        name = f"{pool}-{k}"
+        worktrees[name] = root / name
+        rows.append("\t".join((name, name, str(root / name), name, name, "agent", mode, "",
+                               "", pool)))  # fmt: skip
+    for path in worktrees.values():
+        path.mkdir()
+    project = Project(root, worktrees)
+    project.write_roles("\n".join(rows) + "\n")
+    project.worktrees[pool] = root
+    project.pools.add(pool)  # `handoffs(pool)` is the pool's own H
+    return project

@@ -203,7 +203,7 @@ def test_hosts_measures_cross_host_pickup_beside_local_pickup_and_the_drain(tmp_
 def test_one_scenario_at_a_time_and_the_refusal_says_which_flags(tmp_path):
     result = bench("--board", "--web", "--dir", str(tmp_path), timeout=30)
     assert result.returncode == 2 and result.stdout == ""
-    flags = "--board, --digest, --web, --pickup, --startup, --hosts, --panes, --harness"
+    flags = "--board, --digest, --web, --pickup, --startup, --hosts, --panes, --harness, --pool"
     assert f"give at most one of {flags}" in result.stderr
     assert list(tmp_path.iterdir()) == []  # refused before anything was built
 
@@ -326,3 +326,18 @@ def test_the_harness_scenario_says_which_harness_is_missing_before_building_anyt
     assert result.returncode == 1
     assert "@anthropic-ai/claude-code@2.1.332 is not installed" in result.stderr
     assert "(run .ci/harnesses)" in result.stderr
+
+
+def test_the_pool_scenario_drains_races_and_compares_the_board(tmp_path):
+    """A pool of members draining tasks, their claim conflicts, the board with and without
+    the pool (docs/protocol.md §17), at --quick sizes."""
+    json_file = tmp_path / "figures.json"
+    done = bench("--pool", "--quick", "--dir", str(tmp_path), "--json", str(json_file),
+                 timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(json_file.read_text())["pool"]
+    assert sum(figures["per_member"]) == figures["tasks"]
+    assert sum(figures["race_per_member"]) == figures["race_tasks"]
+    assert figures["race_claims"] >= figures["race_tasks"]
+    assert figures["status_pool_ms"] > 0 and figures["status_plain_ms"] > 0
+    assert "claim conflicts" in done.stdout and "status --json" in done.stdout

@@ -110,7 +110,7 @@ def run(event: str, data: dict[str, object], root: str | None, notify: bool = Fa
         heartbeat.mark_idle(role.handoffs)
         if notify:  # Codex's notify: its answer is not read; the daemon types the line
             return ""
-        return stop(role, data.get("stop_hook_active") is True)
+        return stop(role, data.get("stop_hook_active") is True, _pool_new(role, project))
     if event == "session-start":
         return session_start(role, project)
     from handoffd import live
@@ -132,13 +132,24 @@ def _role(data: dict[str, object], root: str | None) -> tuple[Role, str]:
 # --- the end of a turn --------------------------------------------------------------------
 
 
-def stop(role: Role, again: bool) -> str:
+def _pool_new(role: Role, project: str) -> str | None:
+    """The `new/` of the pool `role` is a member of (docs/protocol.md §17), else None."""
+    if not role.pool or role.is_pool:
+        return None
+    row = config.load_roles(project).get(role.pool)
+    return row.path(Box.NEW) if row is not None and row.is_pool else None
+
+
+def stop(role: Role, again: bool, pool_new: str | None = None) -> str:
     """The Stop hook's answer: block with the mail, or nothing.  `again`: the harness says
-    this turn already went on because a Stop hook blocked it (`stop_hook_active`)."""
+    this turn already went on because a Stop hook blocked it (`stop_hook_active`).  A pool
+    member is told of its pool's mail too (`pool_new`), after its own."""
     if _in_process(role):
         return ""
     # what `ready_for_next` would take: a name it never prints on a TASK line is no mail
     waiting = [e for e in hf.visible(role.path(Box.NEW)) if hf.is_item_entry(e, plain=True)]
+    if pool_new is not None:
+        waiting += [e for e in hf.visible(pool_new) if hf.is_item_entry(e, plain=True)]
     first = _first_ready(role, waiting)
     if first is None:
         return ""

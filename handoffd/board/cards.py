@@ -89,8 +89,8 @@ class Card:
 
     __slots__ = (
         "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
-        "detail", "entry", "headers", "held", "id", "latest_report", "red_reason", "role",
-        "state", "waiting_on", "wake_at", "wake_failures", "wake_last_at", "wake_submitted",
+        "detail", "entry", "headers", "held", "id", "latest_report", "pool", "red_reason",
+        "role", "state", "waiting_on", "wake_at", "wake_failures", "wake_last_at", "wake_submitted",
         "wake_via",
         "wakeups",
     )  # fmt: skip
@@ -106,6 +106,7 @@ class Card:
         self.headers = entry.headers
         self.id = entry.id
         self.role = entry.role
+        self.pool = ""  # the pool a member's copy is from (docs/protocol.md §17): its name's
         self.card = f"{self.id}@{self.role}"  # until `naming.assign` gives it its own
         self.state = entry.state
         self.age_s = age_s
@@ -219,6 +220,7 @@ def project(
     greens = list(snapshot.entries(State.GREEN)) if include_green else []
     cards = _open_cards(snapshot, now, stall_s) + [_green(entry, now) for entry in greens]
     names: set[str] = set()
+    _pooled(cards, snapshot)
     naming.assign(cards, names)
     for card in cards:  # only these can hold a claim: a done dependency is green anyway
         _dress(card, snapshot, now, window_s)
@@ -237,6 +239,8 @@ def project(
         card.colour, card.detail = colour.paint(card, card.closure)
         if card.state == State.DISMISSED:  # who put it aside, when and why (§13)
             card.detail = snapshot.dismissal(card.path) or card.detail
+        if card.colour == colour.ORANGE and card.state == State.NEW:
+            card.detail = _reclaimed(card, snapshot, now) or card.detail
     cycles = find_cycles({ident: same[0].depends_on for ident, same in by_id.items()})
     return Board(snapshot, cards, cycles)
 
@@ -256,6 +260,7 @@ def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Ca
     """The green cards of `entries` (a page of the archive, `Snapshot.load_page` read),
     in their order: named, their latest report and, for a dismissed one, its note."""
     shown = [_green(entry, now) for entry in entries]
+    _pooled(shown, snapshot)
     naming.assign(shown, set())
     for card in shown:
         card.latest_report = latest_report(snapshot, card.role, card.id)
@@ -365,6 +370,28 @@ def _partly_done(cards: list[Card]) -> bool:
     return bool(set(cards[0].recipients) - {card.role for card in cards})
 
 
+def _pooled(cards: Iterable[Card], snapshot: Snapshot) -> None:
+    """Mark each copy a member claimed from its pool: its card is `<id>@<pool>` wherever
+    it is (docs/protocol.md §17), its claim still the member's."""
+    for card in cards:
+        row = snapshot.roles.get(card.role)
+        if row is not None and row.pool and not row.is_pool:
+            pool = snapshot.roles.get(row.pool)
+            if pool is not None and pool.is_pool and card.headers.get("recipient") == pool.name:
+                card.pool = pool.name
+
+
+def _reclaimed(card: Card, snapshot: Snapshot, now: float) -> str | None:
+    """`reclaimed from coder-2 3m ago (session gone)` for a copy given back to its pool,
+    the why as the daemon's log says it (docs/protocol.md §17)."""
+    row = snapshot.roles.get(card.role)
+    who, at = card.headers.get("reclaimed_from"), epoch(card.headers.get("reclaimed_at"))
+    if row is None or not row.is_pool or not who or at is None:
+        return None
+    why = snapshot.reclaimed.get(card.card, "see the daemon's log")
+    return f"reclaimed from {who} {colour.ago(now - at)} ago ({why})"
+
+
 def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
     """The facts around a card: its claim, its latest report, its wake-ups."""
     if card.state == State.IN_PROCESS:
@@ -375,7 +402,8 @@ def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
 
 
 def _wakes(card: Card, snapshot: Snapshot, since: float) -> None:
-    """A waiting card's wake-ups since it arrived (§14)."""
+    """A waiting card's wake-ups since it arrived (§14); a pool's are its members' (§17,
+    merged by the scan)."""
     times = snapshot.wakes.get(card.role, [])
     submitted = snapshot.wake_submitted.get(card.role, [])
     submitted = submitted + [None] * (len(times) - len(submitted))  # a log without the field

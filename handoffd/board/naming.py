@@ -44,7 +44,8 @@ def usable(ident: str) -> bool:
 
 def candidates(card: Named) -> Iterator[str]:
     """The names `card` may take, best first."""
-    entry, suffix = card.entry, f"@{card.role}"
+    # a copy a pool member claimed is its pool's card wherever it is (docs/protocol.md §17)
+    entry, suffix = card.entry, f"@{getattr(card, 'pool', '') or card.role}"
     if usable(entry.id):
         yield entry.id + suffix
     if usable(entry.name):

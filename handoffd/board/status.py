@@ -51,8 +51,8 @@ def board(
     if role is not None and role not in snapshot.roles:
         raise config.UnknownRole(role, snapshot.roles)
     result = cards.project(snapshot, now, window_s, include_green=show_all)
-    if role is not None:
-        result.cards = [card for card in result.cards if card.role == role]
+    if role is not None:  # a pool's cards too where a member holds them (§17)
+        result.cards = [card for card in result.cards if role in (card.role, card.pool)]
     return result
 
 
@@ -128,7 +128,10 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
     rows = []
     overrides = _harness_lines(snapshot.root) if snapshot.roles else {}
     for name, role in snapshot.roles.items():
-        if only is not None and name != only:
+        if only is not None and only not in (name, role.pool):
+            continue
+        if role.is_pool:
+            rows.append(pool_row(snapshot, role))
             continue
         seen = snapshot.panes.get(name, {})
         woken = _numbers(*snapshot.wakes.get(name, ()), seen.get("last_wake_at"))
@@ -144,7 +147,18 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
             "last_take_at": cards.iso(max(took, default=None)),
             "last_idle_at": cards.iso(max(idle, default=None)),
         })  # fmt: skip
+        if role.pool:
+            rows[-1]["pool"] = role.pool
     return rows
+
+
+def pool_row(snapshot: Snapshot, row: config.Role) -> dict[str, object]:
+    """A pool at a glance (docs/protocol.md §17): its members, and how many of their panes
+    are busy, idle, gone or unknown, as their own lines show them."""
+    team = [name for name, role in snapshot.roles.items() if role.pool == row.name != name]
+    panes = [str(snapshot.panes.get(name, {}).get("pane", "unknown")) for name in team]
+    counts = {state: panes.count(state) for state in ("busy", "idle", "gone", "unknown")}
+    return {"role": row.name, "pool": len(team), "members": team, **counts}
 
 
 def _harness_lines(root: str) -> dict[str, str]:
@@ -177,6 +191,9 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
     width = max((len(str(row["role"])) for row in rows), default=0)
     lines = []
     for row in rows:
+        if "members" in row:  # a pool's line, above its members'
+            lines.append(f"{escape(str(row['role'])):<{width}}  {pool_line(row)}")
+            continue
         pane = str(row["pane"])
         since = cards.epoch(row["pane_since"])
         if pane in ("idle", "busy") and since is not None:
@@ -187,6 +204,13 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
         lines.append(f"{escape(str(row['role'])):<{width}}  {pane}  last wake {wake}  "
                      f"last take {take}")  # fmt: skip
     return lines
+
+
+def pool_line(row: dict[str, object]) -> str:
+    """`pool of 3: 2 busy, 1 idle` (gone and unknown panes said only when there are any)."""
+    said = [f"{row['busy']} busy", f"{row['idle']} idle"]
+    said += [f"{row[state]} {state}" for state in ("gone", "unknown") if row[state]]
+    return f"pool of {row['pool']}: " + ", ".join(said)
 
 
 def _span(value: object, now: float) -> str:

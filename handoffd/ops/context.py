@@ -97,9 +97,26 @@ def _text_from_env(name: str) -> str | None:
 
 
 def card_role(card: str | None, roles: dict[str, config.Role]) -> str | None:
-    """The role an ID written as a card, `<id>@<role>`, names (None: no such role)."""
+    """The role an ID written as a card, `<id>@<role>`, names (None: no such role).  A
+    pool's card (docs/protocol.md §17) names the member holding its copy, if one does."""
     ident, _, name = (card or "").rpartition("@")
+    if ident and name in roles and roles[name].is_pool:
+        return _holder(ident, name, roles) or name
     return name if ident and name in roles else None
+
+
+def _holder(ident: str, pool: str, roles: dict[str, config.Role]) -> str | None:
+    """The member of `pool` whose queue holds the copy `ident` names (in process, or
+    completed: one it finished may be reopened), reading the members' folders by name."""
+    from handoffd import scan
+
+    for role in roles.values():
+        if role.pool != pool or role.is_pool:
+            continue
+        states = (scan.State.NEW, scan.State.IN_PROCESS, scan.State.COMPLETED)
+        if any(entry.id == ident for entry in scan.listing(role, states)):
+            return role.name
+    return None
 
 
 def unknown_card_role(card: str | None, roles: dict[str, config.Role]) -> str | None:

@@ -132,14 +132,34 @@ class Ready:
 
 
 def _finish_task(context: Context, inbox: Inbox) -> Result:
-    done = blocks.completed(inbox.finish_task())
+    try:
+        done = blocks.completed(inbox.finish_task())
+    except Refusal as refusal:
+        raise told_reclaimed(context, inbox, refusal) from None
     return and_then(done, context, inbox, _take_task)
 
 
 def _finish_batch(context: Context, inbox: Inbox) -> Result:
-    directory, files = inbox.finish_batch()
+    try:
+        directory, files = inbox.finish_batch()
+    except Refusal as refusal:
+        raise told_reclaimed(context, inbox, refusal) from None
     done = blocks.completed(files) + f"COMPLETED_BATCH: {directory}\n"
     return and_then(done, context, inbox, _take_batch)
+
+
+def told_reclaimed(context: Context, inbox: Inbox, refusal: Refusal) -> Refusal:
+    """A finish refused for holding nothing, for a pool member whose claim the daemon gave
+    back to the pool (docs/protocol.md §17): `RECLAIMED: …` lines after the token, on
+    stderr; nothing else changes.  Only a member with a note (`H/reclaimed`) imports what
+    reads it."""
+    if inbox.pool and refusal.message in ("NO_CURRENT_TASK", "NO_CURRENT_BATCH"):
+        note = os.path.join(context.me.handoffs, "reclaimed")
+        if os.path.lexists(note):
+            from handoffd import reclaim
+
+            refusal.message = "\n".join([refusal.message, *reclaim.told(note)])
+    return refusal
 
 
 def by_mode(task: Step, batch: Step) -> Step:

@@ -45,7 +45,7 @@ def locked(context: Context, step: Step, *, alive: bool, force: bool = False) ->
     """Run `step` holding the role's inbox lock; a refusal or an I/O error is its result;
     `force` rewrites the live file after a step that succeeded."""
     try:
-        with Inbox(context.me.handoffs, context.me.name) as inbox:
+        with Inbox(context.me.handoffs, context.me.name, pool_of(context)) as inbox:
             result = step(context, inbox)
     except (LinkedFolder, Busy) as refusal:  # nothing changed (a linked folder: the live
         # file would read through it; a busy lock: its holder is still changing the inbox)
@@ -55,6 +55,14 @@ def locked(context: Context, step: Step, *, alive: bool, force: bool = False) ->
     except OSError as error:
         result = Result(1, "", f"I/O error: {error}\n")
     return after_step(context, result, alive=alive, force=force and result.ok)
+
+
+def pool_of(context: Context) -> tuple[str, str] | None:
+    """The name and H of the pool the role acted for is a member of (docs/protocol.md §17),
+    else None.  (Not `handoffd.pool`'s: a helper imports nothing more for it.)"""
+    me = context.me
+    row = context.roles.get(me.pool) if me.pool and not me.is_pool else None
+    return (row.name, row.handoffs) if row is not None and row.is_pool else None
 
 
 def and_then(done: str, context: Context, inbox: Inbox, take: Step) -> Result:
@@ -69,5 +77,8 @@ def and_then(done: str, context: Context, inbox: Inbox, take: Step) -> Result:
 def own_id(context: Context, ident: str | None) -> str | None:
     """An ID as a person copies it from the board: a card of the role's own, `<id>@<role>`
     (docs/protocol.md §8), names that id; anything else is left as given."""
-    suffix = "@" + context.me.name
-    return ident[: -len(suffix)] if ident and ident.endswith(suffix) else ident
+    me = context.me
+    for suffix in ("@" + me.name, *(("@" + me.pool,) if me.pool and not me.is_pool else ())):
+        if ident and ident.endswith(suffix):  # a pool member's cards are its pool's (§17)
+            return ident[: -len(suffix)]
+    return ident

@@ -1,0 +1,135 @@
+"""Reclaiming (docs/protocol.md §17): the daemon gives back what a pool member that stopped
+answering held — on an expired heartbeat, or a session gone a minute — never direct mail,
+and the member that comes back is told, with nothing moved."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from handoffd import config, pool
+from handoffd import handoff as hf
+from handoffd.board.cards import WINDOW_S
+from handoffd.reclaim import RECLAIM_AFTER, Keeper
+from testbed.project import make_pool_project
+from tests.fault_support import RecordingLog
+from tests.test_pool import COMPLETED, IN_PROCESS, NEW, pool_copy, run_as
+
+
+def claimed(tmp_path, mode="task"):
+    proj = make_pool_project(tmp_path / "p", mode=mode)
+    copy = pool_copy(proj, 1)
+    assert run_as(proj, "cleaner-2", "ready_for_next")[0] == 0
+    return proj, copy
+
+
+def age_heartbeat(proj, member, seconds):
+    beat = proj.handoffs(member) / "heartbeat"
+    then = time.time() - seconds
+    os.utime(beat, (then, then))
+
+
+def log_events(proj, event):
+    lines = (proj.root / ".swarmforge" / "daemon" / "handoffd.log").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e.get("event") == event]
+
+
+@pytest.mark.parametrize("mode", ["task", "batch"])
+def test_an_expired_heartbeat_gives_the_claim_back_to_the_pool(tmp_path, mode):
+    proj, copy = claimed(tmp_path, mode)
+    age_heartbeat(proj, "cleaner-2", 120)
+    run = proj.run("handoffd", "run", "--once", "--reclaim-after", "60", role=None, cwd=proj.root)
+    assert run.code == 0, run.err
+    assert copy.exists() and not list(proj.box("cleaner-2", IN_PROCESS).rglob("*.handoff"))
+    headers = hf.read(str(copy))
+    assert headers.get("reclaimed_from") == "cleaner-2" and headers.get("reclaimed_at")
+    assert headers.get("dequeued_at") is None and headers.get("claimed_by") is None
+    (event,) = log_events(proj, "reclaimed")
+    card = f"{hf.name_id(copy.name)}@cleaner"
+    assert (event["card"], event["member"], event["why"]) == (card, "cleaner-2", pool.EXPIRED)
+
+
+def test_a_fresh_heartbeat_keeps_the_claim(tmp_path):
+    proj, copy = claimed(tmp_path)
+    run = proj.run("handoffd", "run", "--once", "--reclaim-after", "60", role=None, cwd=proj.root)
+    assert run.code == 0 and not copy.exists()
+    assert len(list(proj.box("cleaner-2", IN_PROCESS).iterdir())) == 1
+
+
+@pytest.mark.parametrize("mode", ["task", "batch"])
+def test_the_member_that_comes_back_is_told_and_nothing_moves(tmp_path, mode):
+    proj, copy = claimed(tmp_path, mode)
+    roles = config.load_roles(str(proj.root))
+    at = time.time()
+    Keeper(str(proj.root), RecordingLog()).give_back(
+        roles["cleaner-2"], roles["cleaner"], pool.SESSION_GONE, at
+    )
+    before = sorted(p for p in proj.root.rglob("*.handoff"))
+    code, out, err = run_as(proj, "cleaner-2", "done_with_current")
+    token = "NO_CURRENT_TASK" if mode == "task" else "NO_CURRENT_BATCH"
+    card = f"{hf.name_id(copy.name)}@cleaner"
+    assert code == 1 and out == ""
+    assert err == f"{token}\nRECLAIMED: {card} went back to cleaner at {hf.iso_now(at)} " \
+                  "(session gone)\n"  # fmt: skip
+    assert sorted(p for p in proj.root.rglob("*.handoff")) == before
+    assert not list(proj.box("cleaner-2", COMPLETED).rglob("*.handoff"))
+    assert run_as(proj, "cleaner-2", "done_with_current")[2] == f"{token}\n"  # said once
+
+
+def test_a_session_gone_a_minute_while_tmux_answers_is_reclaimed(tmp_path):
+    proj, copy = claimed(tmp_path)
+    roles = config.load_roles(str(proj.root))
+    keeper, t0 = Keeper(str(proj.root), RecordingLog()), time.time()
+    keeper.seen("cleaner-2", gone=True, answers=True, now=t0)
+    assert keeper.tick(roles, t0 + 59) == [] and not copy.exists()
+    keeper.seen("cleaner-2", gone=True, answers=False, now=t0 + 30)  # no answer: no clock
+    assert keeper.tick(roles, t0 + 90) == [] and not copy.exists()
+    keeper.seen("cleaner-2", gone=True, answers=True, now=t0 + 91)
+    assert keeper.tick(roles, t0 + 151) == [f"{hf.name_id(copy.name)}@cleaner"]
+    assert copy.exists()
+
+
+def test_direct_mail_to_a_member_is_never_reclaimed(tmp_path):
+    proj = make_pool_project(tmp_path / "p")
+    own = proj.put("cleaner-2", "40_x_to_cleaner-2.handoff", recipient="cleaner-2")
+    assert run_as(proj, "cleaner-2", "ready_for_next")[0] == 0
+    age_heartbeat(proj, "cleaner-2", 7200)
+    run = proj.run("handoffd", "run", "--once", role=None, cwd=proj.root)
+    assert run.code == 0
+    assert (proj.box("cleaner-2", IN_PROCESS) / own.name).exists()
+    assert not list(proj.box("cleaner", NEW).iterdir()) and not log_events(proj, "reclaimed")
+
+
+def test_a_reclaimed_copy_is_claimed_again_by_another_member(tmp_path):
+    proj, copy = claimed(tmp_path)
+    roles = config.load_roles(str(proj.root))
+    Keeper(str(proj.root), RecordingLog()).give_back(
+        roles["cleaner-2"], roles["cleaner"], pool.EXPIRED, time.time()
+    )
+    code, out, _ = run_as(proj, "cleaner-3", "ready_for_next")
+    assert code == 0 and "cleaner-3" in out.splitlines()[0]
+    taken = hf.read(str(proj.box("cleaner-3", IN_PROCESS) / copy.name))
+    assert taken.get("claimed_by") == "cleaner-3" and taken.get("reclaimed_from") == "cleaner-2"
+
+
+def test_the_default_reclaim_after_is_the_liveness_window():
+    assert RECLAIM_AFTER == WINDOW_S
+
+
+def test_reclaim_decisions():
+    assert pool.reclaim_why(None, None, 100.0, 10.0) is None  # no heartbeat: nothing claimed
+    assert pool.reclaim_why(80.0, None, 100.0, 10.0) == pool.EXPIRED
+    assert pool.reclaim_why(95.0, None, 100.0, 10.0) is None
+    assert pool.reclaim_why(95.0, 40.0, 100.0, 10.0) == pool.SESSION_GONE
+    assert pool.reclaim_why(95.0, 41.0, 100.0, 10.0) is None
+
+
+def test_a_note_line_torn_or_planted_is_never_said():
+    good = pool.note_line("a@c", "c", "2026-01-01T00:00:00Z", "session\tgone\n")
+    assert pool.reclaimed_lines(good + "torn\tline") == [
+        "RECLAIMED: a@c went back to c at 2026-01-01T00:00:00Z (session gone )"
+    ]
+    assert pool.reclaimed_lines("a\x1b[2J\tc\tt\tw\n") == []
