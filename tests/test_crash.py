@@ -208,6 +208,7 @@ class Torture:
         return not threading.Event().wait(self.rng.uniform(0.0, 0.3))
 
 
+@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_kill_9_at_random_moments_while_recipients_work_loses_and_duplicates_nothing(
     tmp_path: Path,
 ) -> None:
@@ -325,6 +326,7 @@ def crash_at(scene: Scene, point: tuple[str, int], take: bool) -> str | None:
     return None
 
 
+@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_sigkill_at_every_io_step_of_a_three_recipient_delivery_then_restart_delivers_once(
     tmp_path: Path,
 ) -> None:

@@ -345,6 +345,7 @@ def kill_points(project: Project, log: Path, trace: Path) -> list[tuple[str, int
     return points
 
 
+@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_sigkill_at_every_step_of_a_keyed_send_leaves_exactly_one_handoff_after_the_retry(
     tmp_path: Path, log: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -781,6 +781,7 @@ def test_the_delivery_run_does_what_its_audit_relies_on(delivery: Recording) -> 
     assert len(journals) == 2 and len(journals[1].data) < len(journals[0].data)
 
 
+@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_a_power_cut_anywhere_in_deliveries_and_take_finish_cycles_loses_and_duplicates_nothing(
     delivery: Recording,
 ) -> None:
@@ -796,6 +797,7 @@ def test_the_claims_run_does_what_its_audit_relies_on(claims: Recording) -> None
     assert out[7].startswith("UNBLOCKED: ")
 
 
+@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_a_power_cut_anywhere_in_block_unblock_and_release_keeps_every_token(
     claims: Recording,
 ) -> None:
@@ -810,6 +812,7 @@ def test_the_operator_run_does_what_its_audit_relies_on(operating: Recording) ->
     assert out[5].startswith("REOPENED: ") and "/inbox/new/" in out[5]
 
 
+@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_a_power_cut_anywhere_in_answer_and_reopen_keeps_every_token(
     operating: Recording,
 ) -> None:
@@ -836,6 +839,7 @@ def test_the_refusal_run_does_what_its_audit_relies_on(
     assert len(delivered) == 1 and first in delivered[0]
 
 
+@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_a_power_cut_anywhere_in_a_refusal_retry_and_dismiss_keeps_every_token(
     refusing: tuple[Recording, str, str],
 ) -> None:

@@ -82,6 +82,7 @@ def points(scene: Scene, trace: Path) -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize(("role", "count"), [("coder", 1), ("cleaner", 3)])
+@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_sigkill_at_every_step_of_release_leaves_an_inbox_the_next_helper_handles(
     tmp_path: Path, role: str, count: int
 ) -> None:
