@@ -171,6 +171,19 @@ def replace(path: str, data: bytes, *, sync: bool = True) -> None:
         raise
 
 
+def replace_at(folder: int, name: str, data: bytes, mode: int = 0o644) -> None:
+    """`replace` of `name` in the folder open as `folder` (a descriptor: no link on the
+    path is followed again), the folder fsynced after: the new name is durable."""
+    temp = os.path.basename(temp_name(".", name))
+    create(temp, data, mode, dir_fd=folder)
+    try:
+        os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        unlink_quietly(temp, dir_fd=folder)
+        raise
+    os.fsync(folder)
+
+
 def _created(directory: str, name: str, data: bytes, sync: bool) -> str:
     """A new temp beside `name` holding `data`: its path."""
     for _ in range(ATTEMPTS):

@@ -181,14 +181,7 @@ def store(
         fields = dict(zip(FIELDS, (status, role, agent, conversation, stamp), strict=True))
         fields.update(extra or {})
         data = render(fields, text).encode("utf-8")
-        temp = os.path.basename(durable.temp_name("", name))
-        durable.create(temp, data, dir_fd=fd)
-        try:
-            os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            durable.unlink_quietly(temp, dir_fd=fd)
-            raise
-        os.fsync(fd)
+        durable.replace_at(fd, name, data)
         _prune(fd, KEEP, written=name)
     finally:
         os.close(fd)

@@ -50,9 +50,11 @@ def without_daemon_warning(err: str) -> str:
     return "".join(line for line in err.splitlines(True) if not line.startswith(NO_DAEMON))
 
 
-def wait_for(condition: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
-    """Poll `condition` until it returns something truthy; fail the test at the deadline.
-    For observing another process, whose progress no pipe reports."""
+def wait_for(
+    condition: Callable[[], T], timeout: float = 15.0, what: str = "condition", every: float = 0.01
+) -> T:
+    """Poll `condition` every `every` seconds until it returns something truthy; fail the
+    test at the deadline.  For observing another process, whose progress no pipe reports."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
@@ -60,7 +62,7 @@ def wait_for(condition: Callable[[], T], timeout: float = 15.0, what: str = "con
             return value
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(every)
 
 
 def plant(path: Path, what: str, outside: Path) -> Path | None:

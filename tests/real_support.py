@@ -8,7 +8,6 @@ what to run), and each costs tens of seconds: few tests, each covering a whole s
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ from handoffd.wake import TEXT as WAKE
 from testbed import harnesses
 from testbed.models import ModelServer, Request, Rule
 from testbed.realswarm import AGENTS, HOOK_REASON, SLOW, RealSwarm, rules
+from tests.conftest import wait_for
 
 __all__ = ["HOOK_REASON", "SLOW", "WAKE", "RealSwarm", "Request", "Rule", "real", "real_swarm",
            "typed_exactly"]  # fmt: skip
@@ -86,11 +86,5 @@ def no_line_typed_into(server: ModelServer, trigger: str, *lines: str) -> bool:
 
 
 def wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
+    """`wait_for`, polling a tenth as often: each look here reads a real harness's pane."""
+    return wait_for(condition, timeout, what, every=0.1)

@@ -45,7 +45,6 @@ def settled(swarm: RealSwarm, name: str) -> None:
     swarm.wait_idle("coder")
 
 
-@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_claude_code_takes_mail_queued_before_up_each_idle_wake_up_resume_and_mcp(
     tmp_path: Path,
 ) -> None:
@@ -95,7 +94,6 @@ def test_claude_code_takes_mail_queued_before_up_each_idle_wake_up_resume_and_mc
         assert called.holds("search for") and called.holds("mcp__handoffd__ready_for_next")
 
 
-@pytest.mark.slow  # a crash-point or fault run: tens of seconds
 def test_mail_for_a_busy_claude_code_is_never_typed_in_and_its_stop_hook_tells_of_it_once(
     tmp_path: Path,
 ) -> None:

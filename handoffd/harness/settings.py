@@ -100,11 +100,4 @@ def _read(folder: int, name: str, path: str) -> tuple[dict[str, object], int | N
 
 
 def _write(folder: int, name: str, data: bytes, mode: int | None) -> None:
-    temp = os.path.basename(durable.temp_name(".", name))
-    durable.create(temp, data, NEW_FILE_MODE if mode is None else mode, dir_fd=folder)
-    try:
-        os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-    except BaseException:
-        durable.unlink_quietly(temp, dir_fd=folder)
-        raise
-    os.fsync(folder)
+    durable.replace_at(folder, name, data, NEW_FILE_MODE if mode is None else mode)
