@@ -115,8 +115,9 @@ class Outgoing:
         return None
 
     def pending(self) -> int:
-        """Publishes not yet answered (`run --once` waits for them)."""
-        return sum(not f.future.done() for fs in self.flights.values() for f in fs.values())
+        """Publishes whose answer no pass has collected yet (`run --once` waits for them):
+        an answer that came back at once still has to be read, or the original would stay."""
+        return sum(len(flights) for flights in self.flights.values())
 
 
 def _key(entry: Entry, role: str) -> Key:
