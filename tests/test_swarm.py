@@ -370,7 +370,10 @@ def test_up_says_it_started_the_daemon_and_then_that_it_found_it_running(root: P
 
 
 def test_up_with_an_agent_that_exits_at_once_says_which_died_and_how(root: Path) -> None:
-    dying = ("--agent", "probe-cat=sh -c 'echo no API key; exit 3'")
+    # The agent lingers a moment after its last words, as a real one does (node starting,
+    # then failing): one that writes and exits in one breath can leave tmux a dead pane
+    # with nothing on it (seen once under load), and then `up` has no output to show.
+    dying = ("--agent", "probe-cat=sh -c 'echo no API key; sleep 0.3; exit 3'")
     result = handoffd("up", *AGENTS[:2], *dying, str(root))
     assert result.returncode == 1
     # tmux sometimes marks a pane dead without the status of an agent that exited this fast
