@@ -464,21 +464,24 @@ class Daemon:
         (`wake.asked_problem`), is never typed, and logged."""
         for name, role in roles.items():
             try:
-                text = wakeup.take_wake(role.handoffs)
+                request = wakeup.take_wake(role.handoffs)
             except wakeup.NotARequest as refusal:
                 self.log.warning("wake_refused", role=name, error=str(refusal))
                 continue
-            if text is None:
+            if request is None:
                 continue
-            problem = wake.asked_problem(text, role.path(Box.FAILED))
+            problem = wake.asked_problem(request.text, role.path(Box.FAILED))
             if problem:
                 self.log.warning("wake_refused", role=name, error=problem)
                 continue
             if not role.session:
                 self.log.warning("wake_refused", role=name, error="no tmux session in roles.tsv")
                 continue
+            if wake.told_already(request.text, request.at, self.panes.woken_at(name)):
+                self.log.info("wake_coalesced", role=name)
+                continue
             self.log.info("wake_asked", role=name)
-            self.waker.wake([(name, role.session)], text)
+            self.waker.wake([(name, role.session)], request.text)
 
     def _look(self, roles: dict[str, Role], waiting: set[str]) -> None:
         """Read the panes `status` shows: at each rescan those of roles with mail waiting

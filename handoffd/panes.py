@@ -142,6 +142,12 @@ class Panes:
             return {role: seen.since or 0.0 for role, seen in self._seen.items()
                     if seen.pane == IDLE}  # fmt: skip
 
+    def woken_at(self, role: str) -> float | None:
+        """When a wake-up was last typed into `role`'s pane (None: none since the start)."""
+        with self._lock:
+            seen = self._seen.get(role)
+            return None if seen is None else seen.last_wake_at
+
     def woken(self, role: str, now: float) -> None:
         """A wake-up was just typed into `role`'s pane."""
         with self._lock:

@@ -60,6 +60,13 @@ def is_label(text: str, limit: int = LABEL_LIMIT) -> bool:
     return kept and len(text) <= limit and body == (body.lstrip() if cut else body.strip())
 
 
+def told_already(text: str, asked_at: float, woken_at: float | None) -> bool:
+    """Whether a request for the mail line (`up`'s) was answered before it was taken: the
+    daemon's own wake-up was typed since it was asked, so typing it too would wake the
+    agent twice for the same mail.  Other lines (an answer's) say something new."""
+    return text == TEXT and woken_at is not None and woken_at >= asked_at
+
+
 def asked_problem(text: str, failed: str) -> str:
     """Why `text`, a line a command left in a role's `H/wake`, is not one the daemon would
     have built itself for that role (`failed`: its `failed/` folder), or ''.  The file is

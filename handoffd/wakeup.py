@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import NamedTuple
 
 from handoffd import heartbeat, safeio
 
 WAKE = "wake"  # H/wake
 WAKE_LIMIT = 512  # one short line; a longer file is no request
+
+
+class Request(NamedTuple):
+    """A line a command asked the daemon to type, and when it was asked (the file's mtime)."""
+
+    text: str
+    at: float
 
 
 class NotARequest(ValueError):
@@ -65,8 +73,8 @@ def _standing(path: str) -> bool:
         return False
 
 
-def take_wake(handoffs: str) -> str | None:
-    """The line a command asked for (`ask_wake`), taken so that it is typed once; None
+def take_wake(handoffs: str) -> Request | None:
+    """The request a command left (`ask_wake`), taken so that it is typed once; None
     when none waits.  What is there but is no one-line request of ours (a link, a FIFO, a
     folder, an oversized file, a control character in it) is removed where it can be,
     never followed or typed, and raised as `NotARequest` saying which: the file is
@@ -87,6 +95,7 @@ def take_wake(handoffs: str) -> str | None:
     except OSError:
         return None  # taken away meanwhile: nothing there
     try:
+        at = os.lstat(taken).st_mtime
         data = safeio.read_regular(taken, WAKE_LIMIT + 1)
     except safeio.TooLarge:
         raise NotARequest(f"over {WAKE_LIMIT} bytes") from None
@@ -97,7 +106,7 @@ def take_wake(handoffs: str) -> str | None:
     problem = request_problem(data)
     if problem:
         raise NotARequest(problem)
-    return data.decode("utf-8").removesuffix("\n")
+    return Request(data.decode("utf-8").removesuffix("\n"), at)
 
 
 def _discard(path: str) -> None:

@@ -136,7 +136,9 @@ def test_taking_a_request_tells_nothing_there_from_a_file_that_is_no_request(
     saying which (removed either way, never typed)."""
     assert wakeup.take_wake(str(tmp_path)) is None
     wakeup.ask_wake(str(tmp_path), LINE)
-    assert wakeup.take_wake(str(tmp_path)) == LINE
+    taken = wakeup.take_wake(str(tmp_path))
+    assert taken is not None and taken.text == LINE
+    assert taken.at == pytest.approx(time.time(), abs=60)  # when it was asked
     assert wakeup.take_wake(str(tmp_path)) is None  # taken once
     control = "empty, or a control character in it"
     for planted, why in [(b"x" * 513 + b"\n", "over 512 bytes"), (b"rm -rf ~\x1b[2K\n", control)]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from handoffd import wakeup
 from handoffd.wake import (
     REFUSED,
     TEXT,
@@ -23,6 +24,7 @@ from handoffd.wake import (
     is_label,
     label,
     send_keys,
+    told_already,
 )
 from handoffd.waker import RENOTIFY_CAP, Renotifier, Unanswered, Waker
 from tests.conftest import HANG, HOSTILE, SAID, Project, plant, wait_for
@@ -133,6 +135,41 @@ def test_several_handoffs_in_one_pass_wake_each_recipient_exactly_once(
     assert daemon.waker.drain(10)
     assert (tmux.wakes("cleaner"), tmux.wakes("QA")) == (2, 1)
     daemon.close()
+
+
+def test_a_request_for_mail_the_daemon_announced_since_is_not_typed_again(
+    project: Project, tmux: Tmux
+) -> None:
+    """`up` asks the daemon (`H/wake`, the mail line) to wake a role it started with mail
+    waiting; the daemon's own wake-up for that mail may be typed before it takes the
+    request.  Then the request is dropped (`wake_coalesced`): one mail, one wake-up.  The
+    same line asked after that wake-up is typed."""
+    sessions(tmux, project, "cleaner")
+    queue(project, "coder", ["cleaner"])
+    daemon = open_daemon(project, record=False)
+    try:
+        daemon.step(1000.0)
+        assert daemon.waker.drain(10) and tmux.wakes("cleaner") == 1
+        woken_at = daemon.panes.woken_at("cleaner")
+        assert woken_at is not None
+        request = project.handoffs("cleaner") / wakeup.WAKE
+        wakeup.ask_wake(str(request.parent), TEXT)
+        os.utime(request, (woken_at - 1, woken_at - 1))  # asked before, taken after it
+        daemon.step(1001.0)
+        assert daemon.waker.drain(10) and tmux.wakes("cleaner") == 1
+        assert [e["role"] for e in events(project, "wake_coalesced")] == ["cleaner"]
+        wakeup.ask_wake(str(request.parent), TEXT)  # asked after the wake-up
+        daemon.step(1002.0)
+        assert daemon.waker.drain(10) and tmux.wakes("cleaner") == 2
+    finally:
+        daemon.close()
+
+
+def test_told_already_drops_only_the_mail_line_asked_before_the_last_wake_up() -> None:
+    answered = "An operator answered you on parse. Run ready_for_next.sh to see it."
+    assert told_already(TEXT, 10.0, 10.5) and told_already(TEXT, 10.0, 10.0)
+    assert not told_already(TEXT, 10.0, 9.9) and not told_already(TEXT, 10.0, None)
+    assert not told_already(answered, 10.0, 10.5)  # an answer says something new
 
 
 def test_a_session_whose_name_merely_extends_the_targets_gets_no_wake_up(
