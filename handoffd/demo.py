@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from handoffd import audit, config, project, scan, swarm
 from handoffd import handoff as hf
 from handoffd.config import Box
-from handoffd.demo_watch import Lookout, busy_wakes
+from handoffd.demo_watch import Lookout, busy_wakes, scratch
 from handoffd.lifecycle import daemon_path
 from handoffd.scan import State
 
@@ -117,11 +117,9 @@ def run(
     wakes = wakes or Wakes()
     if hosts > 1:
         return run_hosts(rounds, miss_rate, renotify_after, seed, timeout, say, wakes)
-    base = tempfile.mkdtemp(prefix="handoffd-demo-")
-    root = os.path.join(base, "project")
     limit = timeout or 60 + rounds * (3 + 20 * miss_rate + 6 * wakes.busy_rate)
     started = time.monotonic()
-    try:
+    with scratch(keep, say) as (base, root):
         text = configuration(rounds, miss_rate, seed, wakes.busy_rate, base)
         project.init(root, project.parse(text, "demo configuration"))
         socket, sessions = swarm.up(
@@ -134,14 +132,6 @@ def run(
             _settle(root, started + limit)
         summary = _summarise(root, rounds, returned, time.monotonic() - started)
         _add_lookout(summary, lookout, base)
-    finally:
-        if keep:
-            socket = project.socket_path(root)
-            say(f"kept running. Attach: tmux -S {socket} attach -t =swarmforge-coder")
-            say(f"take it down:  handoffd down {root}  (then remove {base})")
-        else:
-            swarm.down(root)
-            shutil.rmtree(base, ignore_errors=True)
     return summary
 
 

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from handoffd import audit, config, project, scan, swarm
 from handoffd.config import Box
-from handoffd.demo_watch import Lookout
+from handoffd.demo_watch import Lookout, scratch
 from handoffd.lifecycle import daemon_path
 from handoffd.scan import State
 
@@ -64,11 +62,9 @@ def run(
     say: Callable[[str], None] = print,
 ) -> PoolSummary:
     """Run the pool demo; the caller decides what a broken invariant means for its exit."""
-    base = tempfile.mkdtemp(prefix="handoffd-demo-")
-    root = os.path.join(base, "project")
     started = time.monotonic()
     held: list[str] = []
-    try:
+    with scratch(keep, say) as (_, root):
         text = configuration(size, tasks, seed)
         project.init(root, project.parse(text, "demo configuration"), text)
         args = ("--renotify-after", "1.0", "--idle-after", "0.5",
@@ -79,12 +75,6 @@ def run(
         _settle(root, started + 90 + tasks)
         summary = _summarise(root, tasks, returned, time.monotonic() - started)
         summary.killed, summary.held_at_kill = kill, held
-    finally:
-        if keep:
-            say(f"kept running: handoffd down {root}  (then remove {base})")
-        else:
-            swarm.down(root)
-            shutil.rmtree(base, ignore_errors=True)
     return summary
 
 

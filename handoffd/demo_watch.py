@@ -1,6 +1,7 @@
-"""The demo's lookout: it watches the board as a person would, a few times a second, and
-with `--kill-agent` kills that role's agent half-way and times how long the board takes
-to show it red (docs/protocol.md §14).
+"""What the demos share: the scratch project each runs in (`scratch`), and the lookout,
+which watches the board as a person would, a few times a second, and with `--kill-agent`
+kills that role's agent half-way and times how long the board takes to show it red
+(docs/protocol.md §14).
 
 The board is a layer above the core this module belongs to, so the red cards come from
 the caller (`handoffd demo` passes the board's own `unanswered` look-up).
@@ -9,18 +10,39 @@ the caller (`handoffd demo` passes the board's own `unanswered` look-up).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from contextlib import contextmanager
 
-from handoffd import config, project
+from handoffd import config, project, swarm
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     # the red cards of roles that do not answer: (card, role, detail) each
     RedCards = Callable[[str], list[tuple[str, str, str]]]
+
+
+@contextmanager
+def scratch(keep: bool, say: Callable[[str], None]) -> Iterator[tuple[str, str]]:
+    """A temporary folder and the project root in it for one demo run: taken down and
+    removed afterwards, or with `keep` left running, saying how to attach and to stop it."""
+    base = tempfile.mkdtemp(prefix="handoffd-demo-")
+    root = os.path.join(base, "project")
+    try:
+        yield base, root
+    finally:
+        if keep:
+            socket = project.socket_path(root)
+            say(f"kept running. Attach: tmux -S {socket} attach -t =swarmforge-coder")
+            say(f"take it down:  handoffd down {root}  (then remove {base})")
+        else:
+            swarm.down(root)
+            shutil.rmtree(base, ignore_errors=True)
 
 
 class Lookout:
