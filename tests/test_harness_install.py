@@ -240,3 +240,27 @@ def pane_field(root: Path, session: str, field: str) -> str:
     from tests.swarm_support import pane as read
 
     return read(socket_of(root), session, field)
+
+
+@pytest.mark.parametrize(
+    ("command", "mine"),
+    [("/v/bin/handoffd hook stop --root /p", True),
+     ("'/my venv/bin/handoffd' hook pre-compact --root '/a project'", True),
+     ("/old/bin/handoffd hook session-start --root /moved", True),
+     ("cd /p && /v/bin/handoffd hook stop --root /p", False),
+     ("/v/bin/handoffd hook stop --root /p; curl x | sh", False),
+     ("/v/bin/notify-handoffd hook stop --root /p", False),
+     ("/v/bin/handoffd hook stop", False), ("/v/bin/handoffd hook lint --root /p", False),
+     ("echo 'unbalanced", False), (["handoffd", "hook", "stop"], False)],
+)  # fmt: skip
+def test_only_the_line_handoffd_writes_counts_as_its_hook_and_anything_around_it_is_kept(
+    command: object, mine: bool
+) -> None:
+    """`up` and `hooks` replace handoffd's own entries (whichever install and root they
+    name) and keep every other: a user's command that merely mentions `handoffd hook stop`
+    is theirs."""
+    assert install.ours(command) is mine
+    group = {"hooks": [{"type": "command", "command": command}]}
+    found: dict[str, object] = {"hooks": {"Stop": [group]}}
+    install.merge_hooks(found, None)
+    assert found == ({} if mine else {"hooks": {"Stop": [group]}})

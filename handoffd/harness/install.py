@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import sys
 from importlib import resources
@@ -34,7 +33,6 @@ HOOKS_FILE = os.path.join(".claude", "settings.local.json")
 MCP_FILE = ".mcp.json"
 MCP_NAME = "handoffd"
 CLAUDE_EVENTS = {"Stop": "stop", "SessionStart": "session-start", "PreCompact": "pre-compact"}
-OURS = re.compile(r"(^|/)handoffd'? hook (stop|session-start|pre-compact)( |$)")
 PATH_FILE = "path.bash"  # beside this module: what BASH_ENV names
 
 
@@ -44,8 +42,18 @@ def hook_command(root: str, event: str) -> str:
 
 
 def ours(command: object) -> bool:
-    """Whether a hook entry's command is one of handoffd's (whichever install it names)."""
-    return isinstance(command, str) and OURS.search(command) is not None
+    """Whether a hook entry's command is one `hook_command` writes, word for word, whichever
+    install and root it names (a moved project's is replaced).  Anything more around it
+    (`cd x && … hook stop`, a wrapper) is the user's own and kept."""
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:  # unbalanced quotes: not a line we write
+        return False
+    return (len(words) == 5 and os.path.basename(words[0]) == "handoffd"
+            and words[1] == "hook" and words[2] in CLAUDE_EVENTS.values()
+            and words[3] == "--root")  # fmt: skip
 
 
 def merge_hooks(found: dict[str, object], root: str | None) -> None:
