@@ -116,6 +116,23 @@ def add_note(handoffs: str, line: str) -> None:
     durable.replace(path, before + line.encode("utf-8", "replace"))
 
 
+def forget(handoffs: str, pool: str, finished: list[str]) -> None:
+    """Drop the note's lines for copies the member has just finished itself: the daemon
+    wrote them, then was cut off before it took the copy back, so they tell of what never
+    happened.  Under the member's lock, as `add_note` is, so no line of the daemon's is
+    lost; best-effort (a line left would only be told once, later)."""
+    path = os.path.join(handoffs, pools.NOTE)
+    done = {f"{hf.name_id(os.path.basename(name))}@{pool}" for name in finished}
+    try:
+        lines = safeio.read_regular(path, pools.NOTE_LIMIT).decode("utf-8", "replace")
+        kept = [line for line in lines.splitlines(keepends=True)
+                if line.split("\t", 1)[0] not in done]  # fmt: skip
+        if len(kept) < len(lines.splitlines()):
+            durable.replace(path, "".join(kept).encode("utf-8"))
+    except (OSError, safeio.Refused):
+        pass
+
+
 def told(path: str) -> list[str]:
     """The `RECLAIMED:` lines of the note at `path`, taken once: moved aside first (a line
     the daemon adds meanwhile lands in a fresh note), then read the careful way."""

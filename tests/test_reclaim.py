@@ -13,7 +13,7 @@ import pytest
 from handoffd import config, pool
 from handoffd import handoff as hf
 from handoffd.board.cards import WINDOW_S
-from handoffd.reclaim import RECLAIM_AFTER, Keeper
+from handoffd.reclaim import RECLAIM_AFTER, Keeper, add_note
 from testbed.project import make_pool_project
 from tests.fault_support import RecordingLog
 from tests.test_pool import COMPLETED, IN_PROCESS, NEW, pool_copy, run_as
@@ -77,6 +77,26 @@ def test_the_member_that_comes_back_is_told_and_nothing_moves(tmp_path, mode):
     assert sorted(p for p in proj.root.rglob("*.handoff")) == before
     assert not list(proj.box("cleaner-2", COMPLETED).rglob("*.handoff"))
     assert run_as(proj, "cleaner-2", "done_with_current")[2] == f"{token}\n"  # said once
+
+
+@pytest.mark.parametrize("mode", ["task", "batch"])
+def test_a_note_of_a_reclaim_cut_off_before_the_move_is_dropped_once_the_member_finishes_it(
+    tmp_path, mode
+):
+    """The daemon writes the note line, then dies before the copy moves: the member still
+    holds it and finishes it.  Its line goes then; another card's line stays, told once."""
+    proj, copy = claimed(tmp_path, mode)
+    card = f"{hf.name_id(copy.name)}@cleaner"
+    at = hf.iso_now()
+    add_note(str(proj.handoffs("cleaner-2")), pool.note_line(card, "cleaner", at, pool.EXPIRED))
+    other = pool.note_line("20260101T000000Z_000099_from_coder@cleaner", "cleaner", at,
+                           pool.SESSION_GONE)  # fmt: skip
+    add_note(str(proj.handoffs("cleaner-2")), other)
+    code, out, _ = run_as(proj, "cleaner-2", "done_with_current")
+    assert code == 0 and "COMPLETED" in out
+    token = "NO_CURRENT_TASK" if mode == "task" else "NO_CURRENT_BATCH"
+    code, _, err = run_as(proj, "cleaner-2", "done_with_current")
+    assert code == 1 and err == f"{token}\n{pool.reclaimed_lines(other)[0]}\n"
 
 
 def test_a_session_gone_a_minute_while_tmux_answers_is_reclaimed(tmp_path):

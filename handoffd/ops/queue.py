@@ -133,10 +133,11 @@ class Ready:
 
 def _finish_task(context: Context, inbox: Inbox) -> Result:
     try:
-        done = blocks.completed(inbox.finish_task())
+        files = inbox.finish_task()
     except Refusal as refusal:
         raise told_reclaimed(context, inbox, refusal) from None
-    return and_then(done, context, inbox, _take_task)
+    forget_reclaimed(context, inbox, files)
+    return and_then(blocks.completed(files), context, inbox, _take_task)
 
 
 def _finish_batch(context: Context, inbox: Inbox) -> Result:
@@ -144,8 +145,19 @@ def _finish_batch(context: Context, inbox: Inbox) -> Result:
         directory, files = inbox.finish_batch()
     except Refusal as refusal:
         raise told_reclaimed(context, inbox, refusal) from None
+    forget_reclaimed(context, inbox, files)
     done = blocks.completed(files) + f"COMPLETED_BATCH: {directory}\n"
     return and_then(done, context, inbox, _take_batch)
+
+
+def forget_reclaimed(context: Context, inbox: Inbox, files: list[str]) -> None:
+    """A pool member finished what its note says went back (the daemon was cut off after
+    the note, before the move): those lines go, or a later refusal would tell them."""
+    note = os.path.join(context.me.handoffs, "reclaimed")
+    if inbox.pool and os.path.lexists(note):
+        from handoffd import reclaim
+
+        reclaim.forget(context.me.handoffs, inbox.pool, files)
 
 
 def told_reclaimed(context: Context, inbox: Inbox, refusal: Refusal) -> Refusal:
