@@ -20,9 +20,10 @@ import click
 from handoffd import config
 from handoffd.adapters import sources
 from handoffd.ops import spec
-from handoffd.ops.context import config_refusal, resolve_context
+from handoffd.ops.context import config_refusal
+from handoffd.ops.invoke import invoke
 from handoffd.ops.spec import Op, Param
-from handoffd.outcome import Refusal, Result, emit
+from handoffd.outcome import Result, emit
 
 WATCH_EVERY = 2.0  # seconds between redraws under --watch
 ROLE_KEYS = ("role", "agent", "conversation")
@@ -115,24 +116,11 @@ _ROOT_HELP = "Project root (default: found from the working directory)."
 
 
 def run(op: Op, root: str | None, values: dict[str, Any], colours: bool | None = None) -> Result:
-    """Resolve the context the options name, fetch the texts, run `op`."""
-    try:
-        spec.not_text(op.params, values)  # the role's options too, before they are taken out
-    except Refusal as refusal:
-        return refusal.result()
-    who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
+    """Run `op` on the options given, its texts read from their files."""
     card = values.get("id") if op.card_names_role else None
-    try:
-        context = resolve_context(
-            root, **who, needs_role=op.needs == "role", card=card,
-            colours=use_colours() if colours is None else colours,
-        )  # fmt: skip
-    except config.ConfigError as error:
-        return config_refusal(error, op.unknown_role)
-    fetched = sources.from_command_line(op, values)
-    if isinstance(fetched, Result):
-        return fetched
-    return op.run(context, **fetched)
+    colours = use_colours() if colours is None else colours
+    return invoke(op, values, sources.from_command_line, root=root, who=ROLE_KEYS, card=card,
+                  colours=colours)  # fmt: skip
 
 
 def _watch(op: Op, root: str | None, values: dict[str, Any]) -> Result:

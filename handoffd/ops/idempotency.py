@@ -37,7 +37,7 @@ from handoffd.draft import Draft
 from handoffd.inbox import Busy, hold
 from handoffd.ops import steps
 from handoffd.ops.context import Context
-from handoffd.outcome import OUTBOX_BUSY_MESSAGE, Exit, Refusal, Result, refused
+from handoffd.outcome import OUTBOX_BUSY_MESSAGE, Exit, Refusal, Result, failure, refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -225,10 +225,8 @@ def send(caller: Context, key: str, text: str, queue_once: Send, queued: Queued)
             if record.digest != wanted:
                 return refused(f"IDEMPOTENCY_CONFLICT: {key}")
             return _again(caller, record, queued)
-    except Refusal as refusal:  # an outbox that is no folder of its own, say
-        return refusal.result()
-    except OSError as error:
-        return Result(Exit.FAILED, "", f"I/O error: {error}\n")
+    except (Refusal, OSError) as error:  # an outbox that is no folder of its own, say
+        return failure(error)
 
 
 def _recording(records: Records, key: str, wanted: str) -> Enqueue:
