@@ -148,10 +148,16 @@ def click_param(param: Param) -> click.Parameter:
         return click.Argument(
             [param.name], required=param.required, metavar=param.metavar, type=kind
         )
+    return click.Option(**option_of(param))
+
+
+def option_of(param: Param) -> dict[str, Any]:
+    """What makes the click option of `param` (its `param_decls` and the rest)."""
     names = [param.flag or param.option, param.name]
-    options: dict[str, Any] = {"help": param.help, "metavar": param.metavar}
     if param.kind == spec.FLAG:
-        return click.Option(names, is_flag=True, help=param.help)
+        return {"param_decls": names, "is_flag": True, "help": param.help}
+    options: dict[str, Any] = {"param_decls": names, "help": param.help,
+                               "metavar": param.metavar, "required": param.required}  # fmt: skip
     if param.kind == spec.CHOICE:
         options["type"] = click.Choice(param.choices)
         options.pop("metavar")
@@ -159,7 +165,34 @@ def click_param(param: Param) -> click.Parameter:
         options.update(type=_number(param), show_default=True)
     if param.default is not None:
         options["default"] = param.default
-    return click.Option(names, required=param.required, **options)
+    return options
+
+
+def option(param: Param, **changed: Any) -> Callable[[Callable[..., Any]], Any]:
+    """`param` as the option of a hand-written command, with what `changed` for it."""
+    options = option_of(param) | changed
+    return click.option(*options.pop("param_decls"), **options)
+
+
+def daemon_options(*names: str, **defaults: Any) -> Callable[[Callable[..., Any]], Any]:
+    """The daemon's options (`table.DAEMON`; only `names`, if given), with the `defaults`
+    a command has in place of the daemon's own (the demo's brisker turns)."""
+    from handoffd.ops.table import DAEMON
+
+    def decorate(function: Callable[..., Any]) -> Any:
+        for param in reversed([p for p in DAEMON if not names or p.name in names]):
+            changed = {"default": defaults[param.name]} if param.name in defaults else {}
+            function = option(param, **changed)(function)
+        return function
+
+    return decorate
+
+
+def daemon_args(values: dict[str, Any]) -> list[str]:
+    """The daemon's options in `values` as `handoffd run` takes them."""
+    from handoffd.ops.table import DAEMON
+
+    return [arg for p in DAEMON if p.name in values for arg in (p.option, str(values[p.name]))]
 
 
 def _number(param: Param) -> click.ParamType[Any]:

@@ -267,5 +267,21 @@ OPS = (
        needs="project", tool=False, form="reopen", offer=("completed",)),
 )  # fmt: skip
 
+# --- the daemon's options: `run`, `start`, `up` and `demo` (docs/protocol.md §14, §17) ----
+
+DAEMON = (
+    Param("renotify_after", FLOAT, "Seconds before re-waking a role that has mail waiting and "
+          "nothing in process (doubles each time, up to 16 minutes).", default=120.0,
+          minimum=0.1),
+    Param("idle_after", FLOAT, "Seconds a pane must stay unchanged before a wake-up is typed "
+          "into it (0: at once).", default=2.0, minimum=0.0),
+    Param("idle_wait", FLOAT, "Seconds after which a wake-up is typed into a pane that never "
+          "goes quiet (logged wake_forced).", default=300.0, minimum=0.0),
+    Param("stall_wakes", INT, "Unanswered wake-ups after which a waiting card turns red.",
+          default=3, minimum=1),
+    Param("reclaim_after", FLOAT, "Seconds without a heartbeat after which a pool member's "
+          "claim goes back to its pool (the liveness window).", default=3600.0, minimum=1.0),
+)  # fmt: skip
+
 BY_NAME = {op.name: op for op in OPS}
 TOOLS = {op.tool_name: op for op in OPS if op.tool}
