@@ -26,15 +26,10 @@ if TYPE_CHECKING:
     Fetch = Callable[[Op, dict[str, Any], Context], "dict[str, Any] | Result"]
 
 
-def given(op: Op, values: dict[str, Any], context: Context) -> dict[str, Any]:
-    """The values as they came: an adapter whose texts need no fetching."""
-    return values
-
-
 def invoke(
     op: Op,
     values: dict[str, Any],
-    fetch: Fetch = given,
+    fetch: Fetch,
     *,
     root: str | None = None,
     who: tuple[str, ...] = (),
