@@ -23,6 +23,7 @@ from handoffd.ops import spec
 from handoffd.ops.context import config_refusal
 from handoffd.ops.invoke import invoke
 from handoffd.ops.spec import Op, Param
+from handoffd.ops.table import DAEMON, ROOT
 from handoffd.outcome import Result, emit
 
 WATCH_EVERY = 2.0  # seconds between redraws under --watch
@@ -44,7 +45,7 @@ def root_option(function: Callable[..., Any]) -> Callable[..., Any]:
         "root_opt",
         envvar="HANDOFFD_ROOT",
         type=click.Path(file_okay=False),
-        help="Project root (default: found from the working directory).",
+        help=ROOT.help,
     )(function)
 
 
@@ -98,7 +99,7 @@ def command(op: Op) -> click.Command:
     if op.root_positional:
         params.append(click.Argument(["root_arg"], required=False, metavar="[ROOT]", type=folder))
     params.append(
-        click.Option(["--root", "root_opt"], envvar="HANDOFFD_ROOT", type=folder, help=_ROOT_HELP)
+        click.Option(["--root", "root_opt"], envvar="HANDOFFD_ROOT", type=folder, help=ROOT.help)
     )
     if op.watch:
         redraw = f"Redraw every {WATCH_EVERY:g} s until Ctrl-C."
@@ -110,9 +111,6 @@ def command(op: Op) -> click.Command:
         help=op.help,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-
-
-_ROOT_HELP = "Project root (default: found from the working directory)."
 
 
 def run(op: Op, root: str | None, values: dict[str, Any], colours: bool | None = None) -> Result:
@@ -177,7 +175,6 @@ def option(param: Param, **changed: Any) -> Callable[[Callable[..., Any]], Any]:
 def daemon_options(*names: str, **defaults: Any) -> Callable[[Callable[..., Any]], Any]:
     """The daemon's options (`table.DAEMON`; only `names`, if given), with the `defaults`
     a command has in place of the daemon's own (the demo's brisker turns)."""
-    from handoffd.ops.table import DAEMON
 
     def decorate(function: Callable[..., Any]) -> Any:
         for param in reversed([p for p in DAEMON if not names or p.name in names]):
@@ -190,8 +187,6 @@ def daemon_options(*names: str, **defaults: Any) -> Callable[[Callable[..., Any]
 
 def daemon_args(values: dict[str, Any]) -> list[str]:
     """The daemon's options in `values` as `handoffd run` takes them."""
-    from handoffd.ops.table import DAEMON
-
     return [arg for p in DAEMON if p.name in values for arg in (p.option, str(values[p.name]))]
 
 
