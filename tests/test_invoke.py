@@ -65,6 +65,17 @@ def test_each_value_of_a_command_is_checked_once_a_text_once_it_is_read(
     assert checked == ["1@QA", None, str(answer), "ann", "ok \udcc3\n"]
 
 
+def broken(context: object) -> Result:
+    raise OSError(28, "No space left on device")
+
+
+def test_an_io_error_below_any_operation_is_its_result_said_in_one_line(project: Project) -> None:
+    op = Op("broken", "tests.test_invoke:broken", "B.", needs="project")
+    said = invoke.invoke(op, {}, lambda op, values, context: values, root=str(project.root))
+    assert (said.code, said.out) == (1, "")
+    assert said.err == "I/O error: [Errno 28] No space left on device\n"
+
+
 # --- a parameter's limit and default, declared in the table alone ---------------------------
 
 

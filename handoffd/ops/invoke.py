@@ -1,12 +1,7 @@
-"""The one way into an operation for the command line, the MCP tools and the web board's
-forms: check the values, resolve the context, fetch the texts, run (docs/protocol.md §8,
-§12, §13).
-
-An adapter says only what is its own: which of its values name who acts (`who`), whether
-an ID written as a card names the role (`card`), and how it fetches a text (`fetch`: a
-file on the command line, a tool's argument or a file in its worktree, a form's field).
-Each value is checked once, whichever adapter it came through.
-"""
+"""The one way into an operation for the command line, the MCP tools and the web's forms:
+check each value once, resolve the context, fetch the texts, run.  An adapter says only
+which of its values name who acts (`who`) and how it fetches a text (`fetch`: a file on
+the command line, a tool's argument or a file in its worktree, a form's field)."""
 
 from __future__ import annotations
 
