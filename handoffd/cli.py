@@ -14,12 +14,18 @@ import os
 import click
 
 from handoffd import config
-from handoffd.adapters.commands import project_of, root_argument, root_of
+from handoffd.adapters.commands import (
+    daemon_args,
+    daemon_options,
+    project_of,
+    root_argument,
+    root_of,
+)
 from handoffd.ops.table import BY_NAME
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from typing import Any
 
     from handoffd.remote.settings import Network
 
@@ -91,79 +97,28 @@ def main() -> None:
     """handoffd: the post office between AI coding agents."""
 
 
-renotify_option = click.option(
-    "--renotify-after",
-    type=click.FloatRange(min=0.1),
-    default=120.0,
-    show_default=True,
-    help="Seconds before re-waking a role that has mail waiting and nothing in process "
-    "(doubles each time, up to 16 minutes).",
-)
-
-
-def wake_options(command: Callable[..., None]) -> Callable[..., None]:
-    """--idle-after, --idle-wait and --stall-wakes (docs/protocol.md §14), and
-    --reclaim-after (§17)."""
-    options = [
-        click.option("--idle-after", type=click.FloatRange(min=0.0), default=2.0,
-                     show_default=True, help="Seconds a pane must stay unchanged before a "
-                     "wake-up is typed into it (0: at once)."),
-        click.option("--idle-wait", type=click.FloatRange(min=0.0), default=300.0,
-                     show_default=True, help="Seconds after which a wake-up is typed into a "
-                     "pane that never goes quiet (logged wake_forced)."),
-        click.option("--stall-wakes", type=click.IntRange(min=1), default=3, show_default=True,
-                     help="Unanswered wake-ups after which a waiting card turns red."),
-        click.option("--reclaim-after", type=click.FloatRange(min=1.0), default=3600.0,
-                     show_default=True, help="Seconds without a heartbeat after which a pool "
-                     "member's claim goes back to its pool (the liveness window)."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def daemon_args(renotify_after: float, idle_after: float, idle_wait: float,
-                stall_wakes: int, reclaim_after: float = 3600.0) -> list[str]:  # fmt: skip
-    """The daemon's options as `handoffd run` takes them."""
-    return ["--renotify-after", str(renotify_after), "--idle-after", str(idle_after),
-            "--idle-wait", str(idle_wait), "--stall-wakes", str(stall_wakes),
-            "--reclaim-after", str(reclaim_after)]  # fmt: skip
-
-
 @main.command()
 @click.option("--once", is_flag=True, help="Deliver what is in the outboxes now, then exit.")
-@renotify_option
-@wake_options
+@daemon_options()
 @root_argument
-def run(
-    once: bool, renotify_after: float, idle_after: float, idle_wait: float, stall_wakes: int,
-    reclaim_after: float, root: str | None,
-) -> None:  # fmt: skip
+def run(once: bool, root: str | None, **daemon: Any) -> None:
     """Run the daemon in the foreground."""
     from handoffd.daemon import serve
     from handoffd.ops.readiness import for_daemon
 
-    raise SystemExit(serve(project_of(root), once, renotify_after, idle_after, idle_wait,
-                           stall_wakes, for_daemon, reclaim_after))  # fmt: skip
+    raise SystemExit(serve(project_of(root), once, dependencies=for_daemon, **daemon))
 
 
 @main.command()
-@renotify_option
-@wake_options
+@daemon_options()
 @root_argument
-def start(
-    renotify_after: float, idle_after: float, idle_wait: float, stall_wakes: int,
-    reclaim_after: float, root: str | None,
-) -> None:  # fmt: skip
+def start(root: str | None, **daemon: Any) -> None:
     """Start the daemon in the background; returns once it runs."""
     from handoffd import lifecycle
 
     project = project_of(root)
     try:
-        pid = lifecycle.start(
-            project,
-            daemon_args(renotify_after, idle_after, idle_wait, stall_wakes, reclaim_after),
-        )
+        pid = lifecycle.start(project, daemon_args(daemon))
     except lifecycle.AlreadyRunning as running:
         click.echo(f"handoffd is already running for {project} ({running})")
         _say_nats(project)
@@ -318,20 +273,12 @@ def _prepare_nats(network: Network) -> list[str]:
     help="Register `handoffd mcp` for each role's agent: in its worktree's .mcp.json, and on "
     "Codex's command line.",
 )
-@renotify_option
-@wake_options
+@daemon_options()
 @root_argument
 def up(
-    agents: tuple[str, ...],
-    check_after: float,
-    register_mcp: bool,
-    renotify_after: float,
-    idle_after: float,
-    idle_wait: float,
-    stall_wakes: int,
-    reclaim_after: float,
-    root: str | None,
-) -> None:
+    agents: tuple[str, ...], check_after: float, register_mcp: bool, root: str | None,
+    **daemon: Any,
+) -> None:  # fmt: skip
     """Start the swarm: a tmux session per role, and the daemon."""
     from handoffd import lifecycle, swarm
 
@@ -346,7 +293,7 @@ def up(
                 if config.is_local(role, here) and not role.is_pool:
                     harness = swarm.harness_of(project_root, role, commands)
                     click.echo(f"mcp: {swarm.write_mcp_config(project_root, role, harness)}")
-        options = daemon_args(renotify_after, idle_after, idle_wait, stall_wakes, reclaim_after)
+        options = daemon_args(daemon)
         said: list[str] = []
         socket, started = swarm.up(project_root, commands, tuple(options), mcp=register_mcp,
                                    said=said)  # fmt: skip
@@ -452,7 +399,7 @@ def down(root: str | None) -> None:
     show_default=True,
     help="Share of wake-ups the scripted agents ignore; re-notify must carry the work.",
 )
-@click.option("--renotify-after", type=click.FloatRange(min=0.1), default=1.0, show_default=True)
+@daemon_options("renotify_after", "idle_after", "idle_wait", renotify_after=1.0, idle_after=0.5)
 @click.option(
     "--busy-rate",
     type=click.FloatRange(0.0, 1.0),
@@ -466,20 +413,6 @@ def down(root: str | None) -> None:
     default=None,
     help="Kill this role's agent half-way through (coder or cleaner; with --pool, a member "
     "such as cleaner-2): its waiting card must show red, or its claim go back to the pool.",
-)
-@click.option(
-    "--idle-after",
-    type=click.FloatRange(min=0.0),
-    default=0.5,
-    show_default=True,
-    help="The daemon's --idle-after (brisk for the demo's short turns).",
-)
-@click.option(
-    "--idle-wait",
-    type=click.FloatRange(min=0.0),
-    default=300.0,
-    show_default=True,
-    help="The daemon's --idle-wait.",
 )
 @click.option("--keep", is_flag=True, help="Leave the swarm running to attach and watch.")
 @click.option("--seed", type=int, default=1, show_default=True)

@@ -130,7 +130,7 @@ class Daemon:
         self,
         root: str,
         log: FilteringBoundLogger,
-        renotify_after: float = 120.0,
+        renotify_after: float = waker.RENOTIFY_AFTER,
         lock: lifecycle.Lock | None = None,
         idle_after: float = waker.IDLE_AFTER,
         idle_wait: float = waker.IDLE_WAIT,
@@ -625,7 +625,7 @@ def _watchdog_interval() -> float | None:
 def serve(
     root: str,
     once: bool = False,
-    renotify_after: float = 120.0,
+    renotify_after: float = waker.RENOTIFY_AFTER,
     idle_after: float = waker.IDLE_AFTER,
     idle_wait: float = waker.IDLE_WAIT,
     stall_wakes: int = panes.STALL_WAKES,

@@ -87,6 +87,14 @@ def refused(message: str, code: int = Exit.REFUSED) -> Result:
     return Result(code, "", message.rstrip("\n") + "\n")
 
 
+def failure(error: Refusal | OSError) -> Result:
+    """A refusal or an I/O error raised below an operation, as its result: the one place
+    either becomes one."""
+    if isinstance(error, Refusal):
+        return error.result()
+    return Result(Exit.FAILED, "", f"I/O error: {error}\n")
+
+
 Outcome = Result  # the name the operations had before they carried data
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
 RENOTIFY_CAP = 16 * 60.0
+RENOTIFY_AFTER = 120.0  # seconds before a role with mail waiting and nothing taken is woken again
 IDLE_AFTER, IDLE_WAIT = 2.0, 300.0  # seconds: still this long is idle; typed anyway after
 POLL, POLL_MAX = 0.25, 1.0  # seconds between two reads of a pane waited on
 RETRY_AFTER = 0.5  # seconds before the one more C-m for a line left unsubmitted, and after

@@ -88,23 +88,3 @@ def test_every_default_the_table_declares_is_the_functions_own(op: spec.Op) -> N
         if param.name in signature:
             own = signature[param.name].default
             assert param.default == (None if own is inspect.Parameter.empty else own), param.name
-
-
-@pytest.mark.parametrize("command", ["run", "start", "up"])
-def test_the_daemons_options_default_to_what_the_daemon_itself_does(command: str) -> None:
-    """`--renotify-after`, `--idle-after`, `--idle-wait` and `--stall-wakes` of `run`,
-    `start` and `up` say the daemon's own defaults (`serve`'s): a daemon started by hand and
-    one started by a command behave alike."""
-    import inspect
-
-    import click
-
-    from handoffd.cli import main
-    from handoffd.daemon import serve
-
-    made = main.get_command(click.Context(main), command)
-    assert made is not None
-    given = {p.name: p.default for p in made.params if isinstance(p, click.Option)}
-    own = inspect.signature(serve).parameters
-    names = ("renotify_after", "idle_after", "idle_wait", "stall_wakes")
-    assert {name: given[name] for name in names} == {name: own[name].default for name in names}

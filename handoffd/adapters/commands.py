@@ -20,9 +20,11 @@ import click
 from handoffd import config
 from handoffd.adapters import sources
 from handoffd.ops import spec
-from handoffd.ops.context import config_refusal, resolve_context
+from handoffd.ops.context import config_refusal
+from handoffd.ops.invoke import invoke
 from handoffd.ops.spec import Op, Param
-from handoffd.outcome import Refusal, Result, emit
+from handoffd.ops.table import DAEMON, ROOT
+from handoffd.outcome import Result, emit
 
 WATCH_EVERY = 2.0  # seconds between redraws under --watch
 ROLE_KEYS = ("role", "agent", "conversation")
@@ -43,7 +45,7 @@ def root_option(function: Callable[..., Any]) -> Callable[..., Any]:
         "root_opt",
         envvar="HANDOFFD_ROOT",
         type=click.Path(file_okay=False),
-        help="Project root (default: found from the working directory).",
+        help=ROOT.help,
     )(function)
 
 
@@ -97,7 +99,7 @@ def command(op: Op) -> click.Command:
     if op.root_positional:
         params.append(click.Argument(["root_arg"], required=False, metavar="[ROOT]", type=folder))
     params.append(
-        click.Option(["--root", "root_opt"], envvar="HANDOFFD_ROOT", type=folder, help=_ROOT_HELP)
+        click.Option(["--root", "root_opt"], envvar="HANDOFFD_ROOT", type=folder, help=ROOT.help)
     )
     if op.watch:
         redraw = f"Redraw every {WATCH_EVERY:g} s until Ctrl-C."
@@ -111,28 +113,12 @@ def command(op: Op) -> click.Command:
     )
 
 
-_ROOT_HELP = "Project root (default: found from the working directory)."
-
-
 def run(op: Op, root: str | None, values: dict[str, Any], colours: bool | None = None) -> Result:
-    """Resolve the context the options name, fetch the texts, run `op`."""
-    try:
-        spec.not_text(op.params, values)  # the role's options too, before they are taken out
-    except Refusal as refusal:
-        return refusal.result()
-    who = {key: values.pop(key, None) for key in ROLE_KEYS} if op.needs == "role" else {}
+    """Run `op` on the options given, its texts read from their files."""
     card = values.get("id") if op.card_names_role else None
-    try:
-        context = resolve_context(
-            root, **who, needs_role=op.needs == "role", card=card,
-            colours=use_colours() if colours is None else colours,
-        )  # fmt: skip
-    except config.ConfigError as error:
-        return config_refusal(error, op.unknown_role)
-    fetched = sources.from_command_line(op, values)
-    if isinstance(fetched, Result):
-        return fetched
-    return op.run(context, **fetched)
+    colours = use_colours() if colours is None else colours
+    return invoke(op, values, sources.from_command_line, root=root, who=ROLE_KEYS, card=card,
+                  colours=colours)  # fmt: skip
 
 
 def _watch(op: Op, root: str | None, values: dict[str, Any]) -> Result:
@@ -160,10 +146,16 @@ def click_param(param: Param) -> click.Parameter:
         return click.Argument(
             [param.name], required=param.required, metavar=param.metavar, type=kind
         )
+    return click.Option(**option_of(param))
+
+
+def option_of(param: Param) -> dict[str, Any]:
+    """What makes the click option of `param` (its `param_decls` and the rest)."""
     names = [param.flag or param.option, param.name]
-    options: dict[str, Any] = {"help": param.help, "metavar": param.metavar}
     if param.kind == spec.FLAG:
-        return click.Option(names, is_flag=True, help=param.help)
+        return {"param_decls": names, "is_flag": True, "help": param.help}
+    options: dict[str, Any] = {"param_decls": names, "help": param.help,
+                               "metavar": param.metavar, "required": param.required}  # fmt: skip
     if param.kind == spec.CHOICE:
         options["type"] = click.Choice(param.choices)
         options.pop("metavar")
@@ -171,7 +163,31 @@ def click_param(param: Param) -> click.Parameter:
         options.update(type=_number(param), show_default=True)
     if param.default is not None:
         options["default"] = param.default
-    return click.Option(names, required=param.required, **options)
+    return options
+
+
+def option(param: Param, **changed: Any) -> Callable[[Callable[..., Any]], Any]:
+    """`param` as the option of a hand-written command, with what `changed` for it."""
+    options = option_of(param) | changed
+    return click.option(*options.pop("param_decls"), **options)
+
+
+def daemon_options(*names: str, **defaults: Any) -> Callable[[Callable[..., Any]], Any]:
+    """The daemon's options (`table.DAEMON`; only `names`, if given), with the `defaults`
+    a command has in place of the daemon's own (the demo's brisker turns)."""
+
+    def decorate(function: Callable[..., Any]) -> Any:
+        for param in reversed([p for p in DAEMON if not names or p.name in names]):
+            changed = {"default": defaults[param.name]} if param.name in defaults else {}
+            function = option(param, **changed)(function)
+        return function
+
+    return decorate
+
+
+def daemon_args(values: dict[str, Any]) -> list[str]:
+    """The daemon's options in `values` as `handoffd run` takes them."""
+    return [arg for p in DAEMON if p.name in values for arg in (p.option, str(values[p.name]))]
 
 
 def _number(param: Param) -> click.ParamType[Any]:

@@ -26,10 +26,11 @@ from mcp.shared.exceptions import MCPError
 from handoffd import config
 from handoffd.adapters import sources
 from handoffd.ops import spec
-from handoffd.ops.context import card_role, config_refusal, resolve_context
+from handoffd.ops.context import Context, card_role, resolve_context
+from handoffd.ops.invoke import invoke
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import TOOLS
-from handoffd.outcome import Exit, Refusal, Result, refused
+from handoffd.outcome import Exit, Result, refused
 
 INSTRUCTIONS = """\
 handoffd's queue for your role (the same files and rules as the *.sh helpers).
@@ -166,26 +167,20 @@ def unexpected(name: str, error: Exception) -> str:
 
 
 def run(op: Op, root: str, args: dict[str, Any]) -> Result:
-    """The operation the tool stands for, run as its command runs it."""
-    values = dict(args)
-    try:
-        spec.not_text(op.arguments("tool"), values, tool=True)
-    except Refusal as refusal:
-        return refusal.result()
-    # The role acted for is the server's own, as §12 finds it ($SWARMFORGE_ROLE, else the
-    # working directory): never one a call names, nor the role of a card it gives
-    # (`foreign_role` refused those already).
-    who = {key: values.pop(key, None) for key in WHO_KEYS} if op.needs == "role" else {}
-    try:
-        context = resolve_context(root, **who, needs_role=op.needs == "role")
-    except config.ConfigError as error:
-        return config_refusal(error, op.unknown_role)
+    """The operation the tool stands for, run as its command runs it.  The role acted for
+    is the server's own, as §12 finds it ($SWARMFORGE_ROLE, else the working directory):
+    never one a call names, nor the role of a card it gives (`foreign_role` refused those
+    already)."""
+    return invoke(op, args, _fetched, root=root, who=WHO_KEYS, tool=True)
+
+
+def _fetched(op: Op, values: dict[str, Any], context: Context) -> dict[str, Any] | Result:
+    """A tool's texts fetched; an answer says which role gave it, unless the call does."""
     fetched = sources.from_tool(op, values, context)
-    if isinstance(fetched, Result):
-        return fetched
-    if any(p.name == "by" for p in op.arguments("tool")) and fetched.get("by") is None:
-        fetched["by"] = _server_role(root)  # an agent's answer says which role gave it
-    return op.run(context, **fetched)
+    says_by = any(p.name == "by" for p in op.arguments("tool"))
+    if says_by and isinstance(fetched, dict) and fetched.get("by") is None:
+        fetched["by"] = _server_role(context.root)
+    return fetched
 
 
 def _server_role(root: str) -> str | None:

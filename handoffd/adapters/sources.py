@@ -27,7 +27,7 @@ DRAFT_LIMIT = 1024 * 1024  # bytes of a draft read at most: far past any valid o
 OUTSIDE = "INVALID_ARGUMENTS: file must be inside the worktree"
 
 
-def from_command_line(op: Op, values: dict[str, Any]) -> dict[str, Any] | Result:
+def from_command_line(op: Op, values: dict[str, Any], context: Context) -> dict[str, Any] | Result:
     """`values` as the command line gave them, with each text read from its file."""
     fetched = dict(values)
     for param in op.arguments("cli"):

@@ -16,10 +16,10 @@ import os
 
 from handoffd import config
 from handoffd.board import colour
-from handoffd.handoff import REASON_LIMIT
 from handoffd.log import LogFile
 from handoffd.ops import spec
 from handoffd.ops.context import config_refusal, resolve_context
+from handoffd.ops.invoke import invoke
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import OPS
 from handoffd.outcome import Exit, Result, refused
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from handoffd.board.cards import Card
+    from handoffd.ops.context import Context
 
 ACTIONS = {op.form: op for op in OPS if op.form}
 FIELDS = ("text", "reason")  # the form fields an operation may take (docs/protocol.md §13)
@@ -54,7 +55,7 @@ class Field:
         self.name = param.name
         self.label = param.help.split(" (")[0].split(":")[0].rstrip(".")
         self.box = param.kind == spec.TEXT  # a text box for a text, a line for a reason
-        self.limit = param.limit or REASON_LIMIT  # a line: as long as a reason may be
+        self.limit = param.limit  # bytes of a text, characters of a line
         self.required = param.required or self.box
 
 
@@ -71,6 +72,18 @@ class Form:
 
 
 FORMS = {action: Form(op) for action, op in ACTIONS.items()}
+
+
+def within_limits(
+    op: Op, values: dict[str, object], context: Context
+) -> dict[str, object] | Result:
+    """A form's texts as the operation takes them: none past its limit."""
+    for param in op.params:
+        text = values.get(param.name)
+        size = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else 0
+        if param.kind == spec.TEXT and size > param.limit:
+            return refused(param.over.format(limit=param.limit))
+    return values
 
 
 def forms(card: Card) -> list[Form]:
@@ -112,32 +125,27 @@ class Actions:
             if given == "" and not (param.required or param.kind == spec.TEXT):
                 given = None  # an optional box left empty: not given, as on the command line
             if param.name in FIELDS and given is not None:
-                if (
-                    param.kind == spec.TEXT
-                    and len(given.encode("utf-8", "surrogatepass")) > param.limit
-                ):
-                    return refused(param.over.format(limit=param.limit))
                 values[param.name] = given
-        try:
-            if op.needs == "role":
-                return self._on_role(op, card, values)
-            context = resolve_context(self.root, needs_role=False)
-        except config.ConfigError as error:
-            return config_refusal(error)
+        if op.needs == "role":
+            return self._on_role(op, card, values)
         values["card"] = card
         if any(p.name == "by" for p in op.params):
             values["by"] = self.by
-        return op.run(context, **values)
+        return invoke(op, values, within_limits, root=self.root)
 
     def _on_role(self, op: Op, card: str, values: dict[str, object]) -> Result:
         """An operation of §8 for the card's role, on the card's file."""
         from handoffd.ops.operator import find
 
-        found = find(resolve_context(self.root, needs_role=False), card)
+        try:
+            found = find(resolve_context(self.root, needs_role=False), card)
+        except config.ConfigError as error:
+            return config_refusal(error)
         if found is None or found.state not in COPIES:
             return Result(Exit.REFUSED, "", f"UNKNOWN_CARD: {card}\n")
-        context = resolve_context(self.root, role=found.role, agent=self.by)
-        result = op.run(context, id=found.entry.name, **values)
+        who = {"role": found.role, "agent": self.by}
+        values = {"id": found.entry.name, **values, **who}
+        result = invoke(op, values, within_limits, root=self.root, who=tuple(who))
         if result.ok:
             return result
         # the command names the file it was given; the person chose a card

@@ -37,7 +37,7 @@ from handoffd.draft import Draft
 from handoffd.inbox import Busy, hold
 from handoffd.ops import steps
 from handoffd.ops.context import Context
-from handoffd.outcome import OUTBOX_BUSY_MESSAGE, Exit, Refusal, Result, refused
+from handoffd.outcome import OUTBOX_BUSY_MESSAGE, Exit, Result, refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 FOLDER = ".idempotency"
 TTL = 24 * 3600.0  # seconds a record answers for its key, at least
 LIMIT = 4 * MAX_BYTES  # bytes of a record read before refusing it (JSON escapes grow text)
-MAX_KEY = 200  # characters of a key
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -214,21 +213,18 @@ def _unlink(name: str, folder_fd: int) -> None:
 def send(caller: Context, key: str, text: str, queue_once: Send, queued: Queued) -> Result:
     """`send_handoff` with an idempotency key: the draft `text` queued once per key, by
     `queue_once` (the send without a key), or, on a repeat, `queued`'s answer again.  The
-    two are given by `ops.queue`, which calls this: no import goes back to it."""
+    two are given by `ops.queue`, which calls this: no import goes back to it.  A refusal
+    (an outbox that is no folder of its own, say) or an I/O error is the operation's
+    result, as from any operation (`spec.Op.call`)."""
     wanted = digest(text)
-    try:
-        with Records(caller.me.handoffs) as records:
-            record = records.find(key, caller.me.name)
-            if record is None:
-                recording = _recording(records, key, wanted)
-                return queue_once(caller, text, "send_handoff", enqueue=recording)
-            if record.digest != wanted:
-                return refused(f"IDEMPOTENCY_CONFLICT: {key}")
-            return _again(caller, record, queued)
-    except Refusal as refusal:  # an outbox that is no folder of its own, say
-        return refusal.result()
-    except OSError as error:
-        return Result(Exit.FAILED, "", f"I/O error: {error}\n")
+    with Records(caller.me.handoffs) as records:
+        record = records.find(key, caller.me.name)
+        if record is None:
+            recording = _recording(records, key, wanted)
+            return queue_once(caller, text, "send_handoff", enqueue=recording)
+        if record.digest != wanted:
+            return refused(f"IDEMPOTENCY_CONFLICT: {key}")
+        return _again(caller, record, queued)
 
 
 def _recording(records: Records, key: str, wanted: str) -> Enqueue:

@@ -15,7 +15,7 @@ from handoffd import handoff as hf
 from handoffd.inbox import BLOCKED, Inbox, Item, dependencies, not_ready_line
 from handoffd.ops.context import Context
 from handoffd.ops.steps import after_step, and_then, locked
-from handoffd.outcome import Exit, Refusal, Result
+from handoffd.outcome import Exit, Refusal, Result, failure
 from handoffd.work import has_answer
 
 TYPE_CHECKING = False
@@ -247,10 +247,8 @@ def send(
     sent_to = ""
     try:
         result, sent_to = _queue(context, draft, name, consumed, enqueue)
-    except Refusal as refusal:
-        result = refusal.result()
-    except OSError as error:
-        result = Result(Exit.FAILED, "", f"I/O error: {error}\n")
+    except (Refusal, OSError) as error:
+        result = failure(error)
     return after_step(context, result, alive=True, changed=bool(sent_to), sent_to=sent_to)
 
 

@@ -65,7 +65,8 @@ class Param:
         self.choices = choices
         self.minimum = minimum
         self.open_minimum = open_minimum  # the minimum itself is not allowed
-        self.limit = limit  # TEXT: bytes at most (an adapter reads no more than one past it)
+        self.limit = limit  # TEXT: bytes at most (an adapter reads no more than one past it);
+        # a line (a reason): characters at most, as long as the web's field lets it be
         self.over = over  # TEXT: the refusal of a text past the limit ({limit} in it)
         self.cli = cli  # on the command line
         self.tool = tool  # an argument of the MCP tool
@@ -160,21 +161,23 @@ class Op:
         return getattr(__import__(module, fromlist=[attribute]), attribute)  # type: ignore[no-any-return]
 
     def run(self, context: Context, **values: object) -> Result:
-        """Run the operation; a refusal, a configuration or an I/O error from anywhere below
-        is its result."""
+        """Run the operation, its values checked first (`not_text`)."""
+        return self.call(context, values, values)
+
+    def call(self, context: Context, values: dict[str, Any], unchecked: dict[str, Any]) -> Result:
+        """Run the operation on `values`, refusing first any of `unchecked` that is no UTF-8
+        text; a refusal, a configuration or an I/O error from anywhere below is its result."""
         from handoffd.config import ConfigError
         from handoffd.ops.context import config_refusal
-        from handoffd.outcome import Exit, Refusal, Result
+        from handoffd.outcome import Refusal, failure
 
         try:
-            not_text(self.params, values)
+            not_text(self.params, unchecked)
             return self.function()(context, **values)
-        except Refusal as refusal:
-            return refusal.result()
+        except (Refusal, OSError) as error:
+            return failure(error)
         except ConfigError as error:  # roles.tsv broken since the context read it, say
             return config_refusal(error)
-        except OSError as error:
-            return Result(Exit.FAILED, "", f"I/O error: {error}\n")
 
     def __repr__(self) -> str:
         return f"Op({self.name!r})"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from handoffd import heartbeat
 from handoffd.inbox import Busy, Inbox, LinkedFolder
 from handoffd.ops.context import Context
-from handoffd.outcome import Refusal, Result
+from handoffd.outcome import Refusal, Result, failure
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs ~15 ms
 if TYPE_CHECKING:
@@ -50,10 +50,8 @@ def locked(context: Context, step: Step, *, alive: bool, force: bool = False) ->
     except (LinkedFolder, Busy) as refusal:  # nothing changed (a linked folder: the live
         # file would read through it; a busy lock: its holder is still changing the inbox)
         return after_step(context, refusal.result(), alive=alive, changed=False)
-    except Refusal as refusal:
-        result = refusal.result()
-    except OSError as error:
-        result = Result(1, "", f"I/O error: {error}\n")
+    except (Refusal, OSError) as error:
+        result = failure(error)
     return after_step(context, result, alive=alive, force=force and result.ok)
 
 

@@ -28,6 +28,13 @@ JSON = Param("json", FLAG, "The command's --json output as the text.", default=F
 WINDOW = Param("window", FLOAT, "A claim is live while its heartbeat is younger than this.",
                default=60.0, minimum=0, open_minimum=True, metavar="MINUTES")  # fmt: skip
 INVALID_REASON = "INVALID_REASON"  # a reason's refusal (the other texts': INVALID_ARGUMENTS)
+
+
+def reason(help: str, required: bool = False) -> Param:
+    """A reason: one line of at most the format's `REASON_LIMIT` characters."""
+    return Param("reason", STR, help, limit=REASON_LIMIT, token=INVALID_REASON, required=required)
+
+
 REPORT_LIMIT = 64 * 1024
 REPORT_TOO_LARGE = "REPORT_TOO_LARGE: more than {limit} bytes; at most {limit}"
 
@@ -98,6 +105,7 @@ BY = Param("by", STR, "Who acts (default: $USER, else operator).")
 ANSWER_LIMIT = 16 * 1024
 INVALID_ANSWER = "INVALID_ANSWER"
 ANSWER_TOO_LARGE = INVALID_ANSWER + ": more than {limit} bytes; at most {limit}"
+ANSWER_TEXT = f"The answer, Markdown (1 byte to {ANSWER_LIMIT // 1024} KiB)."
 
 QUEUE = "handoffd.ops.queue:"
 CLAIMS = "handoffd.ops.claims:"
@@ -152,8 +160,8 @@ OPS = (
        form="release", offer=("in_process",)),
     Op("block", CLAIMS + "block",
        "Set blocked_reason on the role's copy of ID (default: the work in process).",
-       (ID, Param("reason", STR, f"Why it is blocked: one line, 1 to {REASON_LIMIT} characters.",
-                  required=True, token=INVALID_REASON), *WHO, ROOT),
+       (ID, reason(f"Why it is blocked: one line, 1 to {REASON_LIMIT} characters.",
+                   required=True), *WHO, ROOT),
        about="Mark your work in process (or the handoff id in your inbox) blocked, with the "
        "reason the operator sees in red on the board. Undo with unblock.",
        form="block", offer=("open",)),
@@ -168,10 +176,9 @@ OPS = (
         Param("status", CHOICE, "RUNNING renews the claim (taking work if none is in process); "
               "BLOCKED sets the reason; DONE finishes the work as done_with_current does.",
               choices=("RUNNING", "BLOCKED", "DONE"), required=True),
-        Param("text", TEXT, "The report, Markdown (at most 64 KiB).", limit=REPORT_LIMIT,
-              over=REPORT_TOO_LARGE, default=""),
-        Param("reason", STR, "For BLOCKED (default: the report's first 'Blockers:' line).",
-              token=INVALID_REASON),
+        Param("text", TEXT, f"The report, Markdown (at most {REPORT_LIMIT // 1024} KiB).",
+              limit=REPORT_LIMIT, over=REPORT_TOO_LARGE, default=""),
+        reason("For BLOCKED (default: the report's first 'Blockers:' line)."),
         *WHO, ROOT),
        about="Report on your work in Markdown. RUNNING: progress (takes work first if you hold "
        "none); BLOCKED: sets the blocked reason (reason, else the report's first 'Blockers:' "
@@ -233,12 +240,12 @@ OPS = (
        (CARD,
         Param("said", STR, "The answer, inline (or give --file).", positional=True,
               metavar="[TEXT]", tool=False, token=INVALID_ANSWER),
-        Param("text", TEXT, "The answer, Markdown (1 byte to 16 KiB).", limit=ANSWER_LIMIT,
+        Param("text", TEXT, ANSWER_TEXT, limit=ANSWER_LIMIT,
               over=ANSWER_TOO_LARGE, default="", token=INVALID_ANSWER),
         BY, ROOT),
        needs="project", form="answer", offer=("red",),
-       tool_params=(CARD, Param("text", STR, "The answer, Markdown (1 byte to 16 KiB).",
-                                required=True, token=INVALID_ANSWER), BY),
+       tool_params=(CARD, Param("text", STR, ANSWER_TEXT, required=True, token=INVALID_ANSWER),
+                    BY),
        about="Answer another agent's open card (as `handoffd answer`): the text is stored as "
        "an ANSWER report on it, its blocked reason is removed, and its role is woken to read "
        "the answer in its TASK block. Prints ANSWERED: <report path>."),
@@ -252,14 +259,28 @@ OPS = (
        needs="project", tool=False, form="retry", offer=("failed",)),
     Op("dismiss", OPERATOR + "dismiss",
        "Put a refused original aside in failed/dismissed/: a green card, off the open board.",
-       (CARD, Param("reason", STR, "Why (default: dismissed).", token=INVALID_REASON), BY,
-        ROOT),
+       (CARD, reason("Why (default: dismissed)."), BY, ROOT),
        needs="project", tool=False, form="dismiss", offer=("failed",)),
     Op("reopen", OPERATOR + "reopen",
        "Move a completed copy back into its role's new/ (orange until taken); wake the role.",
-       (CARD, Param("reason", STR, "Why it is reopened (kept as reopened_reason).",
-                    token=INVALID_REASON), BY, ROOT),
+       (CARD, reason("Why it is reopened (kept as reopened_reason)."), BY, ROOT),
        needs="project", tool=False, form="reopen", offer=("completed",)),
+)  # fmt: skip
+
+# --- the daemon's options: `run`, `start`, `up` and `demo` (docs/protocol.md §14, §17) ----
+
+DAEMON = (
+    Param("renotify_after", FLOAT, "Seconds before re-waking a role that has mail waiting and "
+          "nothing in process (doubles each time, up to 16 minutes).", default=120.0,
+          minimum=0.1),
+    Param("idle_after", FLOAT, "Seconds a pane must stay unchanged before a wake-up is typed "
+          "into it (0: at once).", default=2.0, minimum=0.0),
+    Param("idle_wait", FLOAT, "Seconds after which a wake-up is typed into a pane that never "
+          "goes quiet (logged wake_forced).", default=300.0, minimum=0.0),
+    Param("stall_wakes", INT, "Unanswered wake-ups after which a waiting card turns red.",
+          default=3, minimum=1),
+    Param("reclaim_after", FLOAT, "Seconds without a heartbeat after which a pool member's "
+          "claim goes back to its pool (the liveness window).", default=3600.0, minimum=1.0),
 )  # fmt: skip
 
 BY_NAME = {op.name: op for op in OPS}

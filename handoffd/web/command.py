@@ -16,8 +16,8 @@ import sys
 
 import click
 
-from handoffd.adapters.commands import project_of, root_argument
-from handoffd.board import cards
+from handoffd.adapters.commands import option, project_of, root_argument
+from handoffd.ops.table import WINDOW
 
 
 def is_loopback(host: str) -> bool:
@@ -116,14 +116,7 @@ def _private(key_file: str, mode: int) -> None:
     show_default=True,
     help="Port to listen on (0: any free port).",
 )
-@click.option(
-    "--window",
-    type=click.FloatRange(min=0, min_open=True),
-    default=cards.WINDOW_S / 60,
-    show_default=True,
-    metavar="MINUTES",
-    help="A claim is live while its heartbeat is younger than this.",
-)
+@option(WINDOW)
 @click.option("--all-hosts", is_flag=True, help="Every host's open cards (docs/protocol.md §15).")
 @click.option("--key-file", type=click.Path(dir_okay=False), metavar="F",
               help="Keep the board's key in F (made with mode 0600 if missing).")  # fmt: skip
