@@ -376,7 +376,8 @@ class Recovery:
 class Exploration:
     """What `explore` did and found: each problem with the first state that showed it."""
 
-    instants: int = 0
+    walked: int = 0  # instants whose states were built
+    instants: int = 0  # instants whose states were checked (a shard's share of those walked)
     checked: int = 0  # (instant, choice) pairs built and checked
     distinct: int = 0  # states recovered (byte-identical ones once)
     recovered: int = 0  # recoveries run (a state may be recovered more than one way)
@@ -400,13 +401,23 @@ def explore(
     *,
     workers: int = 2,
     told: Callable[[list[Op]], object] | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> Exploration:
     """Build every crash state of `recording`, `check` each, and recover each distinct one
     in every way of `recoveries` that applies, in `workers` processes, each laying states
     out below its own base (afresh for each recovery).  With `told`, each state also holds
     what the ops before its instant told other machines (`told(ops)`, say the messages a
     daemon had acknowledged to a server): states alike on disk but told apart are
-    recovered apart."""
+    recovered apart.
+
+    `shard` (index, count) does one part of that, so that `count` calls (in as many test
+    workers) share one exploration: every instant is walked (building a state costs a
+    thousandth of recovering it), but this call checks only the instants `n` with
+    `n % count == index`, and recovers only the distinct states whose fingerprint falls
+    to it (`in_shard`).  The parts together check every state and recover each distinct
+    one exactly once, each the same ways as one call would (by the step it was first seen
+    in)."""
+    index, count = shard
     result = Exploration()
     states: dict[str, tuple[State, str, str]] = {}  # fingerprint -> state, step, where
 
@@ -421,15 +432,19 @@ def explore(
         heard = [op for op in recording.ops[:n] if op.kind in ("began", "said")]
         step = next((op.what for op in reversed(heard) if op.kind == "began"), "")
         where = _describe(recording, n)
-        result.instants += 1
+        result.walked += 1
+        checking = n % count == index
+        result.instants += checking
         for choice in instant.choices(named):
             state = build(recording, instant, choice)
             state.told = said
-            result.checked += 1
             label = f"{where}; {choice.name}"
-            for problem in check(state.tree, heard):
-                result.found(problem, label)
+            if checking:
+                result.checked += 1
+                for problem in check(state.tree, heard):
+                    result.found(problem, label)
             states.setdefault(fingerprint(state), (state, step, label))
+    states = {key: found for key, found in states.items() if in_shard(key, shard)}
     result.distinct = len(states)
     tasks = [(state, [r.name for r in recoveries if r.applies(step)])
              for state, step, _ in states.values()]  # fmt: skip
@@ -440,6 +455,13 @@ def explore(
             for problem in problems:
                 result.found(problem, label)
     return result
+
+
+def in_shard(key: str, shard: tuple[int, int]) -> bool:
+    """Whether the state of fingerprint `key` is recovered by `shard` (index, count): a
+    digest's bits are as good as random, so each shard gets its share of the states."""
+    index, count = shard
+    return int(key, 16) % count == index
 
 
 def _pool(workers: int, recording: Recording, recoveries: list[Recovery]) -> ProcessPoolExecutor:

@@ -29,6 +29,7 @@ from handoffd import journal
 from handoffd.config import Box, Role
 from handoffd.delivery import JOURNAL
 from handoffd.lifecycle import READY_FD_ENV
+from tests import shards
 from tests.conftest import Project, make_project
 from tests.fault_support import (
     Scene,
@@ -326,45 +327,56 @@ def crash_at(scene: Scene, point: tuple[str, int], take: bool) -> str | None:
     return None
 
 
+def traced_pass(folder: Path) -> tuple[list[tuple[str, int]], tuple[str, bytes]]:
+    """The crash points of a clean pass over a scene laid out in `folder`, and the
+    original that scene queued (each shard's scenes queue the same one)."""
+    first = Scene(folder / "a")
+    return crash_points(first), first.original
+
+
 @pytest.mark.slow  # a crash-point or fault run: tens of seconds
+@shards.parametrize()
 def test_sigkill_at_every_io_step_of_a_three_recipient_delivery_then_restart_delivers_once(
-    tmp_path: Path,
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, shard: tuple[int, int]
 ) -> None:
     """The daemon is killed on entry to each I/O call of one 3-recipient pass in turn:
     every call of openat/write/fsync/fdatasync/rename/link/unlink/mkdir/rmdir (found by
     tracing a clean pass first), and every other close/read (those change nothing on
     disk).  After each kill no partial copy is visible; half the time the recipients
     then take what they see; a clean `run --once` then leaves each recipient exactly one
-    copy and the invariant whole."""
+    copy and the invariant whole.  The pass is traced once per session; each shard kills
+    at its share of its points (tests/shards.py)."""
     problem = strace_problem()
     if problem:
         pytest.skip(problem)
-    first = Scene(tmp_path / "a")
-    points = crash_points(first)
+    points, original = shards.shared(tmp_path_factory, "crash-points", traced_pass)
     assert len(points) >= 40, f"only {len(points)} crash points found: {points}"
-    scenes = [first, Scene(tmp_path / "b", first.original)]
+    scenes = [Scene(tmp_path / "a", original), Scene(tmp_path / "b", original)]
     covered = {name for name, _ in points}
     # (a clean pass unlinks nothing: the journal is emptied in place, not removed)
     assert {"fsync", "rename", "write", "openat"} <= covered, covered
+    mine = shards.share(points, shard)
 
     def run_share(index: int) -> list[str]:
-        share = points[index :: len(scenes)]
-        results = [crash_at(scenes[index], p, take=bool(i % 2)) for i, p in enumerate(share)]
+        # the n-th point overall: taken before the restart in every other pair of points
+        results = [crash_at(scenes[index], p, take=bool(n // 2 % 2))
+                   for n, p in mine[index :: len(scenes)]]  # fmt: skip
         return [r for r in results if r]
 
     with ThreadPoolExecutor(len(scenes)) as pool:
         found = [f for share in pool.map(run_share, range(len(scenes))) for f in share]
     failures = [f for f in found if f != UNREACHED]
     unreached = len(found) - len(failures)
-    by_call = Counter(name for name, _ in points)
+    by_call = Counter(name for _, (name, _) in mine)
     print(
-        f"crash points covered: {len(points)} ({', '.join(f'{k} {v}' for k, v in by_call.items())})"
-        f", {unreached} not reached by their run"
+        f"crash points of shard {shard[0] + 1} of {shard[1]}: {len(mine)} of {len(points)} "
+        f"({', '.join(f'{k} {v}' for k, v in by_call.items())}), {unreached} not reached by "
+        "their run"
     )
-    assert not failures, f"{len(failures)} of {len(points)} crash points broke:\n" + "\n".join(
+    assert not failures, f"{len(failures)} of {len(mine)} crash points broke:\n" + "\n".join(
         failures
     )
-    assert unreached <= len(points) // 10, f"{unreached} of {len(points)} points never reached"
+    assert unreached <= len(mine) // 10, f"{unreached} of {len(mine)} points never reached"
 
 
 def test_the_partial_copy_check_flags_truncated_unstamped_and_foreign_copies(

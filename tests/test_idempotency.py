@@ -25,6 +25,7 @@ from mcp import StdioServerParameters
 
 from handoffd.adapters import mcp as server
 from handoffd.ops import idempotency
+from tests import shards
 from tests.conftest import BIN, Project, helper_env, make_project
 from tests.fault_support import strace_problem
 from tests.mcp_support import Agent, agent, connect, text, texts
@@ -345,19 +346,32 @@ def kill_points(project: Project, log: Path, trace: Path) -> list[tuple[str, int
     return points
 
 
+def traced_send(folder: Path) -> list[tuple[str, int]]:
+    """The kill points of a keyed send traced on a project laid out in `folder`."""
+    (folder / "probe").mkdir()
+    return kill_points(make_project(folder / "probe"), folder / "server.log", folder / "trace")
+
+
 @pytest.mark.slow  # a crash-point or fault run: tens of seconds
+@shards.parametrize()
 def test_sigkill_at_every_step_of_a_keyed_send_leaves_exactly_one_handoff_after_the_retry(
-    tmp_path: Path, log: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    log: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shard: tuple[int, int],
 ) -> None:
+    """The send is traced once per session; each shard kills at its share of its points
+    (tests/shards.py)."""
     problem = strace_problem()
     if problem:
         pytest.skip(problem)
-    (tmp_path / "probe").mkdir()
-    points = kill_points(make_project(tmp_path / "probe"), log, tmp_path / "trace")
+    points = shards.shared(tmp_path_factory, "keyed-send", traced_send)
     assert [call for call, _ in points].count("link") == 1, points  # the handoff's own step
+    assert len(points) > 10, points
     monkeypatch.setenv("SWARMFORGE_ROLE", "coder")  # the retry runs the server's call here
     failures = []
-    for index, (call, n) in enumerate(points):
+    for index, (call, n) in shards.share(points, shard):
         base = tmp_path / f"p{index}"
         base.mkdir()
         project = make_project(base)
@@ -376,4 +390,3 @@ def test_sigkill_at_every_step_of_a_keyed_send_leaves_exactly_one_handoff_after_
             failures.append(f"{call} #{n}: retries {[text(r) for r in retries]}, "
                             f"outbox {outbox(project)}")  # fmt: skip
     assert failures == [], failures
-    assert len(points) > 10, points

@@ -22,6 +22,7 @@ import pytest
 
 from handoffd import handoff as hf
 from handoffd import reports
+from tests import shards
 from tests.conftest import helper_env, make_project
 from tests.daemon_support import add_role
 from tests.fault_support import strace_problem
@@ -195,19 +196,28 @@ def steps(scene: Scene, trace: Path) -> list[tuple[str, int]]:
     return found
 
 
+def traced(folder: Path, op: str) -> list[tuple[str, int]]:
+    """The kill points of `op` traced in a scene laid out in `folder`."""
+    Scene(folder / "warm", op).run("-o", os.devnull, "-e", "trace=none")  # compile first
+    return steps(Scene(folder / "probe", op), folder / "trace")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("op", list(CHECKS))
+@shards.parametrize(2)
 def test_sigkill_at_every_step_of_an_operator_action_leaves_a_state_it_finishes(
-    tmp_path: Path, op: str
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, op: str, shard: tuple[int, int]
 ) -> None:
+    """`op` is traced once per session; each shard kills at its share of its steps
+    (tests/shards.py)."""
     problem = strace_problem()
     if problem:
         pytest.skip(problem)
-    Scene(tmp_path / "warm", op).run("-o", os.devnull, "-e", "trace=none")  # compile first
-    found = steps(Scene(tmp_path / "probe", op), tmp_path / "trace")
+    found = shards.shared(tmp_path_factory, f"operator-{op}", lambda folder: traced(folder, op))
     assert any(call.startswith("rename") for call, _ in found), found
+    mine = shards.share(found, shard)
     failures, unreached = [], 0
-    for index, (call, n) in enumerate(found):
+    for index, (call, n) in mine:
         scene = Scene(tmp_path / f"s{index}", op)
         killed = scene.run("-o", os.devnull, "-e", f"trace={call}",
                            "-e", f"inject={call}:signal=KILL:when={n}")  # fmt: skip
@@ -222,4 +232,4 @@ def test_sigkill_at_every_step_of_an_operator_action_leaves_a_state_it_finishes(
         except ValueError as error:  # not exactly one place
             failures.append(f"{call} #{n}: {error}")
     assert failures == [], failures
-    assert unreached <= len(found) // 10, f"{unreached} of {len(found)} steps never reached"
+    assert unreached <= len(mine) // 10, f"{unreached} of {len(mine)} steps never reached"

@@ -40,13 +40,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from handoffd import failed
 from handoffd import handoff as hf
 from handoffd.delivery import JOURNAL
-from tests import crashstates, crashtrace
+from tests import crashstates, crashtrace, shards
 from tests.crashtrace import Op, Recording, Step, Tree
 from tests.fault_support import invariant_problems, roles_of, strace_problem
 
@@ -697,25 +698,81 @@ def test_the_explorer_reports_a_token_printed_before_the_rename_it_names_is_dura
     assert not crashstates.explore(careful, check, []).findings
 
 
+class Laid(crashstates.Recovery):
+    """A recovery that only says what it found laid out: one "problem" per state."""
+
+    name = "laid out"
+
+    def __call__(self, base: str, moved: crashstates.Moved, told: object = None) -> list[str]:
+        return [f"laid out: {sorted(crashtrace.snapshot(base).items())!r}"]
+
+
+def test_the_explorers_shards_together_check_every_state_and_recover_each_distinct_one_once(
+    tmp_path: Path,
+) -> None:
+    """Three shards of an exploration do what it does, split: each walks every instant,
+    the instants checked, the states checked and the states recovered add up to the whole
+    exploration's, and so does how often each state was checked and recovered."""
+    recorded = program(tmp_path, """
+os.fsync(write("a/x", b"data"))
+sync("a")
+os.rename("a/x", "b/x")
+fd = write("a/y", b"more")
+print("MOVED", flush=True)
+os.fsync(fd)
+sync("b")
+""", {"a": None, "b": None})  # fmt: skip
+
+    def check(tree: Tree, heard: list[Op]) -> list[str]:
+        return [f"checked: {sorted(tree.items())!r}"]
+
+    whole = crashstates.explore(recorded, check, [Laid()], workers=1)
+    parts = [crashstates.explore(recorded, check, [Laid()], workers=1, shard=(k, 3))
+             for k in range(3)]  # fmt: skip
+    assert whole.distinct > 3 and len({p.distinct for p in parts}) > 1  # a real split
+    assert {p.walked for p in parts} == {whole.walked} == {len(recorded.ops) + 1}
+    for count in ("instants", "checked", "distinct", "recovered"):
+        assert sum(getattr(p, count) for p in parts) == getattr(whole, count), count
+    found: dict[str, int] = {}
+    for part in parts:
+        for problem, (_, times) in part.findings.items():
+            found[problem] = found.get(problem, 0) + times
+    assert found == {problem: times for problem, (_, times) in whole.findings.items()}
+
+
 # --- the tests ---------------------------------------------------------------------------------
 
 
-def recording(
-    factory: pytest.TempPathFactory, steps: Callable[[Scenario], list[Step]]
-) -> Recording:
+R = TypeVar("R")
+
+
+def once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], R]) -> R:
+    """`make(folder)`, a recording, made once per session: an explorer's shards, in
+    whichever workers, explore that one run (tests/shards.py)."""
     problem = strace_problem()
     if problem:
         pytest.skip(problem)
-    base = factory.mktemp("power").resolve() / "r0000000"  # its name's length: see explore
+    return shards.shared(factory, f"power-{name}", make)
+
+
+def record_in(folder: Path, steps: Callable[[Scenario], list[Step]]) -> Recording:
+    """The run of `steps`, recorded on a scenario laid out in `folder`."""
+    base = folder / "r0000000"  # its name's length: see explore
     scenario = Scenario(base)
-    traces = base.parent / "traces"
+    traces = folder / "traces"
     traces.mkdir()
     return crashtrace.record(steps(scenario), str(base), str(traces), ignored)
 
 
+def recording(
+    factory: pytest.TempPathFactory, name: str, steps: Callable[[Scenario], list[Step]]
+) -> Recording:
+    return once(factory, name, lambda folder: record_in(folder, steps))
+
+
 @pytest.fixture(scope="module")
 def delivery(tmp_path_factory: pytest.TempPathFactory) -> Recording:
-    return recording(tmp_path_factory, Scenario.delivery)
+    return recording(tmp_path_factory, "delivery", Scenario.delivery)
 
 
 @pytest.fixture(scope="module")
@@ -725,24 +782,27 @@ def operating(tmp_path_factory: pytest.TempPathFactory) -> Recording:
         (first,) = (scenario.root / "wt/coder/.swarmforge/handoffs/inbox/new").glob("*_000001_*")
         return scenario.answer_and_reopen(hf.name_id(first.name) or "")
 
-    return recording(tmp_path_factory, steps)
+    return recording(tmp_path_factory, "operating", steps)
 
 
 @pytest.fixture(scope="module")
 def claims(tmp_path_factory: pytest.TempPathFactory) -> Recording:
-    return recording(tmp_path_factory, lambda s: s.claims(s.deliver_all()))
+    return recording(tmp_path_factory, "claims", lambda s: s.claims(s.deliver_all()))
 
 
 @pytest.fixture(scope="module")
 def refusing(tmp_path_factory: pytest.TempPathFactory) -> tuple[Recording, str, str]:
-    ids: list[str] = []
+    def record(folder: Path) -> tuple[Recording, str, str]:
+        ids: list[str] = []
 
-    def steps(scenario: Scenario) -> list[Step]:
-        ids.extend(scenario.refused())
-        return scenario.refusals(*ids)
+        def steps(scenario: Scenario) -> list[Step]:
+            ids.extend(scenario.refused())
+            return scenario.refusals(*ids)
 
-    recorded = recording(tmp_path_factory, steps)
-    return recorded, ids[0], ids[1]
+        recorded = record_in(folder, steps)
+        return recorded, ids[0], ids[1]
+
+    return once(tmp_path_factory, "refusing", record)
 
 
 def explored(
@@ -751,19 +811,27 @@ def explored(
     also: Callable[[Tree], list[str]] = lambda tree: [],
     told: Callable[[list[Op]], object] | None = None,
     workers: int = 2,
+    shard: tuple[int, int] = (0, 1),
 ) -> None:
-    """Explore `recorded`, each state checked against `promises` and `also` (and holding
-    what `told` reads the run had told other machines, for the recoveries)."""
+    """Explore `recorded` (or the part `shard` is of it), each state checked against
+    `promises` and `also` (and holding what `told` reads the run had told other machines,
+    for the recoveries)."""
     started = time.monotonic()
     said = promises(recorded.base)
     check: crashstates.Check = lambda t, h: said(t, h) + also(t)  # noqa: E731
-    result = crashstates.explore(recorded, check, recoveries, told=told, workers=workers)
+    result = crashstates.explore(recorded, check, recoveries, told=told, workers=workers,
+                                 shard=shard)  # fmt: skip
     took = time.monotonic() - started
     print(
-        f"power-loss states: {result.instants} instants, {result.checked} states checked, "
-        f"{result.distinct} distinct, {result.recovered} recoveries, in {took:.1f} s"
+        f"power-loss states, shard {shard[0] + 1} of {shard[1]}: {result.walked} instants "
+        f"walked, {result.instants} checked, {result.checked} states checked, "
+        f"{result.distinct} distinct recovered, {result.recovered} recoveries, in {took:.1f} s"
     )
     assert not result.findings, result.report()
+    # The walk covered every instant, and this shard checked its own share of them.
+    instants = len(recorded.ops) + 1
+    assert result.walked == instants
+    assert result.instants == len(range(shard[0], instants, shard[1]))
     # Its time is printed, never asserted: this machine is shared, and a slow run is no bug.
 
 
@@ -782,10 +850,11 @@ def test_the_delivery_run_does_what_its_audit_relies_on(delivery: Recording) -> 
 
 
 @pytest.mark.slow  # a crash-point or fault run: tens of seconds
+@shards.parametrize()
 def test_a_power_cut_anywhere_in_deliveries_and_take_finish_cycles_loses_and_duplicates_nothing(
-    delivery: Recording,
+    delivery: Recording, shard: tuple[int, int]
 ) -> None:
-    explored(delivery, [DaemonFirst(), RecipientsFirst()])
+    explored(delivery, [DaemonFirst(), RecipientsFirst()], shard=shard)
 
 
 def test_the_claims_run_does_what_its_audit_relies_on(claims: Recording) -> None:
@@ -798,10 +867,11 @@ def test_the_claims_run_does_what_its_audit_relies_on(claims: Recording) -> None
 
 
 @pytest.mark.slow  # a crash-point or fault run: tens of seconds
+@shards.parametrize(2)
 def test_a_power_cut_anywhere_in_block_unblock_and_release_keeps_every_token(
-    claims: Recording,
+    claims: Recording, shard: tuple[int, int]
 ) -> None:
-    explored(claims, [DaemonFirst()])
+    explored(claims, [DaemonFirst()], shard=shard)
 
 
 def test_the_operator_run_does_what_its_audit_relies_on(operating: Recording) -> None:
@@ -813,11 +883,12 @@ def test_the_operator_run_does_what_its_audit_relies_on(operating: Recording) ->
 
 
 @pytest.mark.slow  # a crash-point or fault run: tens of seconds
+@shards.parametrize(2)
 def test_a_power_cut_anywhere_in_answer_and_reopen_keeps_every_token(
-    operating: Recording,
+    operating: Recording, shard: tuple[int, int]
 ) -> None:
     """An answer printed is on disk; a copy reopened is back in new/ without its stamps."""
-    explored(operating, [AfterAnOperator()])
+    explored(operating, [AfterAnOperator()], shard=shard)
 
 
 def test_the_refusal_run_does_what_its_audit_relies_on(
@@ -840,10 +911,11 @@ def test_the_refusal_run_does_what_its_audit_relies_on(
 
 
 @pytest.mark.slow  # a crash-point or fault run: tens of seconds
+@shards.parametrize(2)
 def test_a_power_cut_anywhere_in_a_refusal_retry_and_dismiss_keeps_every_token(
-    refusing: tuple[Recording, str, str],
+    refusing: tuple[Recording, str, str], shard: tuple[int, int]
 ) -> None:
     """A retried note is delivered exactly once and never left in failed/; a dismissed one
     never comes back; an original in failed/ is never without its reason."""
     recorded, first, second = refusing
-    explored(recorded, [AfterARefusal(first, second)], paired)
+    explored(recorded, [AfterARefusal(first, second)], paired, shard=shard)

@@ -35,7 +35,7 @@ import pytest
 from handoffd import handoff as hf
 from handoffd.remote import settings, setup
 from handoffd.remote.server import Server
-from tests import crashstates, crashtrace
+from tests import crashstates, crashtrace, shards
 from tests.crashtrace import Op, Recording, Step
 from tests.fault_support import strace_problem
 from tests.nats_support import consumer_state, nats_fixture, project_name, publish_raw
@@ -239,17 +239,24 @@ def _drop(network: settings.Network) -> None:
 
 @pytest.fixture(scope="module")
 def receiving(tmp_path_factory: pytest.TempPathFactory, nats_server: Server) -> Recording:
+    """The run, recorded once per session on the server of the worker that comes first
+    (a recovery lays out a stream of its own on its worker's server: `AfterAReceive`)."""
     problem = strace_problem()
     if problem:
         pytest.skip(problem)
-    base = tmp_path_factory.mktemp("power").resolve() / "r0000000"  # see crashstates._worker_start
+    return shards.shared(tmp_path_factory, "power-receiving",
+                         lambda folder: record_in(folder, nats_server.url))  # fmt: skip
+
+
+def record_in(folder: Path, url: str) -> Recording:
+    base = folder / "r0000000"  # see crashstates._worker_start
     root = base / "proj"
-    lay_out(root, project_name(), nats_server.url)
+    lay_out(root, project_name(), url)
     network = settings.load(str(root))
     assert network is not None
     setup.prepare(network)
     publish(root, MESSAGES[:BEFORE])
-    traces = base.parent / "traces"
+    traces = folder / "traces"
     traces.mkdir()
     repository = str(Path(__file__).resolve().parents[1])
     daemon = Step("b: handoffd run --once", command("handoffd", "run", "--once", str(root)),
@@ -274,10 +281,11 @@ def test_the_receive_run_does_what_its_audit_relies_on(receiving: Recording) -> 
 
 
 @pytest.mark.slow  # each state's recovery runs a daemon against the server: ~1 s apiece
+@shards.parametrize()
 def test_a_power_cut_anywhere_in_receiving_loses_and_duplicates_no_copy(
-    receiving: Recording, nats_server: Server
+    receiving: Recording, nats_server: Server, shard: tuple[int, int]
 ) -> None:
     # more workers than cores: a recovery mostly waits on the server (a pull that comes
     # back empty after a second ends each daemon run)
     explored(receiving, [AfterAReceive(nats_server.url), TakenFirst(nats_server.url)],
-             told=told, workers=6)  # fmt: skip
+             told=told, workers=6, shard=shard)  # fmt: skip
