@@ -403,6 +403,13 @@ class Inbox:
         index = _named(ident, paths)
         return [] if index is None else [paths[index]]
 
+    def handoff(self, path: str) -> hf.Handoff:
+        """`hf.read`, kept in `seen` as `_read` keeps what it reads."""
+        known = self.seen.read.get(path) if self._lock is not None else None
+        if known is None:
+            known = self.seen.read[path] = hf.read(path)
+        return known
+
     def _read(self, path: str) -> Item:
         """`_load`, kept in `seen`: the Item's handoff is what the step then stamps and
         writes back, so what is kept stays what the file holds.  A file read once is not
