@@ -212,11 +212,12 @@ def handed(
     has gone since (the caller scans again).  Under the lock the step's record is the
     folders as they stand: nothing else moves a file out."""
     entries = []
-    for state in State.ALL:
-        if state in states:
-            folder = role.path(FOLDER[state])
-            for path, batch in _handed_files(folder, has_batches(state), folders):
-                entries.append(Entry(role.name, state, path, batch))
+    for state in (s for s in State.ALL if s in states):
+        folder = role.path(FOLDER[state])
+        if folder not in folders and role_folder(role, FOLDER[state]) is None:
+            continue  # one behind a link, listed now: never through it, as `scan_role`
+        for path, batch in _handed_files(folder, has_batches(state), folders):
+            entries.append(Entry(role.name, state, path, batch))
     entries.sort(key=_in_order)
     for entry in (e for e in entries if e.state in loaded):
         known = read.get(entry.path)
