@@ -338,7 +338,7 @@ class Inbox:
                 if self.batch_items(path):
                     batches.append(path)
                 else:
-                    self._rmdir_quietly(path)  # fails, harmlessly, if a stray non-item is left
+                    self._removed(path)  # fails, harmlessly, if a stray non-item is left
         return Listing(files, batches)
 
     def _entries(self, directory: str, sweep: bool = False) -> list[tuple[str, str]]:
@@ -421,28 +421,25 @@ class Inbox:
         self.seen.read[path] = item.handoff
         return item
 
-    def _claim(self, source: str, target: str) -> bool:
-        """Claim `source` by renaming it to `target`; False if someone else took it first."""
-        durable.makedirs(os.path.dirname(target))
-        try:
-            os.rename(source, target)
-        except FileNotFoundError:
+    # every rename, mkdir and rmdir of a step goes through these, so `seen` stays true
+
+    def _claimed(self, source: str, target: str) -> bool:
+        """`_claim`, kept in `seen`."""
+        if not _claim(source, target):
             self.seen.gone(source)
             return False
         self.seen.moved(source, target, FILE)
         return True
 
-    def _move(self, source: str, target: str, kind: str = FILE) -> None:
-        durable.makedirs(os.path.dirname(target))
-        os.rename(source, target)
+    def _moved(self, source: str, target: str, kind: str = FILE) -> None:
+        """`_move`, kept in `seen`."""
+        _move(source, target)
         self.seen.moved(source, target, kind)
 
-    def _rmdir_quietly(self, path: str) -> None:
-        try:
-            os.rmdir(path)
-        except OSError:
-            return
-        self.seen.gone(path)
+    def _removed(self, path: str) -> None:
+        """`_rmdir_quietly`, kept in `seen`."""
+        if _rmdir_quietly(path):
+            self.seen.gone(path)
 
     def _resumed(self, path: str) -> Item:
         """Load work already taken; a take killed before its stamp gets the stamp now (a
@@ -502,7 +499,7 @@ class Inbox:
             return self._resumed(current)
         while first := self.first_ready(done) or self._ready_pooled(done):
             target = os.path.join(self.in_process, os.path.basename(first.path))
-            if self._claim(first.path, target):
+            if self._claimed(first.path, target):
                 self._changed(first.path, target)  # the stamp's rename is in target's folder
                 pooled = os.path.dirname(first.path) == self.pool_new
                 return self._stamp_taken(Item(target, first.handoff), pooled)
@@ -517,7 +514,7 @@ class Inbox:
         target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
         # No flush between the stamp and the move: both change in_process/ (a folder's
         # changes persist in order) and the move carries the stamped file itself.
-        self._move(item.path, target)
+        self._moved(item.path, target)
         self._changed(item.path, target)
         return [target]
 
@@ -535,13 +532,13 @@ class Inbox:
             items = []
             for item in (i for i in waiting if priority(i.handoff) == wanted):
                 target = os.path.join(batch, _name(item.path))
-                if self._claim(item.path, target):
+                if self._claimed(item.path, target):
                     self._changed(item.path, target)
                     pooled = os.path.dirname(item.path) == self.pool_new
                     items.append(self._stamp_taken(Item(target, item.handoff), pooled))
             if items:
                 return batch, items
-            self._rmdir_quietly(batch)  # every file of it taken by other members: look again
+            self._removed(batch)  # every file of it taken by other members: look again
         return None
 
     def _pool_ready(self, done: Done | None) -> list[Item]:
@@ -562,7 +559,7 @@ class Inbox:
         # in that order, or a power cut could keep the moved batch without its stamps.
         durable.fsync_dir(current)
         target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
-        self._move(current, target, FOLDER)
+        self._moved(current, target, FOLDER)
         self._changed(current, target)
         return target, [os.path.join(target, _name(item.path)) for item in items]
 
@@ -592,11 +589,11 @@ class Inbox:
             os.path.join(new, _name(item.path)) for item, new in zip(items, back, strict=True)
         ]
         for item, target in zip(items, targets, strict=True):
-            self._move(item.path, target)
+            self._moved(item.path, target)
             self._changed(item.path, target)
         if work.batch:
             self.sync()  # the files out of the batch dir before the dir's removal persists
-            self._rmdir_quietly(work.path)
+            self._removed(work.path)
             self._changed(work.path)
         return targets
 
@@ -631,13 +628,13 @@ class Inbox:
             item.handoff.set("reclaimed_from", self.role)
             durable.replace(path, item.handoff.render())
             durable.fsync_dir(os.path.dirname(path))  # the rewrite before the rename
-            self._move(path, target)
+            self._moved(path, target)
             self._changed(path, target)
             moved.append(target)
         for batch in listing.batches:
             if not self.batch_items(batch):
                 self.sync()
-                self._rmdir_quietly(batch)
+                self._removed(batch)
                 self._changed(batch)
         return moved
 
@@ -671,7 +668,7 @@ class Inbox:
         a temp file in `completed/`, which nothing lists on a hot path to sweep."""
         item = self._read(path)
         target = os.path.join(self.new, _name(path))
-        self._move(path, target)
+        self._moved(path, target)
         self._changed(path, target)
         for key in ("completed_at", "dequeued_at", BLOCKED, "reopened_reason", "reopened_by"):
             _drop(item.handoff, key)
@@ -684,7 +681,7 @@ class Inbox:
         folder = os.path.dirname(path)
         if folder != self.completed:  # a completed batch left empty is removed
             self.sync()
-            self._rmdir_quietly(folder)
+            self._removed(folder)
             self._changed(folder)
         return target
 
@@ -815,6 +812,30 @@ def _named(ident: str, paths: list[str]) -> int | None:
         except hf.HandoffError:
             continue
     return None
+
+
+def _claim(source: str, target: str) -> bool:
+    """Claim `source` by renaming it to `target`; False if someone else took it first."""
+    durable.makedirs(os.path.dirname(target))
+    try:
+        os.rename(source, target)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _move(source: str, target: str) -> None:
+    durable.makedirs(os.path.dirname(target))
+    os.rename(source, target)
+
+
+def _rmdir_quietly(path: str) -> bool:
+    """Remove an empty folder; whether it went."""
+    try:
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
 
 
 def _plain_item(name: str) -> bool:
