@@ -119,7 +119,12 @@ def temp_files(directory: str) -> list[str]:
         names = os.listdir(directory)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return [os.path.join(directory, n) for n in names if n.startswith(".") and n.endswith(".tmp")]
+    return [os.path.join(directory, n) for n in names if is_temp(n)]
+
+
+def is_temp(name: str) -> bool:
+    """Whether `name` is one `temp_name` makes."""
+    return name.startswith(".") and name.endswith(".tmp")
 
 
 def sweep_stale(directory: str, prefix: str, now: float | None = None) -> list[str]:

@@ -221,6 +221,16 @@ def is_item_entry(entry: os.DirEntry[str], plain: bool = False) -> bool:
     return is_item(entry.name) and entry.is_file(follow_symlinks=False)
 
 
+# What a listed entry is, as `os.DirEntry` tells without following a link (`kind`).
+FILE, FOLDER, OTHER = "file", "folder", "other"
+
+
+def kind(entry: os.DirEntry[str]) -> str:
+    if entry.is_file(follow_symlinks=False):
+        return FILE
+    return FOLDER if entry.is_dir(follow_symlinks=False) else OTHER
+
+
 def name_problem(name: str) -> str | None:
     """Why `name` cannot be a queue file's name (docs/protocol.md §15, "Names"), or None: a
     control character in it (it would reach an agent's TASK line, a console or a pane as

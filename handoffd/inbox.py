@@ -24,6 +24,7 @@ import time
 from handoffd import durable, safeio
 from handoffd import handoff as hf
 from handoffd.config import Box
+from handoffd.handoff import FILE, FOLDER
 from handoffd.outcome import BUSY_MESSAGE, Exit, Refusal
 
 TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
@@ -76,6 +77,50 @@ class Work:
     @property
     def batch(self) -> bool:
         return self.files != [self.path]
+
+
+class Seen:
+    """What one step listed and read of the role's own folders, kept in step with every
+    rename, mkdir and rmdir the step makes: each folder is listed once a step, and the
+    live file is rewritten from this record, under the same lock, instead of listing the
+    folders again (docs/protocol.md §10).  Under the role's inbox lock no other command
+    moves a file of the role's; the daemon only adds deliveries to `new/`, which any
+    listing may miss by a moment, and the next call shows.  A pool's `new/`, which other
+    members claim from meanwhile, is never kept."""
+
+    __slots__ = ("answers", "folders", "read")
+
+    def __init__(self) -> None:
+        # folder -> {name: its `hf.kind`} of its visible entries, as they stand
+        self.folders: dict[str, dict[str, str]] = {}
+        self.read: dict[str, hf.Handoff] = {}  # path -> its content, as read or written
+        self.answers: dict[str, bool] = {}  # id -> whether its report folder holds an answer
+
+    def added(self, path: str, kind: str) -> None:
+        folder, name = os.path.split(path)
+        if folder in self.folders:
+            self.folders[folder][name] = kind
+
+    def gone(self, path: str) -> None:
+        """`path` is no longer there (and nothing below it)."""
+        folder, name = os.path.split(path)
+        self.folders.get(folder, {}).pop(name, None)
+        below = path + os.sep
+        for key in [k for k in self.folders if k == path or k.startswith(below)]:
+            del self.folders[key]
+        for key in [k for k in self.read if k.startswith(below)]:
+            del self.read[key]
+
+    def moved(self, source: str, target: str, kind: str) -> None:
+        """`source` was renamed to `target`: what was known of it (and below it) moves too."""
+        folder, name = os.path.split(source)
+        self.folders.get(folder, {}).pop(name, None)
+        self.added(target, kind)
+        below = source + os.sep
+        for key in [k for k in self.folders if k == source or k.startswith(below)]:
+            self.folders[target + key[len(source) :]] = self.folders.pop(key)
+        for key in [k for k in self.read if k == source or k.startswith(below)]:
+            self.read[target + key[len(source) :]] = self.read.pop(key)
 
 
 # --- pure decisions -------------------------------------------------------------------
@@ -238,6 +283,7 @@ class Inbox:
         self.completed = os.path.join(handoffs, Box.COMPLETED)
         self._lock: int | None = None
         self._unsynced: dict[str, None] = {}  # folders changed since their last fsync
+        self.seen = Seen()  # what this step listed and read (the live file's, after it)
 
     def __enter__(self) -> Inbox:
         refuse_linked(os.path.dirname(self.root), FOLDERS, "nothing was taken or changed")
@@ -245,6 +291,7 @@ class Inbox:
             refuse_linked(os.path.dirname(os.path.dirname(self.pool_new)), (Box.NEW,),
                           "nothing was taken or changed")  # fmt: skip
         durable.makedirs(self.root)
+        self.seen = Seen()  # a step's own: nothing kept from an earlier one
         self._lock = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if not hold(self._lock):
             os.close(self._lock)
@@ -283,28 +330,35 @@ class Inbox:
         """What is in process.  An empty batch dir is a take killed right after its mkdir:
         it holds no work, so it is removed rather than shown as a batch of nothing."""
         files, batches = [], []
-        self._sweep(self.in_process)
-        for entry in hf.visible(self.in_process):
-            if hf.is_item_entry(entry, plain=True):
-                files.append(entry.path)
-            elif entry.is_dir(follow_symlinks=False) and _batch_name(entry.name):
-                self._sweep(entry.path)
-                if self.batch_items(entry.path):
-                    batches.append(entry.path)
+        for name, kind in self._entries(self.in_process, sweep=True):
+            path = os.path.join(self.in_process, name)
+            if kind == FILE and _plain_item(name):
+                files.append(path)
+            elif kind == FOLDER and _batch_name(name):
+                if self.batch_items(path):
+                    batches.append(path)
                 else:
-                    _rmdir_quietly(entry.path)  # fails, harmlessly, if a stray non-item is left
+                    self._removed(path)  # fails, harmlessly, if a stray non-item is left
         return Listing(files, batches)
 
-    def _sweep(self, directory: str) -> None:
-        """Remove stamping temp files a killed helper left: while we hold the inbox lock no
-        other helper of this role is writing one, so any found are strays."""
-        if self._lock is not None:
-            for temp in durable.temp_files(directory):
-                durable.unlink_quietly(temp)
+    def _entries(self, directory: str, sweep: bool = False) -> list[tuple[str, str]]:
+        """The visible entries of one of the role's own folders, by name: listed on the
+        step's first look, then as the step's own changes left them (`Seen`).  With
+        `sweep` (what is in process), the same listing removes the stamping temp files a
+        killed helper left: while we hold the inbox lock no other helper of this role is
+        writing one, so any found are strays (never in `new/`: the daemon delivers there
+        without the lock).  Without the lock nothing is kept: each look lists again."""
+        if self._lock is None:
+            return sorted(_listed(directory, False).items())
+        known = self.seen.folders.get(directory)
+        if known is None:
+            known = self.seen.folders[directory] = _listed(directory, sweep)
+        return sorted(known.items())  # queue (byte) order, whatever moved in since
 
     def waiting(self) -> list[str]:
         """Paths of the files waiting in `new/`, in queue (byte) order."""
-        return [e.path for e in hf.visible(self.new) if hf.is_item_entry(e, plain=True)]
+        return [os.path.join(self.new, name) for name, kind in self._entries(self.new)
+                if kind == FILE and _plain_item(name)]  # fmt: skip
 
     def pooled(self) -> list[str]:
         """Paths of the files waiting in the pool's `new/`, in queue order (none without a
@@ -314,7 +368,9 @@ class Inbox:
         return [e.path for e in hf.visible(self.pool_new) if hf.is_item_entry(e, plain=True)]
 
     def batch_items(self, batch: str) -> list[str]:
-        return [e.path for e in hf.visible(batch) if hf.is_item_entry(e, plain=True)]
+        """The files of a batch dir in process (its stamping temps swept, as `listing`)."""
+        return [os.path.join(batch, name) for name, kind in self._entries(batch, sweep=True)
+                if kind == FILE and _plain_item(name)]  # fmt: skip
 
     def work(self, directory: str) -> Work:
         """The work a task file or a batch dir in process stands for."""
@@ -347,10 +403,48 @@ class Inbox:
         index = _named(ident, paths)
         return [] if index is None else [paths[index]]
 
+    def handoff(self, path: str) -> hf.Handoff:
+        """`hf.read`, kept in `seen` as `_read` keeps what it reads."""
+        known = self.seen.read.get(path) if self._lock is not None else None
+        if known is None:
+            known = self.seen.read[path] = hf.read(path)
+        return known
+
+    def _read(self, path: str) -> Item:
+        """`_load`, kept in `seen`: the Item's handoff is what the step then stamps and
+        writes back, so what is kept stays what the file holds.  A file read once is not
+        read again: under the lock only this step changes it."""
+        known = self.seen.read.get(path) if self._lock is not None else None
+        if known is not None:
+            return Item(path, known)
+        item = _load(path)
+        self.seen.read[path] = item.handoff
+        return item
+
+    # every rename, mkdir and rmdir of a step goes through these, so `seen` stays true
+
+    def _claimed(self, source: str, target: str) -> bool:
+        """`_claim`, kept in `seen`."""
+        if not _claim(source, target):
+            self.seen.gone(source)
+            return False
+        self.seen.moved(source, target, FILE)
+        return True
+
+    def _moved(self, source: str, target: str, kind: str = FILE) -> None:
+        """`_move`, kept in `seen`."""
+        _move(source, target)
+        self.seen.moved(source, target, kind)
+
+    def _removed(self, path: str) -> None:
+        """`_rmdir_quietly`, kept in `seen`."""
+        if _rmdir_quietly(path):
+            self.seen.gone(path)
+
     def _resumed(self, path: str) -> Item:
         """Load work already taken; a take killed before its stamp gets the stamp now (a
         copy claimed from the pool, its `claimed_by` too)."""
-        item = _load(path)
+        item = self._read(path)
         if item.handoff.get("dequeued_at") is not None:
             return item
         self._changed(path)
@@ -361,6 +455,7 @@ class Inbox:
         in one rewrite, after the rename that took it."""
         if pooled:
             item.handoff.set(CLAIMED_BY, self.role)
+        self.seen.read[item.path] = item.handoff
         return _stamp(item, "dequeued_at")
 
     def _ready_pooled(self, done: Done | None) -> Item | None:
@@ -380,7 +475,7 @@ class Inbox:
         is not a handoff is refused as before, wherever it stands."""
         ready, reasons = [], []
         for path in self.waiting():
-            item = _load(path)
+            item = self._read(path)
             reason = not_ready(item, done)
             if reason is None:
                 ready.append(item)
@@ -391,7 +486,7 @@ class Inbox:
     def first_ready(self, done: Done | None) -> Item | None:
         """The first waiting file that is ready, reading no further than it."""
         for path in self.waiting():
-            item = _load(path)
+            item = self._read(path)
             if not_ready(item, done) is None:
                 return item
         return None
@@ -404,7 +499,7 @@ class Inbox:
             return self._resumed(current)
         while first := self.first_ready(done) or self._ready_pooled(done):
             target = os.path.join(self.in_process, os.path.basename(first.path))
-            if _claim(first.path, target):
+            if self._claimed(first.path, target):
                 self._changed(first.path, target)  # the stamp's rename is in target's folder
                 pooled = os.path.dirname(first.path) == self.pool_new
                 return self._stamp_taken(Item(target, first.handoff), pooled)
@@ -415,11 +510,11 @@ class Inbox:
         current = current_task(self.listing(), finishing=True)
         if current is None:
             raise Refusal(Exit.FAILED, "NO_CURRENT_TASK")
-        item = _complete(_load(current), hf.iso_now())
+        item = _complete(self._read(current), hf.iso_now())
         target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
         # No flush between the stamp and the move: both change in_process/ (a folder's
         # changes persist in order) and the move carries the stamped file itself.
-        _move(item.path, target)
+        self._moved(item.path, target)
         self._changed(item.path, target)
         return [target]
 
@@ -437,13 +532,13 @@ class Inbox:
             items = []
             for item in (i for i in waiting if priority(i.handoff) == wanted):
                 target = os.path.join(batch, _name(item.path))
-                if _claim(item.path, target):
+                if self._claimed(item.path, target):
                     self._changed(item.path, target)
                     pooled = os.path.dirname(item.path) == self.pool_new
                     items.append(self._stamp_taken(Item(target, item.handoff), pooled))
             if items:
                 return batch, items
-            _rmdir_quietly(batch)  # every file of it taken by other members: look again
+            self._removed(batch)  # every file of it taken by other members: look again
         return None
 
     def _pool_ready(self, done: Done | None) -> list[Item]:
@@ -456,7 +551,7 @@ class Inbox:
         current = current_batch(self.listing(), finishing=True)
         if current is None:
             raise Refusal(Exit.FAILED, "NO_CURRENT_BATCH")
-        items = [_load(path) for path in self.batch_items(current)]
+        items = [self._read(path) for path in self.batch_items(current)]
         stamp = hf.iso_now()  # one completed_at for the batch: audits group its files by it
         for item in items:
             _complete(item, stamp)
@@ -464,7 +559,7 @@ class Inbox:
         # in that order, or a power cut could keep the moved batch without its stamps.
         durable.fsync_dir(current)
         target = os.path.join(self.completed, durable.free_name(self.completed, _name(current)))
-        _move(current, target)
+        self._moved(current, target, FOLDER)
         self._changed(current, target)
         return target, [os.path.join(target, _name(item.path)) for item in items]
 
@@ -474,7 +569,7 @@ class Inbox:
         """Put the work in process back into `new/` (all of a batch, whichever file `ident`
         names), stamped `released_at`; returns the paths in `new/`."""
         work = self._named_or_current(ident)
-        items = [_load(path) for path in work.files]
+        items = [self._read(path) for path in work.files]
         back = [self._back_to(item) for item in items]  # a pool's copy: the pool's new/ (§17)
         clashes = [i.path for i, new in zip(items, back, strict=True)
                    if os.path.lexists(os.path.join(new, _name(i.path)))]  # fmt: skip
@@ -494,11 +589,11 @@ class Inbox:
             os.path.join(new, _name(item.path)) for item, new in zip(items, back, strict=True)
         ]
         for item, target in zip(items, targets, strict=True):
-            _move(item.path, target)
+            self._moved(item.path, target)
             self._changed(item.path, target)
         if work.batch:
             self.sync()  # the files out of the batch dir before the dir's removal persists
-            _rmdir_quietly(work.path)
+            self._removed(work.path)
             self._changed(work.path)
         return targets
 
@@ -518,7 +613,7 @@ class Inbox:
         moved = []
         for path in paths:
             try:
-                item = _load(path)
+                item = self._read(path)
             except Refusal:
                 continue  # not a handoff: the member's own helper says so, nothing to give
             if item.handoff.get("recipient") != self.pool or not self.pool:
@@ -533,13 +628,13 @@ class Inbox:
             item.handoff.set("reclaimed_from", self.role)
             durable.replace(path, item.handoff.render())
             durable.fsync_dir(os.path.dirname(path))  # the rewrite before the rename
-            _move(path, target)
+            self._moved(path, target)
             self._changed(path, target)
             moved.append(target)
         for batch in listing.batches:
             if not self.batch_items(batch):
                 self.sync()
-                _rmdir_quietly(batch)
+                self._removed(batch)
                 self._changed(batch)
         return moved
 
@@ -571,9 +666,9 @@ class Inbox:
         carrying its old stamps, which taking and finishing stamp anew (and the rewrite's
         temp, in `new/`, is what the daemon sweeps at start); never two copies, and never
         a temp file in `completed/`, which nothing lists on a hot path to sweep."""
-        item = _load(path)
+        item = self._read(path)
         target = os.path.join(self.new, _name(path))
-        _move(path, target)
+        self._moved(path, target)
         self._changed(path, target)
         for key in ("completed_at", "dequeued_at", BLOCKED, "reopened_reason", "reopened_by"):
             _drop(item.handoff, key)
@@ -586,7 +681,7 @@ class Inbox:
         folder = os.path.dirname(path)
         if folder != self.completed:  # a completed batch left empty is removed
             self.sync()
-            _rmdir_quietly(folder)
+            self._removed(folder)
             self._changed(folder)
         return target
 
@@ -611,7 +706,7 @@ class Inbox:
             paths = self.copies_named(ident)
             if not paths:
                 raise Refusal(Exit.REFUSED, f"UNKNOWN_HANDOFF: {ident}")
-        items = [_load(path) for path in paths]  # every file read before any is written
+        items = [self._read(path) for path in paths]  # every file read before any is written
         if ident is None and value is not None and len(items) > 1:
             items = [item for item in items if item.handoff.get(key) is None]
             paths = [item.path for item in items]
@@ -638,6 +733,8 @@ class Inbox:
                 os.mkdir(os.path.join(self.in_process, name))
             except FileExistsError:
                 continue
+            self.seen.added(os.path.join(self.in_process, name), FOLDER)
+            self.seen.folders[os.path.join(self.in_process, name)] = {}
             # Durable before anything moves in: files claimed into a batch dir whose own
             # entry a power cut then loses would be lost with it.
             durable.fsync_dir(self.in_process)
@@ -732,8 +829,33 @@ def _move(source: str, target: str) -> None:
     os.rename(source, target)
 
 
-def _rmdir_quietly(path: str) -> None:
+def _rmdir_quietly(path: str) -> bool:
+    """Remove an empty folder; whether it went."""
     try:
         os.rmdir(path)
     except OSError:
-        pass
+        return False
+    return True
+
+
+def _plain_item(name: str) -> bool:
+    """`hf.is_item_entry(…, plain=True)` of a regular file's name: what an agent takes."""
+    return hf.is_item(name) and hf.name_problem(name) is None
+
+
+def _listed(directory: str, sweep: bool) -> dict[str, str]:
+    """The visible entries of `directory`, each name's `hf.kind` (never through a link);
+    with `sweep`, the temp files of the same listing removed.  A missing folder is an
+    empty one; other errors (an unreadable folder) are the caller's to report."""
+    try:
+        with os.scandir(directory) as listing:
+            entries = list(listing)
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    found = {}
+    for entry in entries:
+        if hf.is_visible(entry.name):
+            found[entry.name] = hf.kind(entry)
+        elif sweep and durable.is_temp(entry.name):
+            durable.unlink_quietly(entry.path)
+    return found

@@ -25,6 +25,8 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from handoffd.inbox import Seen
+
     Edit = Callable[[dict[str, list[str]]], None]
 
 FILE = os.path.join(".swarmforge", "HANDOFF.md")
@@ -287,15 +289,20 @@ def branch(worktree: str) -> str:
 
 
 def after_step(
-    role: Role, sent_to: str = "", now: float | None = None, force: bool = False
+    role: Role,
+    sent_to: str = "",
+    now: float | None = None,
+    force: bool = False,
+    seen: Seen | None = None,
 ) -> None:
     """Rewrite `role`'s live file from its queue; `sent_to` names the recipients of a
     handoff it just queued; `force` when the step changed state the queue folders' times
-    do not show (a queued handoff, a stored report).  Never fails the step it follows:
-    the step's work is done and durable, and a live file that could not be written is
-    only a missed note."""
+    do not show (a queued handoff, a stored report); `seen`: what a step holding the
+    role's inbox lock listed and read of its queue, so that no folder is listed again.
+    Never fails the step it follows: the step's work is done and durable, and a live file
+    that could not be written is only a missed note."""
     try:
-        refresh(role, sent_to, now, force=force)
+        refresh(role, sent_to, now, force=force, seen=seen)
     except (OSError, ValueError):
         pass
 
@@ -306,6 +313,7 @@ def refresh(
     now: float | None = None,
     edit: Edit | None = None,
     force: bool = False,
+    seen: Seen | None = None,
 ) -> str:
     """Rewrite `role`'s live file from its queue; the text written ("" if nothing needed
     writing).  Under a lock on the role's handoff directory: two helpers of one role
@@ -320,13 +328,18 @@ def refresh(
     try:
         if not hold(fd):  # held by another process for seconds: never waited on for ever
             raise BlockingIOError(errno.EWOULDBLOCK, "locked by another process", role.handoffs)
-        return _rewrite(role, sent_to, now, edit, force)
+        return _rewrite(role, sent_to, now, edit, force, seen)
     finally:
         os.close(fd)  # releases the lock
 
 
 def _rewrite(
-    role: Role, sent_to: str, now: float | None, edit: Edit | None, force: bool = False
+    role: Role,
+    sent_to: str,
+    now: float | None,
+    edit: Edit | None,
+    force: bool = False,
+    seen: Seen | None = None,
 ) -> str:
     previous = read(role.worktree)
     if edit is not None and previous is not None:
@@ -339,7 +352,7 @@ def _rewrite(
     carried = ""
     if previous and previous.phase.startswith(WAITING):
         carried = previous.phase[len(WAITING) :]  # still waiting until something arrives
-    summary = work.describe(work.look(role, sent_to or carried))
+    summary = work.describe(work.look(role, sent_to or carried, seen))
     state = State(
         hf.iso_now(now),
         branch(role.worktree),

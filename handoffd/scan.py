@@ -20,7 +20,7 @@ import os
 from handoffd import handoff as hf
 from handoffd import safeio
 from handoffd.config import Box, Role
-from handoffd.handoff import Name
+from handoffd.handoff import Handoff, Name
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers reach this module (the live file)
 if TYPE_CHECKING:
@@ -196,6 +196,59 @@ def scan_role(
         if _load_open(entries, seen):
             return entries
     return [e for e in entries if e.state in State.CLOSED or e._headers is not None]
+
+
+def handed(
+    role: Role,
+    states: Iterable[str],
+    folders: dict[str, dict[str, str]],
+    read: dict[str, Handoff],
+    loaded: Iterable[str] = State.OPEN,
+) -> list[Entry] | None:
+    """`scan_role(role, states)` from what a step under the role's lock listed (`folders`:
+    each folder's visible entries, by name, as `inbox.Seen` keeps them) and read (`read`:
+    path -> content); a folder it did not list is listed now, a file in `loaded` states it
+    did not read is read now (the others' headers on first ask).  None when one of them
+    has gone since (the caller scans again).  Under the lock the step's record is the
+    folders as they stand: nothing else moves a file out."""
+    entries = []
+    for state in (s for s in State.ALL if s in states):
+        folder = role.path(FOLDER[state])
+        if folder not in folders and role_folder(role, FOLDER[state]) is None:
+            continue  # one behind a link, listed now: never through it, as `scan_role`
+        for path, batch in _handed_files(folder, has_batches(state), folders):
+            entries.append(Entry(role.name, state, path, batch))
+    entries.sort(key=_in_order)
+    for entry in (e for e in entries if e.state in loaded):
+        known = read.get(entry.path)
+        if known is not None:  # what `read_head` would read of it: its first 64 KiB
+            entry._headers = hf.parse_headers(known.render()[: hf.HEADER_LIMIT])
+            continue
+        try:
+            entry._headers, entry.mtime = _read_open(entry.path)
+        except FileNotFoundError:
+            return None
+    return entries
+
+
+def _handed_files(
+    folder: str, descend: bool, folders: dict[str, dict[str, str]]
+) -> Iterator[tuple[str, str | None]]:
+    """(path, batch folder) of each queue file of `folder` as `folders` has it (else as
+    listed now), as `folder_files` lists them: regular files by an item's name, and with
+    `descend` those in its `batch_*` folders."""
+    listed = folders.get(folder)
+    if listed is None:
+        for path, _, batch in folder_files(folder, descend):
+            yield path, batch
+        return
+    for name, kind in sorted(listed.items()):
+        path = os.path.join(folder, name)
+        if kind == hf.FILE and hf.is_item(name):
+            yield path, None
+        elif descend and kind == hf.FOLDER and name.startswith("batch_"):
+            for inner, _ in _handed_files(path, False, folders):
+                yield inner, path
 
 
 def listing(role: Role, states: Iterable[str]) -> list[Entry]:

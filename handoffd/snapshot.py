@@ -33,6 +33,7 @@ from handoffd.scan import (
     State,
     depends_on,
     folder_files,
+    handed,
     has_batches,
     joined_names,
     lines_with,
@@ -46,8 +47,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from handoffd.held import Held
+    from handoffd.inbox import Seen
     from handoffd.lifecycle import DaemonState
-    from handoffd.reports import Head
+    from handoffd.reports import Head, Report
 
 
 class Snapshot:
@@ -95,6 +97,7 @@ class Snapshot:
         self.dismissals: dict[str, str] = {}  # a dismissed one's path -> its `.dismissed` line
         self.dependencies: dict[str, list[Entry]] = {}  # id -> its completed copies, looked up
         self.history_loaded = False  # `load_history` read history's headers and reports
+        self._harnesses: dict[str, str] | None = None
 
     @property
     def history(self) -> list[Entry]:
@@ -232,6 +235,38 @@ class Snapshot:
                 if found is not None:
                     self.heads[key] = found
 
+    def harnesses(self) -> dict[str, str]:
+        """The `harness` lines of the project's stored configuration (docs/protocol.md
+        §16), read on first ask: what `status` says runs in a pane the daemon has not
+        seen."""
+        if self._harnesses is None:
+            from handoffd import project
+
+            self._harnesses = project.harnesses(self.root)
+        return self._harnesses
+
+    # --- one card's file and reports, for a view of that card ------------------------
+
+    def file(self, path: str) -> tuple[list[tuple[str, str]], str]:
+        """The header lines and body of the queue file at `path` (one of this snapshot's),
+        leniently: a broken file shows what it holds.  Through the careful reader: never
+        a link or a FIFO, never more than `BODY_LIMIT` bytes."""
+        return read_file(path)
+
+    def report_files(self, role: str, ident: str) -> list[tuple[str, Report | None]]:
+        """Each of `role`'s reports on `ident`, oldest first, read whole (through the
+        reports module's careful reader); None for one that cannot be read, or was pruned
+        since the listing."""
+        from handoffd import reports
+
+        found: list[tuple[str, Report | None]] = []
+        for path in self.reports(role, ident):
+            try:
+                found.append((path, reports.read(path)))
+            except OSError:
+                found.append((path, None))
+        return found
+
     def dismissal(self, path: str) -> str | None:
         """The `.dismissed` line of the dismissed original at `path`, as the scan read it."""
         return self.dismissals.get(path)
@@ -310,12 +345,18 @@ def take_snapshot(
     return snapshot
 
 
-def take_role(root: str, role: Role, now: float | None = None) -> Snapshot:
-    """A snapshot of `role` alone: its open files with their header blocks, and nothing
-    else (no other role, no daemon state or log, no reports, no dependencies): all that
-    finding one of its copies by the card the board names it takes (`cards.find_card`)."""
+def take_role(
+    root: str, role: Role, now: float | None = None, seen: Seen | None = None
+) -> Snapshot:
+    """A snapshot of `role` alone: its copies (`new/`, `in_process/`) with their header
+    blocks, and nothing else (no other role, no original, no daemon state or log, no
+    reports, no dependencies): all that finding one of its copies by the card the board
+    names it takes (`cards.find_card`).  With `seen`, from what a step holding the role's
+    inbox lock listed and read (`scan.handed`): nothing it listed is listed again."""
     snapshot = Snapshot(root, {role.name: role}, time.time() if now is None else now)
-    snapshot.open = scan_role(role, State.OPEN)
+    copies = (State.NEW, State.IN_PROCESS)
+    entries = None if seen is None else handed(role, copies, seen.folders, seen.read)
+    snapshot.open = scan_role(role, copies) if entries is None else entries
     return snapshot
 
 
@@ -426,6 +467,53 @@ def _mtime_ns(path: str) -> int:
         return os.stat(path, follow_symlinks=False).st_mtime_ns
     except OSError:
         return -1
+
+
+def linked_folders(role: Role, boxes: tuple[str, ...]) -> list[str]:
+    """Which of `boxes` of `role`'s handoff directory lie behind a symbolic link, and each
+    `inbox/in_process/batch_…` that is one: what `status` warns of.  A few `lstat`s; an
+    unreadable folder is no link (its commands say what is wrong)."""
+    try:
+        return safeio.linked_folders(role.handoffs, boxes) + _linked_batches(role.handoffs)
+    except OSError:
+        return []
+
+
+def _linked_batches(handoffs: str) -> list[str]:
+    """`inbox/in_process/batch_…` for each batch name in process that is a link."""
+    try:
+        fd = safeio.open_dir(os.path.join(handoffs, Box.IN_PROCESS), below=handoffs)
+    except (FileNotFoundError, safeio.Refused):
+        return []  # none, or the folder itself is the problem (said above)
+    links = []
+    try:
+        for name in (n for n in os.listdir(fd) if n.startswith("batch_")):
+            try:
+                if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    links.append(f"{Box.IN_PROCESS}/{name}")
+            except FileNotFoundError:
+                continue  # finished or released since the listing
+    finally:
+        os.close(fd)
+    return links
+
+
+BODY_LIMIT = 1024 * 1024  # bytes of a queue file a view of one card shows
+
+
+def read_file(path: str) -> tuple[list[tuple[str, str]], str]:
+    """A queue file's header lines and body, leniently (`Snapshot.file`)."""
+    try:  # the careful reader: never a link, a FIFO or more than the page shows
+        fd = safeio.open_regular(path)
+        try:
+            data = safeio.read_fd(fd, BODY_LIMIT)
+        finally:
+            os.close(fd)
+    except safeio.Refused as refusal:
+        return [], f"(not shown: {refusal.why})"
+    except OSError as error:
+        return [], f"(cannot read {path}: {error.strerror})"
+    return hf.split_lenient(data.decode("utf-8", errors="replace"))
 
 
 def _some_not_held(copies: list[Entry]) -> bool:

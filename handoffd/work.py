@@ -14,6 +14,10 @@ from handoffd import handoff as hf
 from handoffd import scan
 from handoffd.config import Box, Role
 
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
+if TYPE_CHECKING:
+    from handoffd.inbox import Seen
+
 
 class Work:
     """A role's queue at a glance: its copies in process, how many wait, who it waits for."""
@@ -101,22 +105,34 @@ def describe(work: Work) -> Summary:
 # --- I/O ----------------------------------------------------------------------------------
 
 
-def look(role: Role, waiting_for: str = "") -> Work:
+def look(role: Role, waiting_for: str = "", seen: Seen | None = None) -> Work:
     """The role's work in process (files, or one batch directory's files) and how much waits
-    in `new/`, from one scan of those two folders (headers only)."""
-    entries = scan.scan_role(role, (scan.State.NEW, scan.State.IN_PROCESS))
+    in `new/`, from one scan of those two folders (headers only), or from what a step
+    holding the role's lock `seen` of them (`scan.handed`)."""
+    states = (scan.State.NEW, scan.State.IN_PROCESS)
+    entries = None
+    if seen is not None:  # the files waiting are counted, not opened
+        entries = scan.handed(role, states, seen.folders, seen.read, states[1:])
+    if entries is None:
+        entries = scan.scan_role(role, states)
     taken = [e for e in entries if e.state == scan.State.IN_PROCESS]
     waiting = sum(1 for e in entries if e.state == scan.State.NEW)
-    answers = {e.card: found for e in taken
-               if (found := answer_of(role, e.id, e.headers.get("reopened_at")))}  # fmt: skip
+    known = seen.answers if seen is not None else None
+    answers = {}
+    for entry in taken:
+        found = answer_of(role, entry.id, entry.headers.get("reopened_at"), known)
+        if found:
+            answers[entry.card] = found
     return Work(taken, waiting, role.mode, any(e.batch for e in taken), waiting_for, answers)
 
 
-def answer_of(role: Role, ident: str, since: str | None = None) -> tuple[str, str] | None:
+def answer_of(
+    role: Role, ident: str, since: str | None = None, known: dict[str, bool] | None = None
+) -> tuple[str, str] | None:
     """(question, first line) of the answer on `ident` the role has not yet reported after
     (nor met before its copy was reopened at `since`); the report module (and its YAML) is
-    imported only when such an answer's name is there."""
-    if not has_answer(role.handoffs, ident):
+    imported only when such an answer's name is there (`known`: as `has_answer` said)."""
+    if not has_answer(role.handoffs, ident, known):
         return None
     from handoffd.reports import latest_answer
 
@@ -127,9 +143,19 @@ def answer_of(role: Role, ident: str, since: str | None = None) -> tuple[str, st
 ANSWER_SUFFIX = "_ANSWER.md"  # how an answer's report is named (handoffd.reports)
 
 
-def has_answer(handoffs: str, ident: str) -> bool:
+def has_answer(handoffs: str, ident: str, known: dict[str, bool] | None = None) -> bool:
     """Whether `H/reports/<ident>/` holds an answer's name: one listing, no link followed
-    (the careful read is `reports.latest_answer`'s).  Helpers call it on every take."""
+    (the careful read is `reports.latest_answer`'s).  Helpers call it on every take; with
+    `known` (a step's `Seen.answers`), once a step: only an operator's `answer` adds one,
+    under the same lock."""
+    if known is None:
+        return _has_answer(handoffs, ident)
+    if ident not in known:
+        known[ident] = _has_answer(handoffs, ident)
+    return known[ident]
+
+
+def _has_answer(handoffs: str, ident: str) -> bool:
     if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
         return False
     folder = os.path.join(handoffs, "reports", ident)

@@ -13,10 +13,12 @@ first on PATH, and `SWARMFORGE_ROLE` set or unset as a test asks (`Project.run`)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -86,6 +88,30 @@ def plant(path: Path, what: str, outside: Path) -> Path | None:
         path.symlink_to(target)
         return target
     return None
+
+
+_TOUCHED: list[list[tuple[str, str]]] = []  # what each armed `touched()` records
+
+
+def _record(event: str, args: tuple[object, ...]) -> None:
+    if _TOUCHED and event in ("open", "os.listdir", "os.scandir") and args:
+        where = args[0]
+        path = os.fsdecode(where) if isinstance(where, (str, bytes)) else f"<fd {where}>"
+        _TOUCHED[-1].append((event.removeprefix("os."), path))
+
+
+@contextlib.contextmanager
+def touched() -> Iterator[list[tuple[str, str]]]:
+    """Record each (`open` | `listdir` | `scandir`, path) this process makes in the block,
+    through an audit hook (installed once: hooks cannot be removed)."""
+    if not hasattr(touched, "hooked"):
+        sys.addaudithook(_record)
+        touched.hooked = True  # type: ignore[attr-defined]
+    _TOUCHED.append([])
+    try:
+        yield _TOUCHED[-1]
+    finally:
+        _TOUCHED.pop()
 
 
 def snapshot(directory: Path) -> dict[str, bytes | None]:

@@ -468,3 +468,52 @@ def test_a_rewrite_sweeps_a_dead_writers_temp_even_when_its_pid_is_alive_again(
     noted = project.run("handoffd", "note", "--decision", "keep it", role="coder", timeout=HANG)
     assert noted.code == 0, noted.err
     assert sorted(n for n in os.listdir(folder) if n.endswith(".tmp")) == [fresh.name]
+
+
+# --- one listing a call: the step hands the live file what it saw -----------------------
+
+PUT = {  # role -> (id, priority, task) of the files waiting in its new/
+    "coder": [("20260101T000000Z_000001_from_QA", "50", "parse"),
+              ("20260101T000000Z_000002_from_QA", "50", "lex")],
+    "cleaner": [("20260101T000000Z_000001_from_QA", "50", "a"),
+                ("20260101T000000Z_000002_from_QA", "50", "b"),
+                ("20260101T000000Z_000003_from_QA", "60", "c")],
+}  # fmt: skip
+STEPS = ("take", "take", "finish", "finish", "take")
+
+
+@pytest.mark.parametrize("role", list(PUT))
+def test_each_helper_call_lists_each_folder_once_and_writes_what_a_scan_would(
+    project: Project, role: str
+) -> None:
+    """`ready_for_next` and `done_with_current` list each folder of the role once a call:
+    the live file is rewritten from what the step listed and read, under its lock (it used
+    to list `new/` and `in_process/` again, and `in_process/` up to five times, each call);
+    every queue file is opened once at most, the waiting ones only by the step.  What it
+    writes is what a fresh scan of the queue says (but for the time)."""
+    from handoffd import reports
+    from handoffd.ops import queue
+    from handoffd.ops.context import resolve_context
+    from tests.conftest import touched
+
+    for ident, priority, task in PUT[role]:
+        project.put(role, f"{priority}_{ident}_to_{role}.handoff", id=ident, task=task,
+                    priority=priority)  # fmt: skip
+    first = PUT[role][0][0]
+    reports.store(str(project.handoffs(role)), first, reports.ANSWER, role, "ann", "",
+                  "Yes.", time.time(), {"question": "Which?"})  # fmt: skip
+    handoffs = str(project.handoffs(role))
+    for step in STEPS:
+        context = resolve_context(str(project.root), role)
+        with touched() as seen:
+            done = (queue.take if step == "take" else queue.finish)(context)
+        assert done.code == 0, done.err
+        mine = [(event, path) for event, path in seen if path.startswith(handoffs)]
+        listed = [path for event, path in mine if event != "open"]
+        assert sorted(listed) == sorted(set(listed)), f"{step}: {listed}"
+        opened = [path for event, path in mine if event == "open" and hf.is_item(path)]
+        assert sorted(opened) == sorted(set(opened)), f"{step}: {opened}"
+        handed = (project.worktrees[role] / live.FILE).read_text().split("\n", 1)[1]
+        live.refresh(context.me, force=True)  # from a scan of its own
+        scanned = (project.worktrees[role] / live.FILE).read_text().split("\n", 1)[1]
+        assert handed == scanned, step

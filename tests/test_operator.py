@@ -101,6 +101,28 @@ def test_answer_reads_the_named_roles_folders_alone(project: Project) -> None:
     assert any(path.startswith(str(project.handoffs("coder"))) for path in touched)
 
 
+def test_answer_lists_the_roles_folders_once_for_the_look_up_the_change_and_the_live_file(
+    project: Project,
+) -> None:
+    """The look-up, the check and the live file are one listing, under the role's lock:
+    nothing can move the copy between finding it and changing it (it used to list
+    `in_process/` six times and `new/` four, and each of `outbox/` and `failed/` once)."""
+    from handoffd.ops import operator
+    from handoffd.ops.context import resolve_context
+    from tests.conftest import touched
+
+    blocked_in_process(project)
+    put(project, ID2, task="lex")
+    context = resolve_context(str(project.root), needs_role=False)
+    with touched() as seen:
+        done = operator.answer(context, CARD, REPLY, by="ann")
+    assert done.code == 0, done.err
+    inbox = str(project.handoffs("coder") / "inbox")
+    listed = [path for event, path in seen if event != "open" and path.startswith(inbox)]
+    assert sorted(listed) == sorted({f"{inbox}/new", f"{inbox}/in_process"})
+    assert "working on parse" in (project.root / ".swarmforge" / "HANDOFF.md").read_text()
+
+
 @pytest.mark.parametrize("header", ["a/b", "decoy", "../../x", "20260101T000000Z_000009_from_QA"])
 def test_an_id_header_the_name_does_not_spell_is_never_the_cards_name_nor_its_key(
     project: Project, header: str

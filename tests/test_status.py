@@ -166,6 +166,19 @@ def test_role_filters_the_board(project: Project) -> None:
     assert unknown.returncode == 1 and "nobody" in unknown.stderr
 
 
+def test_the_board_is_rendered_from_the_scan_alone_reading_no_file(project: Project) -> None:
+    """docs/protocol.md §8: `board` reads (the snapshot, the harness lines), `render` is a
+    pure function of what it read: it opens and lists nothing, whatever the cards show."""
+    from tests.conftest import touched
+
+    put(project, 1)
+    put(project, 2, role="cleaner")
+    result = board_status.board(str(project.root), None, True, 60.0)
+    with touched() as seen:
+        lines = board_status.render(result, time.time(), True, False)
+    assert seen == [] and len(lines) > 4
+
+
 def test_an_empty_board_says_so_under_a_line_per_role(project: Project) -> None:
     result = handoffd("status", str(project.root))
     assert result.stdout.splitlines() == [

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import os
-import stat
 import time
 
-from handoffd import config, held, lifecycle, safeio, scan
+from handoffd import config, held, lifecycle, scan
 from handoffd.board import cards, colour
 from handoffd.config import Box
-from handoffd.snapshot import Snapshot, take_snapshot
+from handoffd.snapshot import Snapshot, linked_folders, take_snapshot
 from handoffd.terminal import escape
 
 COLUMNS = ("STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
@@ -48,6 +46,7 @@ def board(
     only that role's cards."""
     now = time.time() if now is None else now
     snapshot = take_snapshot(root, roles, now=now, history=show_all)
+    snapshot.harnesses()  # read now, with the rest: `render` reads nothing
     if role is not None and role not in snapshot.roles:
         raise config.UnknownRole(role, snapshot.roles)
     result = cards.project(snapshot, now, window_s, include_green=show_all)
@@ -73,37 +72,13 @@ def folder_warnings(roles: dict[str, config.Role]) -> list[str]:
     until it is a real folder again.  A few `lstat`s per role."""
     lines = []
     for role in roles.values():
-        try:
-            found = safeio.linked_folders(role.handoffs, tuple(_STOPPED))
-            found += _linked_batches(role.handoffs)
-        except OSError:
-            continue  # an unreadable folder is no link: its commands say what is wrong
-        for where in found:
+        for where in linked_folders(role, tuple(_STOPPED)):
             stopped = _STOPPED.get(where, "that batch is never shown, taken or finished")
             lines.append(
                 f"WARNING: {role.name}'s {escape(where)}/ is a symbolic link, not a folder: "
                 f"handoffd never follows it, so {stopped}; replace it with a real folder"
             )
     return lines
-
-
-def _linked_batches(handoffs: str) -> list[str]:
-    """`inbox/in_process/batch_…` for each batch name in process that is a link."""
-    try:
-        fd = safeio.open_dir(os.path.join(handoffs, Box.IN_PROCESS), below=handoffs)
-    except (FileNotFoundError, safeio.Refused):
-        return []  # none, or the folder itself is the problem (said above)
-    links = []
-    try:
-        for name in (n for n in os.listdir(fd) if n.startswith("batch_")):
-            try:
-                if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                    links.append(f"{Box.IN_PROCESS}/{name}")
-            except FileNotFoundError:
-                continue  # finished or released since the listing
-    finally:
-        os.close(fd)
-    return links
 
 
 def daemon_line(
@@ -126,7 +101,7 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
         if entry.state == scan.State.IN_PROCESS:
             held.setdefault(entry.role, []).append(cards.epoch(entry.headers.get("dequeued_at")))
     rows = []
-    overrides = _harness_lines(snapshot.root) if snapshot.roles else {}
+    overrides = snapshot.harnesses() if snapshot.roles else {}
     for name, role in snapshot.roles.items():
         if only is not None and only not in (name, role.pool):
             continue
@@ -159,12 +134,6 @@ def pool_row(snapshot: Snapshot, row: config.Role) -> dict[str, object]:
     panes = [str(snapshot.panes.get(name, {}).get("pane", "unknown")) for name in team]
     counts = {state: panes.count(state) for state in ("busy", "idle", "gone", "unknown")}
     return {"role": row.name, "pool": len(team), "members": team, **counts}
-
-
-def _harness_lines(root: str) -> dict[str, str]:
-    from handoffd import project
-
-    return project.harnesses(root)
 
 
 def _harness(role: config.Role, seen: dict[str, object], override: str | None) -> str:

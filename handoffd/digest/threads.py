@@ -115,22 +115,21 @@ def _fill(file: Entry, thread: Thread, snapshot: Snapshot) -> None:
 
 
 def _reports(ids: list[str], snapshot: Snapshot, thread: Thread) -> Iterator[Report]:
-    """Every stored report on the thread's handoffs, in every role's folder."""
+    """Every stored report on the thread's handoffs, in every role's folder (read by the
+    snapshot: an unreadable one stands with its time from its name)."""
     for role in snapshot.roles:
         for ident in ids:
-            paths = snapshot.reports(role, ident)
-            if len(paths) >= reports.KEEP:
+            found = snapshot.report_files(role, ident)
+            if len(found) >= reports.KEEP:
                 _gap(thread, "history_truncated")  # older ones may have been removed
-            for path in paths:
-                yield read_report(role, path)
+            for path, report in found:
+                yield _shown(role, path, report)
 
 
-def read_report(role: str, path: str) -> Report:
+def _shown(role: str, path: str, report: Report | None) -> Report:
     """A report, its role taken from its folder where it lacks one (an unreadable one: its
     time from its name)."""
-    try:
-        report = reports.read(path)
-    except OSError:
+    if report is None:
         stamp = os.path.basename(path).partition("_")[0]
         report = Report(path, {"reported_at": hf.iso_from_stamp(stamp)}, "")
     report.role = report.role or role

@@ -50,8 +50,7 @@ def find_copy(context: Context, card: str) -> Card | None:
     from handoffd.board import cards
     from handoffd.snapshot import take_role
 
-    # `<name>@<role>`, or `<name>@<role>~<n>` when names collide (`naming.candidates`)
-    role = context.roles.get(card.rpartition("@")[2].partition("~")[0])
+    role = _card_role(context, card)
     return None if role is None else cards.find_card(take_role(context.root, role), card)
 
 
@@ -120,15 +119,20 @@ def answer(
     text = said if said is not None else text
     _check_answer(text)
     who = operator_name(by)
-    found = find_copy(context, card)
+    role = _card_role(context, card)
+    if role is None:
+        raise unknown(card, context)
+    at = time.time() if now is None else now
+    found, out, note = _answer(context, role, card, text, who, at)
     if found is None:
         raise unknown(card, context)
-    role = context.roles[found.role]
-    out, note = _answer(
-        role, card, found.entry.name, text, who, time.time() if now is None else now
-    )
-    live.after_step(role, force=True)  # its Open Questions show the question answered
     return Result(Exit.OK, out, note + wake_role(context.root, role, answered(found)))
+
+
+def _card_role(context: Context, card: str) -> Role | None:
+    """The role a card's `@<role>` names (`<name>@<role>`, or `<name>@<role>~<n>` when
+    names collide: `naming.candidates`); None for none of the project's."""
+    return context.roles.get(card.rpartition("@")[2].partition("~")[0])
 
 
 def answered(found: Card) -> str:
@@ -147,25 +151,58 @@ def _check_answer(text: str) -> None:
         raise Refusal(Exit.REFUSED, ANSWER_TOO_LARGE.format(limit=ANSWER_LIMIT))
 
 
-def _answer(role: Role, card: str, name: str, text: str, who: str, now: float) -> tuple[str, str]:
-    """Under the role's lock: the report first (an answer stored and the block still on is
-    a state a second `answer` or an `unblock` finishes), then the block lifted.  Its lines,
-    and the stderr line that says another answer came first (two operators at once: the
-    lock orders them, and the second learns of the first)."""
-    with Inbox(role.handoffs, role.name) as inbox:
-        paths = inbox.copies_named(name)
-        if not paths:
-            raise unknown(card)  # taken and finished since the scan
-        ident, copy = hf.path_id(paths[0]), hf.read(paths[0])
-        # one the agent has not met (an answer from before a reopen it has)
-        earlier = reports.latest_answer(role.handoffs, ident, copy.get("reopened_at"))
-        blocked = copy.get(BLOCKED) or ""
-        question = blocked or (earlier.question if earlier else "")  # what it answers too
-        stored = reports.store(role.handoffs, ident, reports.ANSWER, role.name, who, "", text,
-                               now, {"question": question})  # fmt: skip
-        out = f"ANSWERED: {stored}\n"
-        if blocked:
-            out += "".join(f"UNBLOCKED: {p}\n" for p in inbox.set_header(name, BLOCKED, None))
+def _answer(
+    context: Context, role: Role, card: str, text: str, who: str, now: float
+) -> tuple[Card | None, str, str]:
+    """Under the role's lock, from one listing of its copies' folders: the copy `card`
+    names (None: no open copy of that name; nothing can move it before the change, so
+    the look-up is the check), the answer stored, the block lifted, and the live file
+    rewritten (its Open Questions show the question answered) before the lock is let go.
+    The card, its lines, and the line that says another answer came first.  A role whose
+    lock cannot be had (a linked folder, a busy lock) is looked up without it, as before:
+    a card that names no copy is unknown first."""
+    from handoffd.board import cards
+    from handoffd.inbox import Busy, LinkedFolder
+    from handoffd.snapshot import take_role
+
+    try:
+        with Inbox(role.handoffs, role.name) as inbox:
+            inbox.listing()  # the one listing of in_process/ (and its batches)
+            inbox.waiting()  # and of new/
+            found = cards.find_card(take_role(context.root, role, seen=inbox.seen), card)
+            if found is None:
+                return None, "", ""
+            out, note = _store_answer(inbox, role, card, found.entry.name, text, who, now)
+            inbox.sync()  # the answer durable before the live file says so
+            live.after_step(role, force=True, seen=inbox.seen)
+    except (LinkedFolder, Busy):
+        if find_copy(context, card) is None:
+            return None, "", ""
+        raise
+    return found, out, note
+
+
+def _store_answer(
+    inbox: Inbox, role: Role, card: str, name: str, text: str, who: str, now: float
+) -> tuple[str, str]:
+    """The report first (an answer stored and the block still on is a state a second
+    `answer` or an `unblock` finishes), then the block lifted.  Its lines, and the stderr
+    line that says another answer came first (two operators at once: the lock orders
+    them, and the second learns of the first)."""
+    paths = inbox.copies_named(name)
+    if not paths:
+        raise unknown(card)  # a name no helper takes (`inbox.Inbox.waiting`)
+    ident, copy = hf.path_id(paths[0]), inbox.handoff(paths[0])
+    # one the agent has not met (an answer from before a reopen it has)
+    earlier = reports.latest_answer(role.handoffs, ident, copy.get("reopened_at"))
+    blocked = copy.get(BLOCKED) or ""
+    question = blocked or (earlier.question if earlier else "")  # what it answers too
+    stored = reports.store(role.handoffs, ident, reports.ANSWER, role.name, who, "", text,
+                           now, {"question": question})  # fmt: skip
+    inbox.seen.answers.pop(ident, None)  # it holds an answer now, whatever was looked up
+    out = f"ANSWERED: {stored}\n"
+    if blocked:
+        out += "".join(f"UNBLOCKED: {p}\n" for p in inbox.set_header(name, BLOCKED, None))
     return out, _also_answered(card, earlier)
 
 

@@ -54,7 +54,7 @@ Optional for any type: depends_on: <id>[,<id>...] and blocked_reason: <one line>
 
 
 def _take_task(context: Context, inbox: Inbox) -> Result:
-    ready = Ready(context)
+    ready = Ready(context, inbox.seen.answers)
     item = inbox.take_task(ready.done)
     if item is None:
         return ready.nothing(inbox)
@@ -62,7 +62,7 @@ def _take_task(context: Context, inbox: Inbox) -> Result:
 
 
 def _take_batch(context: Context, inbox: Inbox) -> Result:
-    ready = Ready(context)
+    ready = Ready(context, inbox.seen.answers)
     taken = inbox.take_batch(ready.done)
     if taken is None:
         return ready.nothing(inbox)
@@ -75,8 +75,9 @@ class Ready:
     imported) only for a file that carries `depends_on`, a report folder read only when
     it holds an answer: a take in a project that uses neither pays for nothing."""
 
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, answers: dict[str, bool] | None = None) -> None:
         self.context = context
+        self.answers = answers  # what the step's look in report folders found (`Seen`)
         self._dependencies: Dependencies | None = None
 
     def dependencies(self) -> Dependencies:
@@ -111,7 +112,7 @@ class Ready:
         if wanted:
             lines += self.dependencies().lines(item.path, wanted)
         ident = hf.file_id(os.path.basename(item.path), handoff.get("id"))  # as stored
-        if has_answer(self.context.me.handoffs, ident):
+        if has_answer(self.context.me.handoffs, ident, self.answers):
             from handoffd.ops.readiness import answer_lines
 
             lines += answer_lines(self.context.me.handoffs, ident, handoff.get("reopened_at"))

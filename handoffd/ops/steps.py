@@ -12,6 +12,8 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs ~15 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from handoffd.inbox import Seen
+
     Step = Callable[[Context, Inbox], Result]
 
 
@@ -23,11 +25,13 @@ def after_step(
     changed: bool = True,
     sent_to: str = "",
     force: bool = False,
+    seen: Seen | None = None,
 ) -> Result:
     """The one place every operation on a role passes after its step: the heartbeat of a
     role that showed life (`alive`), and the live file of a role whose state may have
     `changed` (`sent_to` names the recipients of a handoff it queued; `force` rewrites the
-    file even if only its time would change)."""
+    file even if only its time would change; `seen`, what the step listed and read, under
+    the lock still held)."""
     if alive:
         try:
             heartbeat.renew(context.me.handoffs, context.agent, context.conversation)
@@ -37,22 +41,35 @@ def after_step(
         from handoffd import live
 
         # never raises: the step's work is done
-        live.after_step(context.me, sent_to, force=force or bool(sent_to))
+        live.after_step(context.me, sent_to, force=force or bool(sent_to), seen=seen)
     return result
 
 
 def locked(context: Context, step: Step, *, alive: bool, force: bool = False) -> Result:
     """Run `step` holding the role's inbox lock; a refusal or an I/O error is its result;
-    `force` rewrites the live file after a step that succeeded."""
+    `force` rewrites the live file after a step that succeeded.
+
+    The live file is rewritten before the lock is let go, from what the step listed and
+    read (`Inbox.seen`), so no folder is listed twice: two helpers of one role write it
+    in the order they changed the inbox, and a stale view never lands last.  The step's
+    changes are made durable first: the live file never says more than the disk holds."""
     try:
         with Inbox(context.me.handoffs, context.me.name, pool_of(context)) as inbox:
-            result = step(context, inbox)
+            try:
+                result = step(context, inbox)
+            except (LinkedFolder, Busy):
+                raise
+            except Refusal as refusal:
+                result = failure(refusal)
+            inbox.sync()
+            return after_step(context, result, alive=alive, force=force and result.ok,
+                              seen=inbox.seen)  # fmt: skip
     except (LinkedFolder, Busy) as refusal:  # nothing changed (a linked folder: the live
         # file would read through it; a busy lock: its holder is still changing the inbox)
         return after_step(context, refusal.result(), alive=alive, changed=False)
-    except (Refusal, OSError) as error:
-        result = failure(error)
-    return after_step(context, result, alive=alive, force=force and result.ok)
+    except (Refusal, OSError) as error:  # the step stopped part-way: the live file
+        result = failure(error)  # lists the folders itself
+    return after_step(context, result, alive=alive)
 
 
 def pool_of(context: Context) -> tuple[str, str] | None:

@@ -30,7 +30,7 @@ import hashlib
 import hmac
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
@@ -46,8 +46,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handoffd import config, held, reports, safeio, scan
-from handoffd import handoff as hf
+from handoffd import config, held, scan
 from handoffd.board import cards, status
 from handoffd.outcome import INBOX_BUSY
 from handoffd.snapshot import GreenListing, Snapshot, take_snapshot
@@ -55,7 +54,6 @@ from handoffd.web import views
 from handoffd.web.workers import BOARD_BUSY, Workers
 
 STATIC = os.path.join(os.path.dirname(__file__), "static")
-BODY_LIMIT = 1024 * 1024  # bytes of a handoff file shown on its page
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -503,8 +501,9 @@ class Board:
         card, board, snapshot, now = self.find(name)
         if card is None:
             raise HTTPException(404, "No such card.")
-        headers, body = read_file(card.path)
-        history = read_reports(reversed(snapshot.reports(card.role, card.id)))
+        headers, body = snapshot.file(card.path)
+        history = [found for _, found in reversed(snapshot.report_files(card.role, card.id))
+                   if found is not None]  # fmt: skip
         needed_by = [other for other in board.cards if card.id in other.depends_on]
         return self.render("card.html", request=request, card=card, file_headers=headers, body=body,
                            history=history, needed_by=needed_by, title=f"{name} — handoffd",
@@ -621,32 +620,6 @@ async def form_fields(request: Request) -> dict[str, str]:
     for key, value in parse_qsl(text, keep_blank_values=True, errors="surrogateescape"):
         fields.setdefault(key, value)
     return fields
-
-
-def read_reports(paths: Iterable[str]) -> list[reports.Report]:
-    """The reports at `paths`; one pruned away since the scan listed it is left out."""
-    found = []
-    for path in paths:
-        try:
-            found.append(reports.read(path))
-        except OSError:
-            continue
-    return found
-
-
-def read_file(path: str) -> tuple[list[tuple[str, str]], str]:
-    """A queue file's header lines and body, leniently: a broken file shows what it holds."""
-    try:  # the careful reader: never a link, a FIFO or more than the page shows
-        fd = safeio.open_regular(path)
-        try:
-            data = safeio.read_fd(fd, BODY_LIMIT)
-        finally:
-            os.close(fd)
-    except safeio.Refused as refusal:
-        return [], f"(not shown: {refusal.why})"
-    except OSError as error:
-        return [], f"(cannot read {path}: {error.strerror})"
-    return hf.split_lenient(data.decode("utf-8", errors="replace"))
 
 
 def _etag(text: str) -> str:
