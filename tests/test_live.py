@@ -115,6 +115,12 @@ LINE = st.sampled_from(["- a", "* b", "  more", "", "- (3 older items dropped)",
 SECTION = st.lists(LINE, max_size=40).map(budget.trimmed)
 
 
+@given(st.lists(st.sampled_from(["", " ", "\t", "- a", "  more", " x "]), max_size=12))
+def test_the_live_files_trim_is_the_budgets(rows: list[str]) -> None:
+    """Its own copy, so a helper imports the budget renderer only for a file past 30 lines."""
+    assert live.trimmed(rows) == budget.trimmed(rows)
+
+
 @given(
     st.fixed_dictionaries({"Decisions": SECTION, "Ruled Out": SECTION, "Verify": SECTION}),
     st.integers(min_value=0, max_value=8),
