@@ -15,9 +15,8 @@ from __future__ import annotations
 import errno
 import os
 
-from handoffd import budget, durable, safeio, work
+from handoffd import durable, safeio, work
 from handoffd import handoff as hf
-from handoffd.budget import trimmed
 from handoffd.config import Role
 from handoffd.handoff import epoch
 
@@ -154,6 +153,8 @@ def fit(head: list[str], sections: dict[str, list[str]]) -> dict[str, list[str]]
     must not hold that lock long."""
     if len(_lines(head, sections)) <= MAX_LINES:
         return dict(sections)
+    from handoffd import budget  # only for a file past its 30 lines, as budget.py says
+
     own = {name: lines for name, lines in sections.items() if name not in DROP_ORDER}
     parts = []
     for name in DROP_ORDER:
@@ -163,6 +164,18 @@ def fit(head: list[str], sections: dict[str, list[str]]) -> dict[str, list[str]]
                                     dropped))  # fmt: skip
     cut = budget.cut_oldest(MAX_LINES, len(_lines(head, own)), parts)
     return {**sections, **{name: rows for name, rows in cut.items() if name in sections}}
+
+
+def trimmed(rows: list[str]) -> list[str]:
+    """Rows without leading or trailing blank ones: `budget.trimmed`, whose module a
+    helper imports only for a file past its budget (tests/test_live.py pins the two
+    equal)."""
+    start, end = 0, len(rows)
+    while start < end and not rows[start].strip():
+        start += 1
+    while end > start and not rows[end - 1].strip():
+        end -= 1
+    return rows[start:end]
 
 
 def _items(lines: list[str]) -> tuple[list[list[str]], int]:

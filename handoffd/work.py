@@ -3,7 +3,8 @@
 `look` reads the role's `in_process/` and counts `new/` through the one queue scan (a
 few header blocks: helpers call it after every step); `describe` turns that into the
 phase, the next step, the cards in flight and the open questions (docs/protocol.md §10),
-as a pure function of the scan's entries.
+as a pure function of the scan's entries.  Two empty folders (an idle agent's `NO_TASK`,
+the call it makes most) need no scan, and its module is not imported for them.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import os
 
 from handoffd import handoff as hf
-from handoffd import scan
 from handoffd.config import Box, Role
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
 if TYPE_CHECKING:
+    from handoffd import scan
     from handoffd.inbox import Seen
 
 
@@ -109,8 +110,12 @@ def look(role: Role, waiting_for: str = "", seen: Seen | None = None) -> Work:
     """The role's work in process (files, or one batch directory's files) and how much waits
     in `new/`, from one scan of those two folders (headers only), or from what a step
     holding the role's lock `seen` of them (`scan.handed`)."""
-    states = (scan.State.NEW, scan.State.IN_PROCESS)
     entries = None
+    if seen is None and _empty(role.path(Box.NEW)) and _empty(role.path(Box.IN_PROCESS)):
+        return Work([], 0, role.mode, False, waiting_for)  # what the scan would find
+    from handoffd import scan
+
+    states = (scan.State.NEW, scan.State.IN_PROCESS)
     if seen is not None:  # the files waiting are counted, not opened
         entries = scan.handed(role, states, seen.folders, seen.read, states[1:])
     if entries is None:
@@ -124,6 +129,16 @@ def look(role: Role, waiting_for: str = "", seen: Seen | None = None) -> Work:
         if found:
             answers[entry.card] = found
     return Work(taken, waiting, role.mode, any(e.batch for e in taken), waiting_for, answers)
+
+
+def _empty(folder: str) -> bool:
+    """Whether `folder` holds no name at all, or is none that can be listed (not made yet,
+    say): the scan lists nothing there either, and need not run.  A link to a folder that
+    holds names is left to the scan, which skips what lies behind it."""
+    try:
+        return not os.listdir(folder)
+    except OSError:
+        return True
 
 
 def answer_of(

@@ -159,21 +159,28 @@ def test_the_core_imports_nothing_from_the_layers_above_it() -> None:
 
 # --- what a helper imports when it runs ---------------------------------------------------
 
-TAKE_AND_FINISH = {
-    "handoffd", "handoffd.adapters", "handoffd.adapters.console", "handoffd.blocks",
-    "handoffd.budget", "handoffd.config", "handoffd.durable", "handoffd.handoff",
-    "handoffd.heartbeat", "handoffd.inbox", "handoffd.live", "handoffd.ops",
-    "handoffd.ops.context", "handoffd.ops.queue", "handoffd.ops.spec", "handoffd.ops.steps",
-    "handoffd.ops.table", "handoffd.outcome", "handoffd.safeio", "handoffd.scan",
+# `ready_for_next` on an empty inbox (`NO_TASK`, what the benchmark times): the step, straight
+# from the console (not through the table), the heartbeat and the live file's refresh (two
+# empty folders: no scan; a file within its 30 lines: no budget renderer)
+NO_TASK = {
+    "handoffd", "handoffd.adapters", "handoffd.adapters.console",
+    "handoffd.config", "handoffd.durable", "handoffd.handoff", "handoffd.heartbeat",
+    "handoffd.inbox", "handoffd.live", "handoffd.ops", "handoffd.ops.context",
+    "handoffd.ops.queue", "handoffd.ops.steps", "handoffd.outcome", "handoffd.safeio",
     "handoffd.work",
 }  # fmt: skip
+FINISH = NO_TASK | {"handoffd.blocks"}  # and the blocks it prints (its inbox then empty)
+TAKE = FINISH | {"handoffd.scan"}  # and the scan of the work in process, for the live file
 HELPERS = {
-    "ready_for_next": TAKE_AND_FINISH,
-    "done_with_current": TAKE_AND_FINISH,
-    # a note: checked (draft, terminal), queued (outbox), and the daemon asked after (lifecycle)
-    "swarm_handoff": TAKE_AND_FINISH | {
+    "ready_for_next": TAKE,
+    "done_with_current": FINISH,
+    # a note: run from the table (its draft checked as the declaration says), checked
+    # (draft, terminal), queued (outbox), the daemon asked after (lifecycle), and the work
+    # in process scanned for the live file
+    "swarm_handoff": NO_TASK | {
         "handoffd.adapters.sources", "handoffd.draft", "handoffd.git", "handoffd.lifecycle",
-        "handoffd.outbox", "handoffd.terminal",
+        "handoffd.ops.spec", "handoffd.ops.table", "handoffd.outbox", "handoffd.scan",
+        "handoffd.terminal",
     },
 }  # fmt: skip
 
@@ -191,6 +198,15 @@ def test_each_helper_imports_exactly_these_modules_of_the_package(
         module for module in imported_by(project, name, *args) if module.startswith("handoffd")
     }
     assert sorted(loaded) == sorted(HELPERS[name])
+
+
+def test_ready_for_next_on_an_empty_inbox_imports_exactly_these_modules(
+    project: Project,
+) -> None:
+    """The call an idle agent makes most, and the one the benchmark times: no table, no
+    spec, no blocks to print, no scan of empty folders."""
+    loaded = {m for m in imported_by(project, "ready_for_next") if m.startswith("handoffd")}
+    assert sorted(loaded) == sorted(NO_TASK)
 
 
 def test_sending_a_note_starts_no_process_and_imports_nothing_to_start_one(

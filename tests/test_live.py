@@ -115,6 +115,12 @@ LINE = st.sampled_from(["- a", "* b", "  more", "", "- (3 older items dropped)",
 SECTION = st.lists(LINE, max_size=40).map(budget.trimmed)
 
 
+@given(st.lists(st.sampled_from(["", " ", "\t", "- a", "  more", " x "]), max_size=12))
+def test_the_live_files_trim_is_the_budgets(rows: list[str]) -> None:
+    """Its own copy, so a helper imports the budget renderer only for a file past 30 lines."""
+    assert live.trimmed(rows) == budget.trimmed(rows)
+
+
 @given(
     st.fixed_dictionaries({"Decisions": SECTION, "Ruled Out": SECTION, "Verify": SECTION}),
     st.integers(min_value=0, max_value=8),
@@ -360,6 +366,48 @@ def test_a_running_daemons_lock_never_holds_up_the_rewrite(project: Project) -> 
 def test_a_live_file_that_cannot_be_written_never_fails_the_helper(project: Project) -> None:
     (project.worktrees["QA"] / live.FILE).mkdir(parents=True)  # a directory in its place
     assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
+
+
+SHAPES = ("made, empty", "not made", "behind a link, empty", "behind a link, holding one",
+          "a temp file only", "one waiting", "one in process")  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_looking_at_empty_folders_without_the_scan_finds_what_the_scan_finds(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: str
+) -> None:
+    """`work.look` skips the scan (and its import) when `new/` and `in_process/` hold no
+    name; whatever the folders hold, what it finds is what the scan finds."""
+    from handoffd import config
+
+    role = config.load_roles(str(project.root))["QA"]
+    new, in_process = Path(role.path(config.Box.NEW)), Path(role.path(config.Box.IN_PROCESS))
+    if shape != "not made":
+        in_process.mkdir(parents=True, exist_ok=True)
+    if shape.startswith("behind a link"):
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        if shape.endswith("one"):
+            (elsewhere / "50_a.handoff").write_text("id: a\n\nbody\n", encoding="utf-8")
+        new.parent.mkdir(parents=True, exist_ok=True)
+        new.symlink_to(elsewhere)
+    elif shape == "a temp file only":
+        new.mkdir(parents=True, exist_ok=True)
+        (new / ".50_a.handoff.1.0.tmp").write_text("", encoding="utf-8")
+    elif shape == "one waiting":
+        project.put("QA", "50_a.handoff")
+    elif shape == "one in process":
+        project.put("QA", "50_a.handoff", box="inbox/in_process")
+    elif shape == "made, empty":
+        new.mkdir(parents=True, exist_ok=True)
+
+    def seen(found: work.Work) -> tuple[object, ...]:
+        paths = [entry.path for entry in found.in_process]
+        return paths, found.waiting, found.mode, found.batch, found.waiting_for, found.answers
+
+    quick = seen(work.look(role, "coder"))
+    monkeypatch.setattr(work, "_empty", lambda folder: False)
+    assert quick == seen(work.look(role, "coder"))
 
 
 def test_work_describes_a_batch_and_what_waits_behind_it() -> None:

@@ -3,8 +3,11 @@
 
 One short process per agent call, so this module and what it imports use only cheap
 standard modules: no click, no logging library, no regex, no typing (a test pins the
-list).  Each script resolves its context from the environment, runs its operation from
-the table and prints the result the way the contract has it.
+list).  Each script resolves its context from the environment, runs its operation and
+prints the result the way the contract has it.  The scripts that take and finish work
+call their step straight, without the table (`STEPS`, pinned to it by a test): building
+the table's declarations was a sixth of what such a helper added to the interpreter's own
+start-up, paid on every agent call.
 """
 
 from __future__ import annotations
@@ -14,16 +17,47 @@ import sys
 
 from handoffd import config
 from handoffd.ops.context import config_refusal, resolve_context
-from handoffd.ops.table import BY_NAME
-from handoffd.outcome import Exit, Result, emit
+from handoffd.outcome import Exit, Refusal, Result, emit, failure
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
+# The function in `handoffd.ops.queue` each operation of taking and finishing runs: the
+# table's own target for it, with none of its parameters given and the table's unknown-role
+# line (tests/test_console.py pins both to the table).
+STEPS = {
+    "ready-for-next": "take",
+    "ready-for-next-task": "take_task",
+    "ready-for-next-batch": "take_batch",
+    "done-with-current": "finish",
+    "done-with-current-task": "finish_task",
+    "done-with-current-batch": "finish_batch",
+}
+
+
+def step(op_name: str) -> NoReturn:
+    """Run the step of operation `op_name` (one of `STEPS`) for the calling role, print its
+    result and exit: what `run(op_name)` does, without reading the table."""
+    try:
+        context = resolve_context()
+    except config.ConfigError as error:
+        emit(config_refusal(error))
+    from handoffd.ops import queue
+
+    try:  # what `Op.call` makes of what stops it (no value to check: a step takes none)
+        result = getattr(queue, STEPS[op_name])(context)
+    except (Refusal, OSError) as error:
+        result = failure(error)
+    except config.ConfigError as error:  # roles.tsv broken since the context read it, say
+        result = config_refusal(error)
+    emit(result)
+
 
 def run(op_name: str, /, **values: object) -> NoReturn:
     """Run operation `op_name` for the calling role, print its result and exit."""
+    from handoffd.ops.table import BY_NAME
+
     op = BY_NAME[op_name]
     try:
         context = resolve_context()
@@ -33,27 +67,27 @@ def run(op_name: str, /, **values: object) -> NoReturn:
 
 
 def ready_for_next() -> None:
-    run("ready-for-next")
+    step("ready-for-next")
 
 
 def ready_for_next_task() -> None:
-    run("ready-for-next-task")
+    step("ready-for-next-task")
 
 
 def ready_for_next_batch() -> None:
-    run("ready-for-next-batch")
+    step("ready-for-next-batch")
 
 
 def done_with_current() -> None:
-    run("done-with-current")
+    step("done-with-current")
 
 
 def done_with_current_task() -> None:
-    run("done-with-current-task")
+    step("done-with-current-task")
 
 
 def done_with_current_batch() -> None:
-    run("done-with-current-batch")
+    step("done-with-current-batch")
 
 
 def swarm_handoff() -> None:

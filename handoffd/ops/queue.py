@@ -2,7 +2,9 @@
 agents' helpers run, each one inbox or outbox step under the role's lock.
 
 Start-up cost is part of the contract (an agent runs these constantly), so this module
-and what it imports at the top use only cheap standard modules (a test pins the list).
+and what it imports at the top use only cheap standard modules (a test pins the list);
+the blocks a take prints are imported only when there is work to print (`NO_TASK`, an
+agent's most frequent answer, needs none).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import os
 import time
 
-from handoffd import blocks
 from handoffd import handoff as hf
 from handoffd.inbox import BLOCKED, Inbox, Item, dependencies, not_ready_line
 from handoffd.ops.context import Context
@@ -58,6 +59,8 @@ def _take_task(context: Context, inbox: Inbox) -> Result:
     item = inbox.take_task(ready.done)
     if item is None:
         return ready.nothing(inbox)
+    from handoffd import blocks
+
     return Result(Exit.OK, blocks.task(item, ready.notes(item)))
 
 
@@ -66,6 +69,8 @@ def _take_batch(context: Context, inbox: Inbox) -> Result:
     taken = inbox.take_batch(ready.done)
     if taken is None:
         return ready.nothing(inbox)
+    from handoffd import blocks
+
     return Result(Exit.OK, blocks.batch(*taken, notes=ready.notes))
 
 
@@ -100,6 +105,8 @@ class Ready:
         where they apply, in that order: what happened to the work itself first (§15,
         "after TASK_NAME"), then §13's.  An answer older than the reopen belongs to the
         earlier round."""
+        from handoffd import blocks
+
         handoff, lines = item.handoff, []
         reopened = blocks.reopened(handoff)
         if reopened:
@@ -138,6 +145,8 @@ def _finish_task(context: Context, inbox: Inbox) -> Result:
     except Refusal as refusal:
         raise told_reclaimed(context, inbox, refusal) from None
     forget_reclaimed(context, inbox, files)
+    from handoffd import blocks
+
     return and_then(blocks.completed(files), context, inbox, _take_task)
 
 
@@ -147,6 +156,8 @@ def _finish_batch(context: Context, inbox: Inbox) -> Result:
     except Refusal as refusal:
         raise told_reclaimed(context, inbox, refusal) from None
     forget_reclaimed(context, inbox, files)
+    from handoffd import blocks
+
     done = blocks.completed(files) + f"COMPLETED_BATCH: {directory}\n"
     return and_then(done, context, inbox, _take_batch)
 

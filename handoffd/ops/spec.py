@@ -1,7 +1,8 @@
 """How an operation is declared: its parameters, where its function lives, what it returns.
 
-A declaration is data, cheap to import (a helper reads the table on every call): the
-function is named by `"module:attribute"` and imported only when the operation runs.
+A declaration is data, cheap to import (`swarm_handoff` reads the table on every call;
+the helpers that take and finish work call their step without it): the function is named
+by `"module:attribute"` and imported only when the operation runs.
 Every adapter reads the same declaration, so a parameter is spelled once and the click
 command, the MCP tool's schema and the web form cannot drift apart.
 """
