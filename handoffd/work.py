@@ -111,7 +111,10 @@ def look(role: Role, waiting_for: str = "", seen: Seen | None = None) -> Work:
     in `new/`, from one scan of those two folders (headers only), or from what a step
     holding the role's lock `seen` of them (`scan.handed`)."""
     entries = None
-    if seen is None and _empty(role.path(Box.NEW)) and _empty(role.path(Box.IN_PROCESS)):
+    listed = seen.folders if seen is not None else {}
+    folders = [role.path(box) for box in (Box.NEW, Box.IN_PROCESS)]
+    # with a step's record, only what it listed is looked at (the hand-over lists the rest once)
+    if all((not listed[f]) if f in listed else (seen is None and _empty(f)) for f in folders):
         return Work([], 0, role.mode, False, waiting_for)  # what the scan would find
     from handoffd import scan
 
