@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from handoffd import handoff as hf
-from tests import shards
 from tests.conftest import Project, helper_env, make_project
 from tests.fault_support import strace_problem
 
@@ -82,36 +81,23 @@ def points(scene: Scene, trace: Path) -> list[tuple[str, int]]:
     return found
 
 
-def traced_release(folder: Path, role: str, count: int) -> list[tuple[str, int]]:
-    """The kill points of a release traced in a scene laid out in `folder`."""
-    # A first run compiles what `release` imports; without it the traced run writes bytecode
-    # (more openat and write calls) that the runs killed after it no longer make, and a kill
-    # point's number lands on another call or on none.
-    Scene(folder / "warm", role, count).strace("-o", os.devnull, "-e", "trace=none")
-    return points(Scene(folder / "probe", role, count), folder / "release.trace")
-
-
 @pytest.mark.parametrize(("role", "count"), [("coder", 1), ("cleaner", 3)])
 @pytest.mark.slow  # a crash-point or fault run: tens of seconds
-@shards.parametrize(2)
 def test_sigkill_at_every_step_of_release_leaves_an_inbox_the_next_helper_handles(
-    tmp_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-    role: str,
-    count: int,
-    shard: tuple[int, int],
+    tmp_path: Path, role: str, count: int
 ) -> None:
-    """The release is traced once per session; each shard kills at its share of its steps
-    (tests/shards.py)."""
     problem = strace_problem()
     if problem:
         pytest.skip(problem)
-    steps = shards.shared(tmp_path_factory, f"release-{role}-{count}",
-                          lambda folder: traced_release(folder, role, count))  # fmt: skip
+    # A first run compiles what `release` imports; without it the traced run writes bytecode
+    # (more openat and write calls) that the runs killed after it no longer make, and a kill
+    # point's number lands on another call or on none.
+    Scene(tmp_path / "warm", role, count).strace("-o", os.devnull, "-e", "trace=none")
+    probe = Scene(tmp_path / "probe", role, count)
+    steps = points(probe, tmp_path / "release.trace")
     assert any(call.startswith("rename") for call, _ in steps), steps
-    mine = shards.share(steps, shard)
     failures, unreached = [], 0
-    for index, (call, n) in mine:
+    for index, (call, n) in enumerate(steps):
         scene = Scene(tmp_path / f"s{index}", role, count)
         killed = scene.strace("-o", os.devnull, "-e", f"trace={call}",
                               "-e", f"inject={call}:signal=KILL:when={n}")  # fmt: skip
@@ -126,7 +112,7 @@ def test_sigkill_at_every_step_of_release_leaves_an_inbox_the_next_helper_handle
             continue
         failures += drain(scene, f"{call} #{n}")
     assert failures == [], failures
-    assert unreached <= len(mine) // 10, f"{unreached} of {len(mine)} steps never reached"
+    assert unreached <= len(steps) // 10, f"{unreached} of {len(steps)} steps never reached"
 
 
 def drain(scene: Scene, point: str) -> list[str]:
