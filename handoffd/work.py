@@ -111,10 +111,7 @@ def look(role: Role, waiting_for: str = "", seen: Seen | None = None) -> Work:
     in `new/`, from one scan of those two folders (headers only), or from what a step
     holding the role's lock `seen` of them (`scan.handed`)."""
     entries = None
-    listed = seen.folders if seen is not None else {}
-    folders = [role.path(box) for box in (Box.NEW, Box.IN_PROCESS)]
-    # with a step's record, only what it listed is looked at (the hand-over lists the rest once)
-    if all((not listed[f]) if f in listed else (seen is None and _empty(f)) for f in folders):
+    if _nothing_there([role.path(Box.NEW), role.path(Box.IN_PROCESS)], seen):
         return Work([], 0, role.mode, False, waiting_for)  # what the scan would find
     from handoffd import scan
 
@@ -132,6 +129,15 @@ def look(role: Role, waiting_for: str = "", seen: Seen | None = None) -> Work:
         if found:
             answers[entry.card] = found
     return Work(taken, waiting, role.mode, any(e.batch for e in taken), waiting_for, answers)
+
+
+def _nothing_there(folders: list[str], seen: Seen | None) -> bool:
+    """Whether every one of `folders` holds no name: as a step holding the lock listed it
+    (`seen`; one it did not list is left to the hand-over, which lists it once), or, with
+    no step's record, as listed now."""
+    if seen is not None:
+        return all(folder in seen.folders and not seen.folders[folder] for folder in folders)
+    return all(_empty(folder) for folder in folders)
 
 
 def _empty(folder: str) -> bool:
