@@ -20,10 +20,13 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Any
 
 from handoffd import durable, safeio
 from handoffd.handoff import epoch, file_stamp, is_visible, iso_from_stamp, iso_micros
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: a helper's take asks `has_answer`
+if TYPE_CHECKING:
+    from typing import Any
 
 KEEP = 50
 MAX_TEXT = 64 * 1024  # a report's text (docs/protocol.md §8)
@@ -329,6 +332,24 @@ def report_paths(handoffs: str, ident: str) -> list[str]:
         return [os.path.join(folder, name) for name in written_order(fd, ".md")]
     except OSError:
         return []
+    finally:
+        os.close(fd)
+
+
+def has_answer(handoffs: str, ident: str) -> bool:
+    """Whether `H/reports/<ident>/` holds an answer's name: one listing of the folder, opened
+    as `report_paths` opens it (no link followed), no file read.  A helper asks it of each
+    card it takes; the careful read is `latest_answer`'s."""
+    if not ident or "/" in ident or not is_visible(ident) or "\0" in ident:
+        return False
+    try:
+        fd = safeio.open_dir(os.path.join(handoffs, "reports", ident), below=handoffs)
+    except OSError:
+        return False
+    try:
+        return any(name.endswith(ANSWER_SUFFIX) for name in os.listdir(fd))
+    except OSError:
+        return False
     finally:
         os.close(fd)
 

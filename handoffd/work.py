@@ -18,6 +18,7 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
 if TYPE_CHECKING:
     from handoffd import scan
     from handoffd.inbox import Seen
+    from handoffd.reports import Report
 
 
 class Work:
@@ -32,11 +33,11 @@ class Work:
         mode: str = "task",
         batch: bool = False,
         waiting_for: str = "",
-        answers: dict[str, tuple[str, str]] | None = None,
+        answers: dict[str, Report] | None = None,
     ) -> None:
         self.in_process = in_process
-        # card -> (the question, the answer's first line): an operator's answer not yet
-        # followed by a report of the role's own (docs/protocol.md §13)
+        # card -> an operator's answer not yet followed by a report of the role's own
+        # (docs/protocol.md §13)
         self.answers = answers or {}
         self.waiting = waiting
         self.mode = mode
@@ -80,7 +81,8 @@ def describe(work: Work) -> Summary:
     flight = [in_flight(c) for c in copies]
     more = f" ({work.waiting} more waiting)" if work.waiting else ""
     answered = [
-        f"{work.answers[c.card][0] or hf.label(c.headers)} → answered: {work.answers[c.card][1]}"
+        f"{work.answers[c.card].question or hf.label(c.headers)} → answered: "
+        f"{work.answers[c.card].first_line}"
         for c in copies
         if c.card in work.answers and not c.headers.get("blocked_reason")
     ]
@@ -152,43 +154,29 @@ def _empty(folder: str) -> bool:
 
 def answer_of(
     role: Role, ident: str, since: str | None = None, known: dict[str, bool] | None = None
-) -> tuple[str, str] | None:
-    """(question, first line) of the answer on `ident` the role has not yet reported after
+) -> Report | None:
+    """The answer on `ident` the role has not yet reported after
     (nor met before its copy was reopened at `since`); the report module (and its YAML) is
     imported only when such an answer's name is there (`known`: as `has_answer` said)."""
     if not has_answer(role.handoffs, ident, known):
         return None
     from handoffd.reports import latest_answer
 
-    found = latest_answer(role.handoffs, ident, since)
-    return None if found is None else (found.question, found.first_line)
-
-
-ANSWER_SUFFIX = "_ANSWER.md"  # how an answer's report is named (handoffd.reports)
+    return latest_answer(role.handoffs, ident, since)
 
 
 def has_answer(handoffs: str, ident: str, known: dict[str, bool] | None = None) -> bool:
-    """Whether `H/reports/<ident>/` holds an answer's name: one listing, no link followed
-    (the careful read is `reports.latest_answer`'s).  Helpers call it on every take; with
-    `known` (a step's `Seen.answers`), once a step: only an operator's `answer` adds one,
-    under the same lock."""
-    if known is None:
-        return _has_answer(handoffs, ident)
-    if ident not in known:
-        known[ident] = _has_answer(handoffs, ident)
-    return known[ident]
+    """`reports.has_answer`, asked once a step with `known` (a step's `Seen.answers`): only
+    an operator's `answer` adds one, under the same lock.  The report module is imported
+    only for work in process (an idle agent's `NO_TASK` asks nothing)."""
+    if known is not None and ident in known:
+        return known[ident]
+    from handoffd import reports
 
-
-def _has_answer(handoffs: str, ident: str) -> bool:
-    if not ident or "/" in ident or ident.startswith(".") or "\0" in ident:
-        return False
-    folder = os.path.join(handoffs, "reports", ident)
-    try:
-        if os.path.islink(os.path.dirname(folder)) or os.path.islink(folder):
-            return False
-        return any(name.endswith(ANSWER_SUFFIX) for name in os.listdir(folder))
-    except OSError:
-        return False
+    found = reports.has_answer(handoffs, ident)
+    if known is not None:
+        known[ident] = found
+    return found
 
 
 def newest_event(role: Role) -> float:

@@ -170,17 +170,19 @@ NO_TASK = {
     "handoffd.work",
 }  # fmt: skip
 FINISH = NO_TASK | {"handoffd.blocks"}  # and the blocks it prints (its inbox then empty)
-TAKE = FINISH | {"handoffd.scan"}  # and the scan of the work in process, for the live file
+# and the scan of the work in process, for the live file, with a look in each taken card's
+# report folder for an operator's answer (a listing: no YAML)
+TAKE = FINISH | {"handoffd.reports", "handoffd.scan"}
 HELPERS = {
     "ready_for_next": TAKE,
     "done_with_current": FINISH,
     # a note: run from the table (its draft checked as the declaration says), checked
     # (draft, terminal), queued (outbox), the daemon asked after (lifecycle), and the work
-    # in process scanned for the live file
+    # in process scanned for the live file (its report folder looked in, as a take's)
     "swarm_handoff": NO_TASK | {
         "handoffd.adapters.sources", "handoffd.draft", "handoffd.git", "handoffd.lifecycle",
-        "handoffd.ops.spec", "handoffd.ops.table", "handoffd.outbox", "handoffd.scan",
-        "handoffd.terminal",
+        "handoffd.ops.spec", "handoffd.ops.table", "handoffd.outbox", "handoffd.reports",
+        "handoffd.scan", "handoffd.terminal",
     },
 }  # fmt: skip
 

@@ -186,3 +186,35 @@ def test_a_fifo_or_file_where_a_report_folder_should_be_is_refused_naming_it(
         f"{path}: {what}, not a folder: remove it, then run this again (no report was written)"
     )
     assert path.is_fifo() if planted == "fifo" else path.read_text() == "notes\n"
+
+
+def test_has_answer_sees_an_answers_name_and_nothing_else(tmp_path: Path) -> None:
+    """The helpers' one look for an operator's answer: a name, no file read."""
+    assert not reports.has_answer(str(tmp_path), ID)  # no folder
+    reports.store(str(tmp_path), ID, "RUNNING", "coder", "claude", "", "Working.", NOW)
+    assert not reports.has_answer(str(tmp_path), ID)
+    reports.store(str(tmp_path), ID, reports.ANSWER, "coder", "op", "", "Yes.", NOW + 1)
+    assert reports.has_answer(str(tmp_path), ID)
+
+
+@pytest.mark.parametrize("linked", ["reports", f"reports/{ID}"])
+def test_has_answer_follows_no_link_to_an_answer_elsewhere(tmp_path: Path, linked: str) -> None:
+    """Anyone may write under `.swarmforge/`: an answer behind a link is none (Part II)."""
+    elsewhere = tmp_path / "elsewhere"
+    reports.store(str(elsewhere), ID, reports.ANSWER, "coder", "op", "", "Yes.", NOW)
+    handoffs = tmp_path / "H"
+    (handoffs / linked).parent.mkdir(parents=True)
+    target = elsewhere / "reports" / (ID if linked.endswith(ID) else "")
+    (handoffs / linked).symlink_to(target)
+    assert reports.has_answer(str(elsewhere), ID)
+    assert not reports.has_answer(str(handoffs), ID)
+
+
+@pytest.mark.parametrize("ident", ["", "..", f"../../reports/{ID}", f"{ID}\0", ".hidden"])
+def test_has_answer_refuses_an_id_that_is_no_folder_name(tmp_path: Path, ident: str) -> None:
+    """A header's id names one folder under `H/reports/`, never a way out of it."""
+    reports.store(str(tmp_path), ID, reports.ANSWER, "coder", "op", "", "Yes.", NOW)
+    reports.store(str(tmp_path), ".hidden", reports.ANSWER, "coder", "op", "", "Yes.", NOW)
+    handoffs = tmp_path / "H"
+    (handoffs / "reports").mkdir(parents=True)
+    assert not reports.has_answer(str(handoffs), ident)
