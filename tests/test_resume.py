@@ -96,6 +96,30 @@ def test_rung_two_the_queue_leads_with_the_blocked_reason_and_names_the_report(
     assert not (project.worktrees["QA"] / live.FILE).exists()  # only the git rung writes
 
 
+def test_resume_looks_at_the_roles_queue_once_for_its_state_and_its_answer(
+    project: Project,
+) -> None:
+    """The queue rung's state and the second line (an operator's answer) come from one look
+    at the role's copies: `in_process/` is scanned once (it was scanned twice), after the
+    one listing that finds it is not empty."""
+    from tests.conftest import touched
+
+    project.put("QA", TAKEN, box="inbox/in_process", task="slice-3", id=IDENT,
+                dequeued_at="2026-06-15T14:06:02.000000Z")  # fmt: skip
+    answered = project.run("handoffd", "answer", f"{IDENT}@QA", "Version 2.", "--by", "ann",
+                           role=None, cwd=project.root)  # fmt: skip
+    assert answered.code == 0, answered.err
+    (project.worktrees["QA"] / live.FILE).unlink(missing_ok=True)
+    role = config.load_roles(str(project.root))["QA"]
+    with touched() as seen:
+        found = resume.climb(role, str(project.root))
+    assert (found.source, found.answer is not None) == ("queue", True), found
+    assert found.answer.startswith("Version 2. (ann, ")
+    listed = [(event, path) for event, path in seen if event != "open"]
+    inbox = str(project.handoffs("QA") / "inbox")
+    assert [e for e, path in listed if path == f"{inbox}/in_process"] == ["listdir", "scandir"]
+
+
 def test_block_unblock_release_and_report_rewrite_the_live_file(project: Project) -> None:
     project.put("QA", TAKEN, box="inbox/in_process", task="slice-3", id=IDENT)
     assert project.run("handoffd", "block", "--reason", "need the schema", role="QA").code == 0

@@ -165,36 +165,34 @@ def fresh(parsed: live.Parsed, branch: str, newest_event: float) -> bool:
 
 
 def climb(role: Role, root: str, now: float | None = None) -> Answer:
-    """Climb the ladder for `role`; stop at the first rung that yields state.  An
-    operator's answer on the work in process, or its reopening, is the second line,
-    whatever the rung."""
-    found = _climb(role, root, now)
-    said, reopened = answered(role)
+    """Climb the ladder for `role`; stop at the first rung that yields state.  The role's
+    queue is looked at once: the queue rung's state, and, whatever the rung, the second
+    line (an operator's answer on the work in process, or its reopening)."""
+    queue = work.look(role)
+    found = _climb(role, root, now, queue)
+    said, reopened = answered(queue)
     return replace(found, answer=said, reopened=reopened)
 
 
-def answered(role: Role) -> tuple[str | None, str | None]:
+def answered(queue: work.Work) -> tuple[str | None, str | None]:
     """`<first line> (<by>, <when>)` of the answer on the role's work in process that the
     role has not reported after (nor met before a reopen), and `<reason> (<by>, <when>)`
-    of its reopening, each None when there is none."""
+    of its reopening, each None when there is none: what `work.look` found."""
     said = reopened = None
-    for entry in scan.scan_role(role, (scan.State.IN_PROCESS,)):
-        since = entry.headers.get("reopened_at")
+    for entry in queue.in_process:
         line = blocks.reopened(entry.headers)
         reopened = reopened or (line.removeprefix("REOPENED: ") if line else None)
-        if said is None and work.has_answer(role.handoffs, entry.id):
-            found = reports.latest_answer(role.handoffs, entry.id, since)
-            if found is not None:
-                said = f"{found.first_line} ({found.agent}, {found.reported_at})"
+        found = queue.answers.get(entry.card)
+        if said is None and found is not None:
+            said = f"{found.first_line} ({found.agent}, {found.reported_at})"
     return said, reopened
 
 
-def _climb(role: Role, root: str, now: float | None) -> Answer:
+def _climb(role: Role, root: str, now: float | None, queue: work.Work) -> Answer:
     branch = live.branch(role.worktree)
     parsed = live.read(role.worktree)
     if parsed is not None and fresh(parsed, branch, work.newest_event(role)):
         return from_live(parsed, role.name, branch)
-    queue = work.look(role)
     if queue.in_process or queue.waiting:
         ident = queue.in_process[0].id if queue.in_process else ""
         return from_queue(queue, role.name, branch, latest_report(role, ident))
