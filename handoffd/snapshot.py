@@ -164,8 +164,13 @@ class Snapshot:
                 yield entry
 
     def reports(self, role: str, ident: str) -> list[str]:
-        """Paths of `role`'s report files for `ident`, oldest first (listed on first ask)."""
-        if ident not in self.report_ids.get(role, ()):
+        """Paths of `role`'s report files for `ident`, oldest first (listed on first ask; a
+        snapshot of one role, `take_role`, lists its report folders then too)."""
+        if role not in self.report_ids:
+            from handoffd.reports import report_ids
+
+            self.report_ids[role] = report_ids(self.roles[role].handoffs)
+        if ident not in self.report_ids[role]:
             return []
         key = (role, ident)
         if key not in self._reports:
@@ -350,9 +355,11 @@ def take_role(
 ) -> Snapshot:
     """A snapshot of `role` alone: its copies (`new/`, `in_process/`) with their header
     blocks, and nothing else (no other role, no original, no daemon state or log, no
-    reports, no dependencies): all that finding one of its copies by the card the board
-    names it takes (`cards.find_card`).  With `seen`, from what a step holding the role's
-    inbox lock listed and read (`scan.handed`): nothing it listed is listed again."""
+    dependencies): all that finding one of its copies by the card the board names it
+    takes (`cards.find_card`); that card's file and reports are read when asked (`file`,
+    `report_files`), from the role's folders alone.  With `seen`, from what a step holding
+    the role's inbox lock listed and read (`scan.handed`): nothing it listed is listed
+    again."""
     snapshot = Snapshot(root, {role.name: role}, time.time() if now is None else now)
     copies = (State.NEW, State.IN_PROCESS)
     entries = None if seen is None else handed(role, copies, seen.folders, seen.read)

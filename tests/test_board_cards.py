@@ -348,3 +348,27 @@ def test_a_copy_found_from_its_role_alone_has_the_name_the_whole_board_gives_it(
     found = {c.card: getattr(cards.find_card(alone, c.card), "path", None) for c in copies}
     assert found == {c.card: c.entry.path for c in copies} and len(copies) == 4
     assert cards.find_card(alone, f"{ident(2, 'coder')}@QA") is None
+
+
+def test_one_card_its_file_and_its_reports_are_read_from_its_role_alone(
+    project: Project,
+) -> None:
+    """`take_role`, `find_card`, then the card's body and reports: nothing of another role,
+    of the daemon or of the log is opened or listed on the way."""
+    from handoffd import reports
+    from handoffd.snapshot import take_role
+    from tests.conftest import touched
+
+    project.put("coder", name(1, "QA", "coder"), id=ident(1, "QA"), body="Parse it.\n")
+    project.put("QA", name(2, "coder", "QA"), id=ident(2, "coder"))
+    coder = load_roles(str(project.root))["coder"]
+    reports.store(coder.handoffs, ident(1, "QA"), "RUNNING", "coder", "claude", "", "Half.", NOW)
+    with touched() as seen:
+        alone = take_role(str(project.root), coder)
+        card = cards.find_card(alone, f"{ident(1, 'QA')}@coder")
+        assert card is not None
+        headers, body = alone.file(card.path)
+        said = [found.text for _, found in alone.report_files(card.role, card.id) if found]
+    assert (dict(headers)["id"], body, said) == (ident(1, "QA"), "Parse it.\n", ["Half."])
+    project_paths = [path for _, path in seen if path.startswith(str(project.root))]
+    assert project_paths and all(p.startswith(coder.handoffs) for p in project_paths), seen
