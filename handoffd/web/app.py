@@ -49,7 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from handoffd import config, held, scan
 from handoffd.board import cards, status
 from handoffd.outcome import INBOX_BUSY
-from handoffd.snapshot import GreenListing, Snapshot, take_snapshot
+from handoffd.snapshot import GreenListing, Snapshot
 from handoffd.web import views
 from handoffd.web.workers import BOARD_BUSY, Workers
 
@@ -351,18 +351,14 @@ class Board:
         self._others = (self.clock(), cards, notes)
         return cards, notes
 
-    def scan(self, history: bool = False) -> tuple[Snapshot, float]:
-        """One scan of the queue (with its history, for green cards), and the moment it
-        stands for."""
+    def project(self, include_green: bool) -> tuple[cards.Board, float]:
+        """The board as `status` reads it (one scan, one projection: `status.board`), with
+        its history for green cards, and the moment it stands for."""
         now = self.clock()
         try:
-            return take_snapshot(self.root, now=now, history=history), now
+            return status.board(self.root, None, include_green, self.window_s, now), now
         except config.ConfigError as error:
             raise HTTPException(503, f"Cannot read the project: {error}") from None
-
-    def project(self, include_green: bool) -> tuple[cards.Board, float]:
-        snapshot, now = self.scan(history=include_green)
-        return cards.project(snapshot, now, self.window_s, include_green=include_green), now
 
     def render(
         self, template: str, status_code: int = 200, request: Request | None = None, **values: Any
@@ -577,8 +573,8 @@ class Board:
     def find(self, name: str) -> tuple[cards.Card | None, cards.Board, Snapshot, float]:
         """The card called `name`, with the board and scan it was found in: the open cards
         first, so only a card not open costs the projection with history."""
-        snapshot, now = self.scan()
-        board = cards.project(snapshot, now, self.window_s)
+        board, now = self.project(include_green=False)
+        snapshot = board.snapshot
         if name not in board.by_card:
             snapshot.load_history()
             board = cards.project(snapshot, now, self.window_s, include_green=True)
