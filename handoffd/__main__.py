@@ -1,3 +1,5 @@
-from handoffd.cli import main
+"""`python -m handoffd`: the `handoffd` console script, hooks' short path included."""
+
+from handoffd.entry import main
 
 main()

@@ -4,7 +4,7 @@ that run the daemon and the swarm (`run`, `start`, `init`, `up`…).
 The operations' commands are made from their declarations (`handoffd.adapters.commands`)
 when invoked; `web` and `mcp` import their stacks only when run, so `handoffd --help`
 and the daemon commands never pay for the web stack or the MCP SDK.  Nothing imports
-this module but `handoffd.entry`, the console script.
+this module but `handoffd.entry`, the console script (`python -m handoffd` runs it too).
 """
 
 from __future__ import annotations

@@ -95,9 +95,6 @@ def failure(error: Refusal | OSError) -> Result:
     return Result(Exit.FAILED, "", f"I/O error: {error}\n")
 
 
-Outcome = Result  # the name the operations had before they carried data
-
-
 def emit(result: Result) -> NoReturn:
     """Print a result the way every command and helper does, then exit with its code: the
     one way out of a process, for the console scripts and the click commands alike."""

@@ -21,7 +21,6 @@ from handoffd.harness import install, pane, profiles, settings
 from handoffd.wake import read_socket
 
 BIN = os.path.dirname(sys.executable)
-MCP_CONFIG = ".mcp.json"  # where agent harnesses look for a worktree's MCP servers
 DEATH = "#{pane_dead}|#{pane_dead_status}|#{pane_dead_signal}"  # how a pane's agent ended
 
 
@@ -73,7 +72,7 @@ def write_mcp_config(root: str, role: config.Role, harness: str = profiles.GENER
             install.approve_mcp(role)
     except settings.Unusable as unusable:
         raise RuntimeError(f"{unusable}: fix or remove it") from None
-    project.exclude_from_git(root, (MCP_CONFIG, install.HOOKS_FILE), [])
+    project.exclude_from_git(root, (install.MCP_FILE, install.HOOKS_FILE), [])
     return path
 
 

@@ -8,9 +8,10 @@ raised.  Requests for a role that is already waiting to be woken coalesce.
 tmux is called directly rather than through libtmux: a wake-up needs a hard timeout
 (a stopped or hung server must not wedge the waker), which libtmux does not offer.
 
-This module holds the lines handoffd types and the one direct tmux call a command makes
-(`send_keys`, `capture`); the daemon's waker, which waits for an idle pane and types
-through each harness's profile, is `handoffd.waker`.
+This module holds the lines handoffd types and the direct tmux calls: `send_keys`, which
+a command's wake-up makes, and `capture`, the waker's look at a pane.  The daemon's
+waker, which waits for an idle pane and types through each harness's profile, is
+`handoffd.waker`.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ agent, `retry` or `dismiss` a refused original, `reopen` a completed copy.
 
 Each names a card as the board does (`<id>@<role>`), finds it through one scan, then
 changes it under its role's inbox lock, where the module that owns the folder makes the
-move (`handoffd.inbox` the copies, `handoffd.outbox` the originals); a token is printed
-once that change is on disk.  The role is woken afterwards, lossily: a wake-up that fails
-is a line on stderr, never a failed command.
+move (`handoffd.inbox` the copies, `handoffd.failed` the refused and dismissed
+originals); a token is printed once that change is on disk.  The role is woken
+afterwards, lossily: a wake-up that fails is a line on stderr, never a failed command.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ whose completion pokes the daemon, so a slow or absent server costs a pass nothi
 loop connects, reconnects forever with backoff, and keeps the pull consumer of this host's
 local roles fetching into a hand-over queue the daemon empties.
 
-This module is the only one that imports the NATS client, and only when a project's
+The remote package, and with it the NATS client, is imported only when a project's
 configuration names NATS servers.
 """
 
