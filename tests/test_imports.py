@@ -176,12 +176,14 @@ TAKE = FINISH | {"handoffd.reports", "handoffd.scan"}
 HELPERS = {
     "ready_for_next": TAKE,
     "done_with_current": FINISH,
-    # a note: run from the table (its draft checked as the declaration says), checked
-    # (draft, terminal), queued (outbox), the daemon asked after (lifecycle), and the work
-    # in process scanned for the live file (its report folder looked in, as a take's)
+    # a note: run from the table through the one way in (its draft checked as the
+    # declaration says), checked (draft, terminal), queued (outbox), the daemon asked
+    # after (lifecycle), and the work in process scanned for the live file (its report
+    # folder looked in, as a take's)
     "swarm_handoff": NO_TASK | {
         "handoffd.adapters.sources", "handoffd.draft", "handoffd.git", "handoffd.lifecycle",
-        "handoffd.ops.spec", "handoffd.ops.table", "handoffd.outbox", "handoffd.reports",
+        "handoffd.ops.invoke", "handoffd.ops.spec", "handoffd.ops.table", "handoffd.outbox",
+        "handoffd.reports",
         "handoffd.scan", "handoffd.terminal",
     },
 }  # fmt: skip

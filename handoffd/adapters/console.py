@@ -16,8 +16,8 @@ import os
 import sys
 
 from handoffd import config
-from handoffd.ops.context import config_refusal, resolve_context
-from handoffd.outcome import Exit, Refusal, Result, emit, failure
+from handoffd.ops.context import config_refusal, guarded, resolve_context
+from handoffd.outcome import Exit, Result, emit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,25 +45,17 @@ def step(op_name: str) -> NoReturn:
         emit(config_refusal(error))
     from handoffd.ops import queue
 
-    try:  # what `Op.call` makes of what stops it (no value to check: a step takes none)
-        result = getattr(queue, STEPS[op_name])(context)
-    except (Refusal, OSError) as error:
-        result = failure(error)
-    except config.ConfigError as error:  # roles.tsv broken since the context read it, say
-        result = config_refusal(error)
-    emit(result)
+    # as `Op.call` runs an operation, with no value to check: a step takes none
+    emit(guarded(lambda: getattr(queue, STEPS[op_name])(context)))
 
 
 def run(op_name: str, /, **values: object) -> NoReturn:
-    """Run operation `op_name` for the calling role, print its result and exit."""
+    """Run operation `op_name` for the calling role, as given, through the one way in
+    (`invoke`); print its result and exit."""
+    from handoffd.ops.invoke import invoke
     from handoffd.ops.table import BY_NAME
 
-    op = BY_NAME[op_name]
-    try:
-        context = resolve_context()
-    except config.ConfigError as error:
-        emit(config_refusal(error, op.unknown_role))
-    emit(op.run(context, **values))
+    emit(invoke(BY_NAME[op_name], values, lambda op, given, context: given))
 
 
 def ready_for_next() -> None:

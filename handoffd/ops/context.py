@@ -10,7 +10,11 @@ from __future__ import annotations
 import os
 
 from handoffd import config
-from handoffd.outcome import Exit, Result
+from handoffd.outcome import Exit, Refusal, Result, failure
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class Context:
@@ -190,3 +194,14 @@ def config_refusal(error: config.ConfigError, unknown_role: str = DEFAULT_UNKNOW
         # a contract's own fixed line (§3's `Unknown sender role: <role>`): exactly that
         return Result(Exit.FAILED, "", unknown_role.format(error.name) + "\n")
     return Result(Exit.FAILED, "", f"{error}\n")
+
+
+def guarded(run: Callable[[], Result]) -> Result:
+    """What `run` returns, or what stops it as its result: a refusal or an I/O error from
+    anywhere below (`failure`), roles.tsv broken since the context read it."""
+    try:
+        return run()
+    except (Refusal, OSError) as error:
+        return failure(error)
+    except config.ConfigError as error:
+        return config_refusal(error)

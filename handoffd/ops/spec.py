@@ -168,17 +168,13 @@ class Op:
     def call(self, context: Context, values: dict[str, Any], unchecked: dict[str, Any]) -> Result:
         """Run the operation on `values`, refusing first any of `unchecked` that is no UTF-8
         text; a refusal, a configuration or an I/O error from anywhere below is its result."""
-        from handoffd.config import ConfigError
-        from handoffd.ops.context import config_refusal
-        from handoffd.outcome import Refusal, failure
+        from handoffd.ops.context import guarded
 
-        try:
+        def checked() -> Result:
             not_text(self.params, unchecked)
             return self.function()(context, **values)
-        except (Refusal, OSError) as error:
-            return failure(error)
-        except ConfigError as error:  # roles.tsv broken since the context read it, say
-            return config_refusal(error)
+
+        return guarded(checked)
 
     def __repr__(self) -> str:
         return f"Op({self.name!r})"
