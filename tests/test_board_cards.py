@@ -317,7 +317,7 @@ def test_the_projection_reads_no_file(project: Project, monkeypatch: pytest.Monk
     monkeypatch.undo()
     assert [card.to_json() for card in board.cards] == before
     shown = {card.id: card for card in board.cards}
-    assert shown[ident(2, "coder")].latest_report.excerpt == "Working on it."
+    assert cards.excerpt(shown[ident(2, "coder")].latest_report) == "Working on it."
     assert shown[ident(3, "coder")].detail == "failed: missing required header(s): to"
     assert [c.state for c in shown[ident(2, "coder")].closure] == [State.COMPLETED]
 

@@ -64,24 +64,17 @@ class Claim:
         }
 
 
-class LatestReport(Head):
-    """The newest report on a card as the scan read it (status, who, when, its first
-    line), and the excerpt of that line a view shows."""
+def excerpt(report: Head) -> str:
+    """The part of a report's first line a view shows."""
+    return report.first_line[:EXCERPT]
 
-    __slots__ = ("excerpt",)
 
-    def __init__(self, head: Head) -> None:
-        super().__init__(head.status, head.role, head.agent, head.reported_at,
-                         head.first_line, head.path)  # fmt: skip
-        self.excerpt = head.first_line[:EXCERPT]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "role": self.role,
-            "reported_at": self.reported_at,
-            "excerpt": self.excerpt,
-        }
+def report_json(report: Head | None) -> dict[str, Any] | None:
+    """A card's latest report as `status --json` shows it."""
+    if report is None:
+        return None
+    fields = ("status", "role", "reported_at")
+    return {**{key: getattr(report, key) for key in fields}, "excerpt": excerpt(report)}
 
 
 class Card:
@@ -115,7 +108,7 @@ class Card:
         self.red_reason = red_reason
         self.held = held  # an outbox original's `deferred <span>: <reason>` (§15)
         self.claim: Claim | None = None
-        self.latest_report: LatestReport | None = None
+        self.latest_report: Head | None = None  # the newest report on it, as the scan read it
         self.wakeups = 0
         self.wake_failures = 0  # wake-ups the daemon tried and could not deliver
         self.wake_last_at: float | None = None  # the last wake-up since the card arrived
@@ -167,7 +160,7 @@ class Card:
             "blocked_reason": self.blocked_reason,
             "claim": self.claim.to_json() if self.claim else None,
             "depends_on": self.depends_on,
-            "latest_report": self.latest_report.to_json() if self.latest_report else None,
+            "latest_report": report_json(self.latest_report),
             "age_s": None if self.age_s is None else int(self.age_s),
             "path": self.path,
             "wakes": {
@@ -459,12 +452,9 @@ def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:
     return Claim(role, beat.agent or None, beat.conversation or None, epoch(beat.at), now, window_s)
 
 
-def latest_report(snapshot: Snapshot, role: str, ident: str) -> LatestReport | None:
+def latest_report(snapshot: Snapshot, role: str, ident: str) -> Head | None:
     """The newest of `role`'s reports on `ident` as the scan read it, or None."""
-    head = snapshot.head(role, ident)
-    if head is None:
-        return None
-    return LatestReport(head)
+    return snapshot.head(role, ident)
 
 
 # --- dependencies ---------------------------------------------------------------------
@@ -550,4 +540,4 @@ def _board_order(card: Card) -> tuple[int, str, str]:
     return colour.ORDER.index(card.colour), card.entry.name, card.role
 
 
-__all__ = ["Board", "Card", "Claim", "LatestReport", "closure", "find_cycles", "project"]
+__all__ = ["Board", "Card", "Claim", "closure", "find_cycles", "project"]

@@ -12,7 +12,12 @@ from urllib.parse import quote
 
 from handoffd.board import colour
 from handoffd.board.cards import Board, Card, epoch
+from handoffd.board.cards import excerpt as shown_part
 from handoffd.terminal import has_control
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from handoffd.reports import Head
 
 PAGE_SIZE = 50  # archive cards per page
 NAME_LIMIT = 4096  # longer than any card's name (an escaped file name, its role)
@@ -173,6 +178,11 @@ def first_line(text: str, limit: int = 160) -> str:
 def excerpt(text: str) -> str:
     """A report's first line as a line of prose: a Markdown heading's `#`s dropped."""
     return text.lstrip("#").strip() if text.startswith("#") else text
+
+
+def report_excerpt(report: Head) -> str:
+    """A card's latest report, as the board's columns and the archive show it."""
+    return excerpt(shown_part(report))
 
 
 def card_url(name: str) -> str:
