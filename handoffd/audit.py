@@ -92,7 +92,7 @@ def _original(entry: scan.Entry, report: Report) -> None:
     report.originals[entry.name] = folder
     to = entry.headers.get("to")
     delivered = entry.state == State.SENT and to is not None
-    report.expected[entry.id] = to.split(",") if delivered and to else []
+    report.expected[entry.id] = hf.comma_list(to) if delivered and to else []
 
 
 def _owner(entry: scan.Entry, roles: dict[str, Role]) -> str:

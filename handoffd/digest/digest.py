@@ -16,7 +16,7 @@ from handoffd import budget
 from handoffd.digest import evidence
 from handoffd.digest.gitfacts import Commit, Facts
 from handoffd.digest.threads import Item, Thread
-from handoffd.handoff import epoch, id_sender, id_stamp_of, iso_from_stamp, short_time
+from handoffd.handoff import comma_list, epoch, id_sender, id_stamp_of, iso_from_stamp, short_time
 from handoffd.handoff import iso_seconds as iso
 from handoffd.reports import Report
 from handoffd.terminal import escape
@@ -107,7 +107,7 @@ def state_now(item: Item, errors: dict[str, str], detail: bool = False) -> str:
         return f"failed: {errors.get(original.path, 'reason not recorded')}"
     parts = [copy_state(c.role, c.state, c.headers, detail) for c in item.copies]
     held = {c.role for c in item.copies}
-    missing = [r for r in item.header("to").split(",") if r and r not in held]
+    missing = [r for r in comma_list(item.header("to")) if r not in held]
     parts += [f"no copy found at {role}" for role in missing]
     return "; ".join(parts) or "no copy found"
 
@@ -118,7 +118,7 @@ def state_now(item: Item, errors: dict[str, str], detail: bool = False) -> str:
 def handoff_rows(thread: Thread) -> list[str]:
     rows = []
     for item in reversed(thread.items):
-        to = item.header("to").replace(",", ", ") or "?"
+        to = ", ".join(comma_list(item.header("to"))) or "?"
         kind = item.header("type") or "?"
         commit = f" {item.header('commit')}" if item.header("commit") else ""
         state = state_now(item, thread.errors)
@@ -217,7 +217,7 @@ def sections(inputs: Inputs) -> list[budget.Section]:
 def title(thread: Thread) -> str:
     roles: list[str] = []
     for item in thread.items:
-        for role in [sender(item), *item.header("to").split(",")]:
+        for role in [sender(item), *comma_list(item.header("to"))]:
             if role and role not in roles:
                 roles.append(role)
     first, last = short_time(sent_at(thread.items[0])), short_time(thread.activity)
