@@ -90,7 +90,7 @@ def _original(entry: scan.Entry, report: Report) -> None:
             f"{entry.name} is in both {report.originals[entry.name]}/ and {folder}/ of {entry.role}"
         )
     report.originals[entry.name] = folder
-    to = entry.headers.get("to")
+    to = entry.headers.get(hf.RECIPIENTS)
     delivered = entry.state == State.SENT and to is not None
     report.expected[entry.id] = hf.comma_list(to) if delivered and to else []
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handoffd.handoff import Handoff
+from handoffd.handoff import PRIORITY, SENDER, TYPE, Handoff
 from handoffd.inbox import DEFAULT_PRIORITY, Item
 
 TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
@@ -18,9 +18,9 @@ def task(item: Item, notes: list[str] | None = None) -> str:
     h: Handoff = item.handoff
     lines = [
         f"TASK: {item.path}",
-        f"FROM: {h.get('from') or 'unknown'}",
-        f"TYPE: {h.get('type') or 'unknown'}",
-        f"PRIORITY: {h.get('priority') or DEFAULT_PRIORITY}",
+        f"FROM: {h.get(SENDER) or 'unknown'}",
+        f"TYPE: {h.get(TYPE) or 'unknown'}",
+        f"PRIORITY: {h.get(PRIORITY) or DEFAULT_PRIORITY}",
     ]
     if h.get("task") is not None:
         lines.append(f"TASK_NAME: {h.get('task')}")
@@ -45,7 +45,7 @@ def batch(
 ) -> str:
     """A BATCH block: count, the first item's priority, then each item's TASK block (with
     its `notes`, as `task`)."""
-    first = items[0].handoff.get("priority") if items else None
+    first = items[0].handoff.get(PRIORITY) if items else None
     head = f"BATCH: {directory}\nCOUNT: {len(items)}\nPRIORITY: {first or DEFAULT_PRIORITY}\n"
     return head + "".join(
         f"\nBATCH_ITEM: {n}\n{task(item, notes(item) if notes else None)}"

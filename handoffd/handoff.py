@@ -411,7 +411,7 @@ def label(headers: dict[str, str]) -> str:
         return task
     if message:
         return f'note "{message}"'
-    return headers.get("id") or "an untitled handoff"
+    return headers.get(ID) or "an untitled handoff"
 
 
 # --- §2 times ---------------------------------------------------------------------------

@@ -176,7 +176,7 @@ def names_match(name: str, ident: str) -> bool:
 
 
 def priority(handoff: hf.Handoff) -> str:
-    return handoff.get("priority") or DEFAULT_PRIORITY
+    return handoff.get(hf.PRIORITY) or DEFAULT_PRIORITY
 
 
 def dependencies(handoff: hf.Handoff) -> list[str]:
@@ -807,7 +807,7 @@ def _named(ident: str, paths: list[str]) -> int | None:
         if hf.parse_name(_name(path)) is not None:
             continue
         try:
-            if hf.file_id(_name(path), hf.read(path).get("id")) == ident:
+            if hf.file_id(_name(path), hf.read(path).get(hf.ID)) == ident:
                 return index
         except hf.HandoffError:
             continue

@@ -125,13 +125,13 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
         (hf.ID, ident),
         (hf.SENDER, sender),
         (hf.RECIPIENTS, ",".join(draft.recipients)),
-        (hf.PRIORITY, head["priority"]),
-        (hf.TYPE, head["type"]),
+        (hf.PRIORITY, head[hf.PRIORITY]),
+        (hf.TYPE, head[hf.TYPE]),
     ]
-    if head["type"] == "git_handoff":
+    if head[hf.TYPE] == "git_handoff":
         headers += [("role", sender), ("task", head["task"]), ("commit", draft.commit or "")]
         body = f"merge_and_process {sender} {draft.commit}\n"
-    elif head["type"] == "packet":  # the packet travels verbatim (docs/protocol.md §10)
+    elif head[hf.TYPE] == "packet":  # the packet travels verbatim (docs/protocol.md §10)
         headers.append(("task", head["task"]))
         body = draft.body or ""
     else:
@@ -142,7 +142,7 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
     if hf.BLOCKED_REASON in head:
         headers.append((hf.BLOCKED_REASON, head[hf.BLOCKED_REASON].strip()))
     headers.append(("created_at", hf.iso_now(now)))
-    name = hf.compose_name(head["priority"], ident, draft.recipients)
+    name = hf.compose_name(head[hf.PRIORITY], ident, draft.recipients)
     return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")
 
 

@@ -145,7 +145,7 @@ class Entry:
         """The id its file name spells, whatever its `id` header says (`hf.file_id`: only a
         hand-made name's plain header stands in for one); read without opening a §2 name."""
         parts = self.parts
-        return parts.id if parts else hf.file_id(self.name, self.headers.get("id"))
+        return parts.id if parts else hf.file_id(self.name, self.headers.get(hf.ID))
 
     @property
     def card(self) -> str:

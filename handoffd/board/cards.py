@@ -110,7 +110,7 @@ class Card:
         self.card = f"{self.id}@{self.role}"  # until `naming.assign` gives it its own
         self.state = entry.state
         self.age_s = age_s
-        self.blocked_reason = self.headers.get("blocked_reason") or None
+        self.blocked_reason = self.headers.get(hf.BLOCKED_REASON) or None
         self.depends_on = depends_on(self.headers)
         self.red_reason = red_reason
         self.held = held  # an outbox original's `deferred <span>: <reason>` (§15)
@@ -134,8 +134,8 @@ class Card:
     @property
     def sender(self) -> str:
         """The `from` header, else the sender its name spells."""
-        if "from" in self.headers:
-            return self.headers["from"]
+        if hf.SENDER in self.headers:
+            return self.headers[hf.SENDER]
         parts = self.entry.parts
         return parts.sender if parts else ""
 
@@ -145,8 +145,8 @@ class Card:
 
     @property
     def priority(self) -> str:
-        if "priority" in self.headers:
-            return self.headers["priority"]
+        if hf.PRIORITY in self.headers:
+            return self.headers[hf.PRIORITY]
         parts = self.entry.parts
         return parts.priority if parts else "50"
 
@@ -162,7 +162,7 @@ class Card:
             "from": self.sender,
             "to": self.recipients,
             "priority": self.priority,
-            "type": self.headers.get("type"),
+            "type": self.headers.get(hf.TYPE),
             "task": self.headers.get("task"),
             "blocked_reason": self.blocked_reason,
             "claim": self.claim.to_json() if self.claim else None,
@@ -294,7 +294,7 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
         deferred = _held(entry, snapshot, now) if entry.state == State.OUTBOX else None
         reason = colour.own_red(
             entry.state,
-            entry.headers.get("blocked_reason"),
+            entry.headers.get(hf.BLOCKED_REASON),
             error,
             age or 0.0,
             stall_s,

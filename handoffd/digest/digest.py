@@ -16,7 +16,18 @@ from handoffd import budget
 from handoffd.digest import evidence
 from handoffd.digest.gitfacts import Commit, Facts
 from handoffd.digest.threads import Item, Thread
-from handoffd.handoff import comma_list, epoch, id_sender, id_stamp_of, iso_from_stamp, short_time
+from handoffd.handoff import (
+    BLOCKED_REASON,
+    RECIPIENTS,
+    SENDER,
+    TYPE,
+    comma_list,
+    epoch,
+    id_sender,
+    id_stamp_of,
+    iso_from_stamp,
+    short_time,
+)
 from handoffd.handoff import iso_seconds as iso
 from handoffd.reports import Report
 from handoffd.terminal import escape
@@ -74,7 +85,7 @@ def sent_at(item: Item) -> str:
 
 def sender(item: Item) -> str:
     named = id_sender(item.id)
-    return item.header("from") or (item.id if named is None else named)
+    return item.header(SENDER) or (item.id if named is None else named)
 
 
 # --- where each handoff is now ------------------------------------------------------------
@@ -83,7 +94,7 @@ def sender(item: Item) -> str:
 def copy_state(role: str, state: str, headers: dict[str, str], detail: bool) -> str:
     """One copy's state, with its time when `detail` (the Outcome line) and the copy
     records one: a time it does not hold is left out, never printed empty."""
-    reason = headers.get("blocked_reason")
+    reason = headers.get(BLOCKED_REASON)
     if state == "completed":
         return f"completed by {role}" + _when(" at ", headers, "completed_at", detail)
     if reason:
@@ -107,7 +118,7 @@ def state_now(item: Item, errors: dict[str, str], detail: bool = False) -> str:
         return f"failed: {errors.get(original.path, 'reason not recorded')}"
     parts = [copy_state(c.role, c.state, c.headers, detail) for c in item.copies]
     held = {c.role for c in item.copies}
-    missing = [r for r in comma_list(item.header("to")) if r not in held]
+    missing = [r for r in comma_list(item.header(RECIPIENTS)) if r not in held]
     parts += [f"no copy found at {role}" for role in missing]
     return "; ".join(parts) or "no copy found"
 
@@ -118,8 +129,8 @@ def state_now(item: Item, errors: dict[str, str], detail: bool = False) -> str:
 def handoff_rows(thread: Thread) -> list[str]:
     rows = []
     for item in reversed(thread.items):
-        to = ", ".join(comma_list(item.header("to"))) or "?"
-        kind = item.header("type") or "?"
+        to = ", ".join(comma_list(item.header(RECIPIENTS))) or "?"
+        kind = item.header(TYPE) or "?"
         commit = f" {item.header('commit')}" if item.header("commit") else ""
         state = state_now(item, thread.errors)
         when = short_time(sent_at(item))
@@ -217,7 +228,7 @@ def sections(inputs: Inputs) -> list[budget.Section]:
 def title(thread: Thread) -> str:
     roles: list[str] = []
     for item in thread.items:
-        for role in [sender(item), *comma_list(item.header("to"))]:
+        for role in [sender(item), *comma_list(item.header(RECIPIENTS))]:
             if role and role not in roles:
                 roles.append(role)
     first, last = short_time(sent_at(thread.items[0])), short_time(thread.activity)

@@ -108,7 +108,7 @@ def build(key: str, files: list[Entry], snapshot: Snapshot) -> Thread:
 def _fill(file: Entry, thread: Thread, snapshot: Snapshot) -> None:
     """Read a thread file's headers (history was only indexed; the careful reader); a
     failure's reason is the scan's."""
-    if not file.load().get("id"):  # gone, or no header block a reader could parse
+    if not file.load().get(hf.ID):  # gone, or no header block a reader could parse
         _gap(thread, "unreadable_file")
     if file.state == scan.State.FAILED:
         thread.errors[file.path] = snapshot.error(file.path) or "reason not recorded"
