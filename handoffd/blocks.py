@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handoffd.handoff import PRIORITY, SENDER, TYPE, Handoff
+from handoffd.handoff import PRIORITY, REOPENED_AT, SENDER, TASK, TYPE, Handoff
 from handoffd.inbox import DEFAULT_PRIORITY, Item
 
 TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
@@ -22,8 +22,8 @@ def task(item: Item, notes: list[str] | None = None) -> str:
         f"TYPE: {h.get(TYPE) or 'unknown'}",
         f"PRIORITY: {h.get(PRIORITY) or DEFAULT_PRIORITY}",
     ]
-    if h.get("task") is not None:
-        lines.append(f"TASK_NAME: {h.get('task')}")
+    if h.get(TASK) is not None:
+        lines.append(f"TASK_NAME: {h.get(TASK)}")
     lines += notes or ()
     lines.append("PAYLOAD:")
     return "\n".join(lines) + "\n" + h.body
@@ -33,7 +33,7 @@ def reopened(headers: Handoff | dict[str, str]) -> str | None:
     """`REOPENED: <reason, or "reopened"> (<by>, <reopened_at>)` for a copy an operator put
     back (docs/protocol.md §15), or None; raw header text: the caller makes it printable.
     A copy reopened before `reopened_by` was kept says `unknown`, as FROM does."""
-    at = headers.get("reopened_at")
+    at = headers.get(REOPENED_AT)
     if not at:
         return None
     why = headers.get("reopened_reason") or "reopened"

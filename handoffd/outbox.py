@@ -129,19 +129,19 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
         (hf.TYPE, head[hf.TYPE]),
     ]
     if head[hf.TYPE] == "git_handoff":
-        headers += [("role", sender), ("task", head["task"]), ("commit", draft.commit or "")]
+        headers += [("role", sender), (hf.TASK, head[hf.TASK]), (hf.COMMIT, draft.commit or "")]
         body = f"merge_and_process {sender} {draft.commit}\n"
     elif head[hf.TYPE] == "packet":  # the packet travels verbatim (docs/protocol.md §10)
-        headers.append(("task", head["task"]))
+        headers.append((hf.TASK, head[hf.TASK]))
         body = draft.body or ""
     else:
-        headers.append(("message", head["message"]))
-        body = head["message"] + "\n"
+        headers.append((hf.MESSAGE, head[hf.MESSAGE]))
+        body = head[hf.MESSAGE] + "\n"
     if hf.DEPENDS_ON in head:
         headers.append((hf.DEPENDS_ON, ",".join(dependencies(head[hf.DEPENDS_ON]))))
     if hf.BLOCKED_REASON in head:
         headers.append((hf.BLOCKED_REASON, head[hf.BLOCKED_REASON].strip()))
-    headers.append(("created_at", hf.iso_now(now)))
+    headers.append((hf.CREATED_AT, hf.iso_now(now)))
     name = hf.compose_name(head[hf.PRIORITY], ident, draft.recipients)
     return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")
 

@@ -163,7 +163,7 @@ class Card:
             "to": self.recipients,
             "priority": self.priority,
             "type": self.headers.get(hf.TYPE),
-            "task": self.headers.get("task"),
+            "task": self.headers.get(hf.TASK),
             "blocked_reason": self.blocked_reason,
             "claim": self.claim.to_json() if self.claim else None,
             "depends_on": self.depends_on,
@@ -377,7 +377,7 @@ def _pooled(cards: Iterable[Card], snapshot: Snapshot) -> None:
         row = snapshot.roles.get(card.role)
         if row is not None and row.pool and not row.is_pool:
             pool = snapshot.roles.get(row.pool)
-            if pool is not None and pool.is_pool and card.headers.get("recipient") == pool.name:
+            if pool is not None and pool.is_pool and card.headers.get(hf.RECIPIENT) == pool.name:
                 card.pool = pool.name
 
 
@@ -520,12 +520,12 @@ def _age(entry: Entry, now: float) -> float | None:
     completed; an original since its file was written."""
     headers = entry.headers
     if entry.state == State.NEW:
-        keys = ("enqueued_at", "released_at", "reopened_at")
+        keys = (hf.ENQUEUED_AT, hf.RELEASED_AT, hf.REOPENED_AT)
         since = max(filter(None, (epoch(headers.get(k)) for k in keys)), default=None)
     elif entry.state == State.IN_PROCESS:
-        since = epoch(headers.get("dequeued_at"))
+        since = epoch(headers.get(hf.DEQUEUED_AT))
     elif entry.state == State.COMPLETED:
-        since = epoch(headers.get("completed_at"))
+        since = epoch(headers.get(hf.COMPLETED_AT))
     else:
         since = None
     since = since if since is not None else entry.mtime

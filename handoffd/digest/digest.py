@@ -18,6 +18,11 @@ from handoffd.digest.gitfacts import Commit, Facts
 from handoffd.digest.threads import Item, Thread
 from handoffd.handoff import (
     BLOCKED_REASON,
+    COMMIT,
+    COMPLETED_AT,
+    CREATED_AT,
+    DEQUEUED_AT,
+    ENQUEUED_AT,
     RECIPIENTS,
     SENDER,
     TYPE,
@@ -77,7 +82,7 @@ class Inputs:
 
 def sent_at(item: Item) -> str:
     """When the handoff was queued: `created_at`, else its id's timestamp."""
-    created = item.header("created_at")
+    created = item.header(CREATED_AT)
     if created:
         return created
     return iso_from_stamp(id_stamp_of(item.id))
@@ -96,12 +101,12 @@ def copy_state(role: str, state: str, headers: dict[str, str], detail: bool) -> 
     records one: a time it does not hold is left out, never printed empty."""
     reason = headers.get(BLOCKED_REASON)
     if state == "completed":
-        return f"completed by {role}" + _when(" at ", headers, "completed_at", detail)
+        return f"completed by {role}" + _when(" at ", headers, COMPLETED_AT, detail)
     if reason:
         return f"blocked: {reason} ({role})"
     if state == "in_process":
-        return f"in process at {role}" + _when(" since ", headers, "dequeued_at", detail)
-    return f"waiting in {role}'s inbox" + _when(" since ", headers, "enqueued_at", detail)
+        return f"in process at {role}" + _when(" since ", headers, DEQUEUED_AT, detail)
+    return f"waiting in {role}'s inbox" + _when(" since ", headers, ENQUEUED_AT, detail)
 
 
 def _when(word: str, headers: dict[str, str], key: str, detail: bool) -> str:
@@ -131,7 +136,7 @@ def handoff_rows(thread: Thread) -> list[str]:
     for item in reversed(thread.items):
         to = ", ".join(comma_list(item.header(RECIPIENTS))) or "?"
         kind = item.header(TYPE) or "?"
-        commit = f" {item.header('commit')}" if item.header("commit") else ""
+        commit = f" {item.header(COMMIT)}" if item.header(COMMIT) else ""
         state = state_now(item, thread.errors)
         when = short_time(sent_at(item))
         rows.append(f"- {when} {sender(item)} → {to} {kind}{commit} — {state}   [{item.id}]")
@@ -240,7 +245,7 @@ def title(thread: Thread) -> str:
 def gaps(inputs: Inputs) -> list[str]:
     """What the digest does not know, in a stable order, each named once."""
     thread, found = inputs.thread, list(inputs.gaps)
-    if not any(item.header("commit") for item in thread.items):
+    if not any(item.header(COMMIT) for item in thread.items):
         found.append("no_commit_header")
     if inputs.facts.missing:
         found.append("commit_not_found")

@@ -99,7 +99,7 @@ def build(key: str, files: list[Entry], snapshot: Snapshot) -> Thread:
         for file in item.files:
             _fill(file, thread, snapshot)
     # Two handoffs can share a second (ids sort by it): `created_at` has microseconds.
-    thread.items.sort(key=lambda item: (item.header("created_at") or item.id, item.id))
+    thread.items.sort(key=lambda item: (item.header(hf.CREATED_AT) or item.id, item.id))
     found = _reports(thread.ids, snapshot, thread)
     thread.reports = sorted(found, key=lambda r: r.reported_at)
     return thread

@@ -109,7 +109,7 @@ def detail(card: Card) -> str:
 def title(card: Card) -> str:
     """The card's headline: its task, else its note, else its type."""
     headers = card.headers
-    return headers.get("task") or headers.get("message") or headers.get(hf.TYPE) or card.id
+    return headers.get(hf.TASK) or headers.get(hf.MESSAGE) or headers.get(hf.TYPE) or card.id
 
 
 def dependencies(card: Card) -> list[tuple[str, Card | None]]:
