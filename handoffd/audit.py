@@ -90,9 +90,9 @@ def _original(entry: scan.Entry, report: Report) -> None:
             f"{entry.name} is in both {report.originals[entry.name]}/ and {folder}/ of {entry.role}"
         )
     report.originals[entry.name] = folder
-    to = entry.headers.get("to")
+    to = entry.headers.get(hf.RECIPIENTS)
     delivered = entry.state == State.SENT and to is not None
-    report.expected[entry.id] = to.split(",") if delivered and to else []
+    report.expected[entry.id] = hf.comma_list(to) if delivered and to else []
 
 
 def _owner(entry: scan.Entry, roles: dict[str, Role]) -> str:
@@ -101,7 +101,7 @@ def _owner(entry: scan.Entry, roles: dict[str, Role]) -> str:
     row = roles.get(entry.role)
     if row is None or not row.pool or row.is_pool or row.pool not in roles:
         return entry.role
-    return row.pool if entry.headers.get("recipient") == row.pool else entry.role
+    return row.pool if entry.headers.get(hf.RECIPIENT) == row.pool else entry.role
 
 
 def _copy(entry: scan.Entry, report: Report, owner: str) -> None:
@@ -116,7 +116,7 @@ def _copy_problem(path: str, recipient: str) -> str | None:
         handoff = hf.read(path)  # the whole file: an audit checks each copy is complete
     except hf.HandoffError as error:
         return f"unreadable copy: {error}"
-    if handoff.get("recipient") != recipient or not handoff.get("enqueued_at"):
+    if handoff.get(hf.RECIPIENT) != recipient or not handoff.get(hf.ENQUEUED_AT):
         return f"copy not stamped for {recipient}: {path}"
     return None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handoffd.handoff import Handoff
+from handoffd.handoff import PRIORITY, REOPENED_AT, SENDER, TASK, TYPE, Handoff
 from handoffd.inbox import DEFAULT_PRIORITY, Item
 
 TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
@@ -18,12 +18,12 @@ def task(item: Item, notes: list[str] | None = None) -> str:
     h: Handoff = item.handoff
     lines = [
         f"TASK: {item.path}",
-        f"FROM: {h.get('from') or 'unknown'}",
-        f"TYPE: {h.get('type') or 'unknown'}",
-        f"PRIORITY: {h.get('priority') or DEFAULT_PRIORITY}",
+        f"FROM: {h.get(SENDER) or 'unknown'}",
+        f"TYPE: {h.get(TYPE) or 'unknown'}",
+        f"PRIORITY: {h.get(PRIORITY) or DEFAULT_PRIORITY}",
     ]
-    if h.get("task") is not None:
-        lines.append(f"TASK_NAME: {h.get('task')}")
+    if h.get(TASK) is not None:
+        lines.append(f"TASK_NAME: {h.get(TASK)}")
     lines += notes or ()
     lines.append("PAYLOAD:")
     return "\n".join(lines) + "\n" + h.body
@@ -33,7 +33,7 @@ def reopened(headers: Handoff | dict[str, str]) -> str | None:
     """`REOPENED: <reason, or "reopened"> (<by>, <reopened_at>)` for a copy an operator put
     back (docs/protocol.md §15), or None; raw header text: the caller makes it printable.
     A copy reopened before `reopened_by` was kept says `unknown`, as FROM does."""
-    at = headers.get("reopened_at")
+    at = headers.get(REOPENED_AT)
     if not at:
         return None
     why = headers.get("reopened_reason") or "reopened"
@@ -45,7 +45,7 @@ def batch(
 ) -> str:
     """A BATCH block: count, the first item's priority, then each item's TASK block (with
     its `notes`, as `task`)."""
-    first = items[0].handoff.get("priority") if items else None
+    first = items[0].handoff.get(PRIORITY) if items else None
     head = f"BATCH: {directory}\nCOUNT: {len(items)}\nPRIORITY: {first or DEFAULT_PRIORITY}\n"
     return head + "".join(
         f"\nBATCH_ITEM: {n}\n{task(item, notes(item) if notes else None)}"

@@ -52,14 +52,14 @@ def inspect(data: bytes, name: str, sender: str, roles: set[str]) -> tuple[hf.Ha
     missing = [key for key in REQUIRED if not handoff.get(key)]
     if missing:
         raise Refused(f"missing required header(s): {', '.join(missing)}")
-    claimed = handoff.get("from")
+    claimed = handoff.get(hf.SENDER)
     if claimed != sender:
         raise Refused(f"header 'from: {claimed}' does not match the sending role '{sender}'")
     if hf.sender_mark(sender) not in name:
         # Names are unique per sender only because they carry the sender; a name borrowed
         # from another role's queue could collide with that role's handoff in an inbox.
         raise Refused(f"file name does not say '{hf.sender_mark(sender)}' (the sending role)")
-    return handoff, _recipients(handoff.get("to") or "", roles)
+    return handoff, _recipients(handoff.get(hf.RECIPIENTS) or "", roles)
 
 
 def _crlf_reason(data: bytes) -> str | None:

@@ -674,8 +674,8 @@ def stamped(handoff: hf.Handoff, recipient: str, at: str | None = None) -> bytes
     """The bytes of `recipient`'s copy: the original with `recipient` and `enqueued_at`
     (`at`, else now)."""
     copy = hf.Handoff(list(handoff.headers), handoff.body)
-    copy.set("recipient", recipient)
-    copy.set("enqueued_at", at or hf.iso_now())
+    copy.set(hf.RECIPIENT, recipient)
+    copy.set(hf.ENQUEUED_AT, at or hf.iso_now())
     return copy.render()
 
 
@@ -767,7 +767,7 @@ def _unstamped(data: bytes) -> tuple[list[tuple[str, str]], str] | None:
         handoff = hf.parse(data, "a copy")
     except hf.HandoffError:
         return None
-    return handoff.without("enqueued_at"), handoff.body
+    return handoff.without(hf.ENQUEUED_AT), handoff.body
 
 
 def reason_of(error: OSError) -> str:

@@ -310,8 +310,8 @@ def _pickup_latencies(
     for role in roles.values():
         for copy in scan.scan_role(role, (State.COMPLETED,)):
             headers = copy.headers
-            end = (arrived or {}).get(copy.name) or headers.get("enqueued_at")
-            latencies.append(_ms_between(headers.get("created_at"), end))
+            end = (arrived or {}).get(copy.name) or headers.get(hf.ENQUEUED_AT)
+            latencies.append(_ms_between(headers.get(hf.CREATED_AT), end))
     return sorted(latencies)
 
 

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 # The header names more than one module reads (docs/protocol.md §2, §8, §13).
 ID, SENDER, RECIPIENTS, PRIORITY, TYPE = "id", "from", "to", "priority", "type"
 DEPENDS_ON, BLOCKED_REASON = "depends_on", "blocked_reason"
+TASK, COMMIT, MESSAGE = "task", "commit", "message"  # what a type carries
+RECIPIENT = "recipient"  # the one role a copy is for (a pool's, §17): the daemon stamps it
+# The §2 times a copy is stamped with as it moves (reopened: §13).
+CREATED_AT, ENQUEUED_AT, DEQUEUED_AT = "created_at", "enqueued_at", "dequeued_at"
+COMPLETED_AT, RELEASED_AT, REOPENED_AT = "completed_at", "released_at", "reopened_at"
 REASON_LIMIT = 200  # characters of a `blocked_reason`: one line the board and live file show
 SEPARATOR = "\n\n"
 SUFFIX = ".handoff"
@@ -406,12 +411,12 @@ def split_lenient(text: str) -> tuple[list[tuple[str, str]], str]:
 
 def label(headers: dict[str, str]) -> str:
     """What a handoff is about, in a few words: its task, else its note, else its id."""
-    task, message = headers.get("task"), headers.get("message")
+    task, message = headers.get(TASK), headers.get(MESSAGE)
     if task:
         return task
     if message:
         return f'note "{message}"'
-    return headers.get("id") or "an untitled handoff"
+    return headers.get(ID) or "an untitled handoff"
 
 
 # --- §2 times ---------------------------------------------------------------------------

@@ -342,6 +342,6 @@ def _indexed(
     if relative not in index:
         fresh = Entry(role.name, STATE[box], path)
         headers = fresh.load()
-        index[relative] = (headers.get("task") or "", scan.newest_time(headers))
+        index[relative] = (headers.get(hf.TASK) or "", scan.newest_time(headers))
         added.append((relative, *index[relative]))
     return _entry(role, box, relative, *index[relative])

@@ -176,7 +176,7 @@ def names_match(name: str, ident: str) -> bool:
 
 
 def priority(handoff: hf.Handoff) -> str:
-    return handoff.get("priority") or DEFAULT_PRIORITY
+    return handoff.get(hf.PRIORITY) or DEFAULT_PRIORITY
 
 
 def dependencies(handoff: hf.Handoff) -> list[str]:
@@ -445,10 +445,10 @@ class Inbox:
         """Load work already taken; a take killed before its stamp gets the stamp now (a
         copy claimed from the pool, its `claimed_by` too)."""
         item = self._read(path)
-        if item.handoff.get("dequeued_at") is not None:
+        if item.handoff.get(hf.DEQUEUED_AT) is not None:
             return item
         self._changed(path)
-        return self._stamp_taken(item, self.pool and item.handoff.get("recipient") == self.pool)
+        return self._stamp_taken(item, self.pool and item.handoff.get(hf.RECIPIENT) == self.pool)
 
     def _stamp_taken(self, item: Item, pooled: object) -> Item:
         """Stamp `dequeued_at` (and `claimed_by: <member>` on a copy claimed from the pool)
@@ -456,7 +456,7 @@ class Inbox:
         if pooled:
             item.handoff.set(CLAIMED_BY, self.role)
         self.seen.read[item.path] = item.handoff
-        return _stamp(item, "dequeued_at")
+        return _stamp(item, hf.DEQUEUED_AT)
 
     def _ready_pooled(self, done: Done | None) -> Item | None:
         """The first file in the pool's `new/` that is ready, skipping any another member
@@ -583,7 +583,7 @@ class Inbox:
         for item, new in zip(items, back, strict=True):
             if new != self.new:
                 _drop(item.handoff, CLAIMED_BY)
-            item.handoff.set("released_at", stamp)
+            item.handoff.set(hf.RELEASED_AT, stamp)
             durable.replace(item.path, item.handoff.render())
         targets = [
             os.path.join(new, _name(item.path)) for item, new in zip(items, back, strict=True)
@@ -616,13 +616,13 @@ class Inbox:
                 item = self._read(path)
             except Refusal:
                 continue  # not a handoff: the member's own helper says so, nothing to give
-            if item.handoff.get("recipient") != self.pool or not self.pool:
+            if item.handoff.get(hf.RECIPIENT) != self.pool or not self.pool:
                 continue  # direct mail to the member: never reclaimed
             target = os.path.join(pool_new, _name(path))
             if os.path.lexists(target):
                 continue  # a copy of that name waits already: never replaced
             note(_name(path))
-            for key in ("dequeued_at", CLAIMED_BY):
+            for key in (hf.DEQUEUED_AT, CLAIMED_BY):
                 _drop(item.handoff, key)
             item.handoff.set("reclaimed_at", at)
             item.handoff.set("reclaimed_from", self.role)
@@ -642,7 +642,7 @@ class Inbox:
         """Where released work goes: a copy claimed from the pool back to the pool's `new/`
         (any member may take it), anything else to the role's own."""
         return (
-            self.pool_new if self.pool and item.handoff.get("recipient") == self.pool else self.new
+            self.pool_new if self.pool and item.handoff.get(hf.RECIPIENT) == self.pool else self.new
         )
 
     def held(self, name: str) -> bool:
@@ -670,9 +670,9 @@ class Inbox:
         target = os.path.join(self.new, _name(path))
         self._moved(path, target)
         self._changed(path, target)
-        for key in ("completed_at", "dequeued_at", BLOCKED, "reopened_reason", "reopened_by"):
+        for key in (hf.COMPLETED_AT, hf.DEQUEUED_AT, BLOCKED, "reopened_reason", "reopened_by"):
             _drop(item.handoff, key)
-        item.handoff.set("reopened_at", hf.iso_now(now))
+        item.handoff.set(hf.REOPENED_AT, hf.iso_now(now))
         if by:
             item.handoff.set("reopened_by", by)
         if reason:
@@ -787,7 +787,7 @@ def _stamp(item: Item, key: str) -> Item:
 def _complete(item: Item, stamp: str) -> Item:
     """Stamp `completed_at`; a completed copy is no longer blocked (docs/protocol.md §8)."""
     _drop(item.handoff, BLOCKED)
-    item.handoff.set("completed_at", stamp)
+    item.handoff.set(hf.COMPLETED_AT, stamp)
     durable.replace(item.path, item.handoff.render())
     return item
 
@@ -807,7 +807,7 @@ def _named(ident: str, paths: list[str]) -> int | None:
         if hf.parse_name(_name(path)) is not None:
             continue
         try:
-            if hf.file_id(_name(path), hf.read(path).get("id")) == ident:
+            if hf.file_id(_name(path), hf.read(path).get(hf.ID)) == ident:
                 return index
         except hf.HandoffError:
             continue

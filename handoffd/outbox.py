@@ -125,24 +125,24 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
         (hf.ID, ident),
         (hf.SENDER, sender),
         (hf.RECIPIENTS, ",".join(draft.recipients)),
-        (hf.PRIORITY, head["priority"]),
-        (hf.TYPE, head["type"]),
+        (hf.PRIORITY, head[hf.PRIORITY]),
+        (hf.TYPE, head[hf.TYPE]),
     ]
-    if head["type"] == "git_handoff":
-        headers += [("role", sender), ("task", head["task"]), ("commit", draft.commit or "")]
+    if head[hf.TYPE] == "git_handoff":
+        headers += [("role", sender), (hf.TASK, head[hf.TASK]), (hf.COMMIT, draft.commit or "")]
         body = f"merge_and_process {sender} {draft.commit}\n"
-    elif head["type"] == "packet":  # the packet travels verbatim (docs/protocol.md §10)
-        headers.append(("task", head["task"]))
+    elif head[hf.TYPE] == "packet":  # the packet travels verbatim (docs/protocol.md §10)
+        headers.append((hf.TASK, head[hf.TASK]))
         body = draft.body or ""
     else:
-        headers.append(("message", head["message"]))
-        body = head["message"] + "\n"
+        headers.append((hf.MESSAGE, head[hf.MESSAGE]))
+        body = head[hf.MESSAGE] + "\n"
     if hf.DEPENDS_ON in head:
         headers.append((hf.DEPENDS_ON, ",".join(dependencies(head[hf.DEPENDS_ON]))))
     if hf.BLOCKED_REASON in head:
         headers.append((hf.BLOCKED_REASON, head[hf.BLOCKED_REASON].strip()))
-    headers.append(("created_at", hf.iso_now(now)))
-    name = hf.compose_name(head["priority"], ident, draft.recipients)
+    headers.append((hf.CREATED_AT, hf.iso_now(now)))
+    name = hf.compose_name(head[hf.PRIORITY], ident, draft.recipients)
     return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")
 
 

@@ -121,7 +121,7 @@ class Entry:
         while its headers are not read."""
         if self._headers is None and self.indexed is not None:
             return self.indexed[0] or None
-        return self.headers.get("task")
+        return self.headers.get(hf.TASK)
 
     @property
     def activity(self) -> str:
@@ -145,7 +145,7 @@ class Entry:
         """The id its file name spells, whatever its `id` header says (`hf.file_id`: only a
         hand-made name's plain header stands in for one); read without opening a §2 name."""
         parts = self.parts
-        return parts.id if parts else hf.file_id(self.name, self.headers.get("id"))
+        return parts.id if parts else hf.file_id(self.name, self.headers.get(hf.ID))
 
     @property
     def card(self) -> str:
@@ -160,7 +160,7 @@ class Entry:
         return f"Entry({self.role}, {self.state}, {self.name})"
 
 
-TIMESTAMPS = ("created_at", "enqueued_at", "dequeued_at", "completed_at", "released_at")
+TIMESTAMPS = (hf.CREATED_AT, hf.ENQUEUED_AT, hf.DEQUEUED_AT, hf.COMPLETED_AT, hf.RELEASED_AT)
 
 
 def newest_time(headers: dict[str, str]) -> str:

@@ -108,3 +108,24 @@ def test_a_refused_handoff_shows_the_reason_from_its_error_file(project):
     (path.parent / (name + ".error")).write_text("Unknown recipient role 'nobody'.\n")
     out = digest_json(project, "--task", "refused")
     assert "**Outcome** failed: Unknown recipient role 'nobody'." in out["markdown"]
+
+
+def test_a_hand_written_list_of_recipients_names_no_role_it_does_not_have(project):
+    """`to: cleaner, QA`, spaced as a person writes it: the digest reads the two roles the
+    daemon delivered to, never a third named " QA" whose copy it cannot find."""
+    ident = "20260101T000000Z_000009_from_coder"
+    name = f"50_{ident}_to_cleaner_QA.handoff"
+    headers = {
+        "id": ident,
+        "to": "cleaner, QA",
+        "task": "spaced",
+        "created_at": "2026-01-01T00:00:00Z",
+    }
+    project.put("coder", name, box="sent", **headers)
+    for role in ("cleaner", "QA"):
+        project.put(role, name, **headers, recipient=role, enqueued_at="2026-01-01T00:00:01Z")
+    out = digest_json(project, "--task", "spaced")
+    lines = out["markdown"].splitlines()
+    assert lines[0].startswith("# Task spaced · coder, cleaner, QA · ")
+    assert "copy_not_found" not in out["gaps"] and "no copy found" not in out["markdown"]
+    assert "coder → cleaner, QA note — waiting in cleaner's inbox" in out["markdown"]

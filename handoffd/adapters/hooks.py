@@ -164,8 +164,8 @@ def stop(role: Role, again: bool, pool_new: str | None = None) -> str:
         if again:  # cannot remember telling: tell once per stop, never in a loop
             return ""
     parsed = hf.parse_name(name)  # the name says which file and whose: never a header
-    what = label(headers.get("task") or hf.file_id(name, headers.get("id")))
-    sender = label(parsed.sender if parsed else headers.get("from") or "?")
+    what = label(headers.get(hf.TASK) or hf.file_id(name, headers.get(hf.ID)))
+    sender = label(parsed.sender if parsed else headers.get(hf.SENDER) or "?")
     reason = (f"You have {len(waiting)} handoff(s) waiting (first: {what} from {sender}). "
               "Run ready_for_next.sh.")  # fmt: skip
     return f'{{"decision": "block", "reason": {quote(reason)}}}'
@@ -192,7 +192,7 @@ def _first_ready(role: Role, waiting: list[os.DirEntry[str]]) -> tuple[str, dict
             continue  # taken meanwhile
         except OSError:
             return entry.name, {}
-        if headers.get("depends_on") and done is None:
+        if headers.get(hf.DEPENDS_ON) and done is None:
             done = _dependencies(role)
         if not_ready(Item(entry.path, hf.Handoff(list(headers.items()), "")), done) is None:
             return entry.name, headers

@@ -103,7 +103,7 @@ class Card:
         self.card = f"{self.id}@{self.role}"  # until `naming.assign` gives it its own
         self.state = entry.state
         self.age_s = age_s
-        self.blocked_reason = self.headers.get("blocked_reason") or None
+        self.blocked_reason = self.headers.get(hf.BLOCKED_REASON) or None
         self.depends_on = depends_on(self.headers)
         self.red_reason = red_reason
         self.held = held  # an outbox original's `deferred <span>: <reason>` (§15)
@@ -127,8 +127,8 @@ class Card:
     @property
     def sender(self) -> str:
         """The `from` header, else the sender its name spells."""
-        if "from" in self.headers:
-            return self.headers["from"]
+        if hf.SENDER in self.headers:
+            return self.headers[hf.SENDER]
         parts = self.entry.parts
         return parts.sender if parts else ""
 
@@ -138,8 +138,8 @@ class Card:
 
     @property
     def priority(self) -> str:
-        if "priority" in self.headers:
-            return self.headers["priority"]
+        if hf.PRIORITY in self.headers:
+            return self.headers[hf.PRIORITY]
         parts = self.entry.parts
         return parts.priority if parts else "50"
 
@@ -155,8 +155,8 @@ class Card:
             "from": self.sender,
             "to": self.recipients,
             "priority": self.priority,
-            "type": self.headers.get("type"),
-            "task": self.headers.get("task"),
+            "type": self.headers.get(hf.TYPE),
+            "task": self.headers.get(hf.TASK),
             "blocked_reason": self.blocked_reason,
             "claim": self.claim.to_json() if self.claim else None,
             "depends_on": self.depends_on,
@@ -287,7 +287,7 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
         deferred = _held(entry, snapshot, now) if entry.state == State.OUTBOX else None
         reason = colour.own_red(
             entry.state,
-            entry.headers.get("blocked_reason"),
+            entry.headers.get(hf.BLOCKED_REASON),
             error,
             age or 0.0,
             stall_s,
@@ -370,7 +370,7 @@ def _pooled(cards: Iterable[Card], snapshot: Snapshot) -> None:
         row = snapshot.roles.get(card.role)
         if row is not None and row.pool and not row.is_pool:
             pool = snapshot.roles.get(row.pool)
-            if pool is not None and pool.is_pool and card.headers.get("recipient") == pool.name:
+            if pool is not None and pool.is_pool and card.headers.get(hf.RECIPIENT) == pool.name:
                 card.pool = pool.name
 
 
@@ -510,12 +510,12 @@ def _age(entry: Entry, now: float) -> float | None:
     completed; an original since its file was written."""
     headers = entry.headers
     if entry.state == State.NEW:
-        keys = ("enqueued_at", "released_at", "reopened_at")
+        keys = (hf.ENQUEUED_AT, hf.RELEASED_AT, hf.REOPENED_AT)
         since = max(filter(None, (epoch(headers.get(k)) for k in keys)), default=None)
     elif entry.state == State.IN_PROCESS:
-        since = epoch(headers.get("dequeued_at"))
+        since = epoch(headers.get(hf.DEQUEUED_AT))
     elif entry.state == State.COMPLETED:
-        since = epoch(headers.get("completed_at"))
+        since = epoch(headers.get(hf.COMPLETED_AT))
     else:
         since = None
     since = since if since is not None else entry.mtime

@@ -16,7 +16,23 @@ from handoffd import budget
 from handoffd.digest import evidence
 from handoffd.digest.gitfacts import Commit, Facts
 from handoffd.digest.threads import Item, Thread
-from handoffd.handoff import epoch, id_sender, id_stamp_of, iso_from_stamp, short_time
+from handoffd.handoff import (
+    BLOCKED_REASON,
+    COMMIT,
+    COMPLETED_AT,
+    CREATED_AT,
+    DEQUEUED_AT,
+    ENQUEUED_AT,
+    RECIPIENTS,
+    SENDER,
+    TYPE,
+    comma_list,
+    epoch,
+    id_sender,
+    id_stamp_of,
+    iso_from_stamp,
+    short_time,
+)
 from handoffd.handoff import iso_seconds as iso
 from handoffd.reports import Report
 from handoffd.terminal import escape
@@ -66,7 +82,7 @@ class Inputs:
 
 def sent_at(item: Item) -> str:
     """When the handoff was queued: `created_at`, else its id's timestamp."""
-    created = item.header("created_at")
+    created = item.header(CREATED_AT)
     if created:
         return created
     return iso_from_stamp(id_stamp_of(item.id))
@@ -74,7 +90,7 @@ def sent_at(item: Item) -> str:
 
 def sender(item: Item) -> str:
     named = id_sender(item.id)
-    return item.header("from") or (item.id if named is None else named)
+    return item.header(SENDER) or (item.id if named is None else named)
 
 
 # --- where each handoff is now ------------------------------------------------------------
@@ -83,14 +99,14 @@ def sender(item: Item) -> str:
 def copy_state(role: str, state: str, headers: dict[str, str], detail: bool) -> str:
     """One copy's state, with its time when `detail` (the Outcome line) and the copy
     records one: a time it does not hold is left out, never printed empty."""
-    reason = headers.get("blocked_reason")
+    reason = headers.get(BLOCKED_REASON)
     if state == "completed":
-        return f"completed by {role}" + _when(" at ", headers, "completed_at", detail)
+        return f"completed by {role}" + _when(" at ", headers, COMPLETED_AT, detail)
     if reason:
         return f"blocked: {reason} ({role})"
     if state == "in_process":
-        return f"in process at {role}" + _when(" since ", headers, "dequeued_at", detail)
-    return f"waiting in {role}'s inbox" + _when(" since ", headers, "enqueued_at", detail)
+        return f"in process at {role}" + _when(" since ", headers, DEQUEUED_AT, detail)
+    return f"waiting in {role}'s inbox" + _when(" since ", headers, ENQUEUED_AT, detail)
 
 
 def _when(word: str, headers: dict[str, str], key: str, detail: bool) -> str:
@@ -107,7 +123,7 @@ def state_now(item: Item, errors: dict[str, str], detail: bool = False) -> str:
         return f"failed: {errors.get(original.path, 'reason not recorded')}"
     parts = [copy_state(c.role, c.state, c.headers, detail) for c in item.copies]
     held = {c.role for c in item.copies}
-    missing = [r for r in item.header("to").split(",") if r and r not in held]
+    missing = [r for r in comma_list(item.header(RECIPIENTS)) if r not in held]
     parts += [f"no copy found at {role}" for role in missing]
     return "; ".join(parts) or "no copy found"
 
@@ -118,9 +134,9 @@ def state_now(item: Item, errors: dict[str, str], detail: bool = False) -> str:
 def handoff_rows(thread: Thread) -> list[str]:
     rows = []
     for item in reversed(thread.items):
-        to = item.header("to").replace(",", ", ") or "?"
-        kind = item.header("type") or "?"
-        commit = f" {item.header('commit')}" if item.header("commit") else ""
+        to = ", ".join(comma_list(item.header(RECIPIENTS))) or "?"
+        kind = item.header(TYPE) or "?"
+        commit = f" {item.header(COMMIT)}" if item.header(COMMIT) else ""
         state = state_now(item, thread.errors)
         when = short_time(sent_at(item))
         rows.append(f"- {when} {sender(item)} → {to} {kind}{commit} — {state}   [{item.id}]")
@@ -217,7 +233,7 @@ def sections(inputs: Inputs) -> list[budget.Section]:
 def title(thread: Thread) -> str:
     roles: list[str] = []
     for item in thread.items:
-        for role in [sender(item), *item.header("to").split(",")]:
+        for role in [sender(item), *comma_list(item.header(RECIPIENTS))]:
             if role and role not in roles:
                 roles.append(role)
     first, last = short_time(sent_at(thread.items[0])), short_time(thread.activity)
@@ -229,7 +245,7 @@ def title(thread: Thread) -> str:
 def gaps(inputs: Inputs) -> list[str]:
     """What the digest does not know, in a stable order, each named once."""
     thread, found = inputs.thread, list(inputs.gaps)
-    if not any(item.header("commit") for item in thread.items):
+    if not any(item.header(COMMIT) for item in thread.items):
         found.append("no_commit_header")
     if inputs.facts.missing:
         found.append("commit_not_found")

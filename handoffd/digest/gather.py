@@ -27,8 +27,8 @@ def gather(root: str, roles: dict[str, Role], thread: threads.Thread) -> Inputs:
     inputs = Inputs(thread, gitfacts.Facts(), {}, root)
     named: dict[str, list[str]] = {}
     for item in thread.items:  # oldest first: `git log A..B` runs between consecutive ones
-        if item.header("commit"):
-            named.setdefault(item.header("from"), []).append(item.header("commit"))
+        if item.header(hf.COMMIT):
+            named.setdefault(item.header(hf.SENDER), []).append(item.header(hf.COMMIT))
     for name, commits in named.items():
         if name in roles:
             gitfacts.thread_commits(

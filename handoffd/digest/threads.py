@@ -99,7 +99,7 @@ def build(key: str, files: list[Entry], snapshot: Snapshot) -> Thread:
         for file in item.files:
             _fill(file, thread, snapshot)
     # Two handoffs can share a second (ids sort by it): `created_at` has microseconds.
-    thread.items.sort(key=lambda item: (item.header("created_at") or item.id, item.id))
+    thread.items.sort(key=lambda item: (item.header(hf.CREATED_AT) or item.id, item.id))
     found = _reports(thread.ids, snapshot, thread)
     thread.reports = sorted(found, key=lambda r: r.reported_at)
     return thread
@@ -108,7 +108,7 @@ def build(key: str, files: list[Entry], snapshot: Snapshot) -> Thread:
 def _fill(file: Entry, thread: Thread, snapshot: Snapshot) -> None:
     """Read a thread file's headers (history was only indexed; the careful reader); a
     failure's reason is the scan's."""
-    if not file.load().get("id"):  # gone, or no header block a reader could parse
+    if not file.load().get(hf.ID):  # gone, or no header block a reader could parse
         _gap(thread, "unreadable_file")
     if file.state == scan.State.FAILED:
         thread.errors[file.path] = snapshot.error(file.path) or "reason not recorded"

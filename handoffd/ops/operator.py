@@ -140,7 +140,7 @@ def answered(found: Card) -> str:
     header is untrusted and the line is typed into a pane (`wake.label`)."""
     from handoffd import wake
 
-    return wake.ANSWERED.format(wake.label(found.headers.get("task") or found.id))
+    return wake.ANSWERED.format(wake.label(found.headers.get(hf.TASK) or found.id))
 
 
 def _check_answer(text: str) -> None:
@@ -194,7 +194,7 @@ def _store_answer(
         raise unknown(card)  # a name no helper takes (`inbox.Inbox.waiting`)
     ident, copy = hf.path_id(paths[0]), inbox.handoff(paths[0])
     # one the agent has not met (an answer from before a reopen it has)
-    earlier = reports.latest_answer(role.handoffs, ident, copy.get("reopened_at"))
+    earlier = reports.latest_answer(role.handoffs, ident, copy.get(hf.REOPENED_AT))
     blocked = copy.get(BLOCKED) or ""
     question = blocked or (earlier.question if earlier else "")  # what it answers too
     stored = reports.store(role.handoffs, ident, reports.ANSWER, role.name, who, "", text,

@@ -118,19 +118,19 @@ class Ready:
         wanted = dependencies(handoff)
         if wanted:
             lines += self.dependencies().lines(item.path, wanted)
-        ident = hf.file_id(os.path.basename(item.path), handoff.get("id"))  # as stored
+        ident = hf.file_id(os.path.basename(item.path), handoff.get(hf.ID))  # as stored
         if has_answer(self.context.me.handoffs, ident, self.answers):
             from handoffd.ops.readiness import answer_lines
 
-            lines += answer_lines(self.context.me.handoffs, ident, handoff.get("reopened_at"))
+            lines += answer_lines(self.context.me.handoffs, ident, handoff.get(hf.REOPENED_AT))
         return lines
 
     def commit_missing(self, handoff: Handoff) -> list[str]:
         """`COMMIT_MISSING: <sha> is not in this repository (git fetch?)` for a git handoff
         whose commit the role's repository lacks (it was made on another host, §15): one
         `git cat-file` for a git handoff, nothing run for any other file."""
-        commit = handoff.get("commit")
-        if handoff.get("type") != "git_handoff" or not commit:
+        commit = handoff.get(hf.COMMIT)
+        if handoff.get(hf.TYPE) != "git_handoff" or not commit:
             return []
         from handoffd import git
 

@@ -65,7 +65,7 @@ def classify(role: str | None, name: str | None, data: bytes, local: set[str]) -
         raise Refused(str(refusal)) from None
     if role not in recipients:
         raise Refused(f"its to: header does not name {role}")
-    if handoff.get("recipient") != role or not handoff.get("enqueued_at"):
+    if handoff.get(hf.RECIPIENT) != role or not handoff.get(hf.ENQUEUED_AT):
         raise Refused(f"not a copy stamped for {role} (recipient, enqueued_at)")
     return Copy(role, name, data, handoff)
 
@@ -99,7 +99,7 @@ def retry_in(deliveries: int) -> float:
 # Headers in which the same handoff may differ: the sending daemon stamps `enqueued_at`
 # anew when it publishes again (a release that did not journal its stamp did so each
 # time), and unblocking or finishing a copy drops a `blocked_reason` the draft carried.
-RESTAMPED = ("enqueued_at", "blocked_reason")
+RESTAMPED = (hf.ENQUEUED_AT, hf.BLOCKED_REASON)
 
 
 def same_copy(there: bytes, copy: Copy) -> bool:

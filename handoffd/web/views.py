@@ -10,6 +10,7 @@ import math
 from typing import Any
 from urllib.parse import quote
 
+from handoffd import handoff as hf
 from handoffd.board import colour
 from handoffd.board.cards import Board, Card, epoch
 from handoffd.board.cards import excerpt as shown_part
@@ -113,7 +114,7 @@ def detail(card: Card) -> str:
 def title(card: Card) -> str:
     """The card's headline: its task, else its note, else its type."""
     headers = card.headers
-    return headers.get("task") or headers.get("message") or headers.get("type") or card.id
+    return headers.get(hf.TASK) or headers.get(hf.MESSAGE) or headers.get(hf.TYPE) or card.id
 
 
 def dependencies(card: Card) -> list[tuple[str, Card | None]]:
