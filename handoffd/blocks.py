@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from handoffd.handoff import PRIORITY, REOPENED_AT, SENDER, TASK, TYPE, Handoff
+from handoffd.handoff import (
+    PRIORITY,
+    REOPENED_AT,
+    REOPENED_BY,
+    REOPENED_REASON,
+    SENDER,
+    TASK,
+    TYPE,
+    Handoff,
+)
 from handoffd.inbox import DEFAULT_PRIORITY, Item
 
 TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
@@ -36,8 +45,8 @@ def reopened(headers: Handoff | dict[str, str]) -> str | None:
     at = headers.get(REOPENED_AT)
     if not at:
         return None
-    why = headers.get("reopened_reason") or "reopened"
-    return f"REOPENED: {why} ({headers.get('reopened_by') or 'unknown'}, {at})"
+    why = headers.get(REOPENED_REASON) or "reopened"
+    return f"REOPENED: {why} ({headers.get(REOPENED_BY) or 'unknown'}, {at})"
 
 
 def batch(

@@ -31,6 +31,9 @@ RECIPIENT = "recipient"  # the one role a copy is for (a pool's, §17): the daem
 # The §2 times a copy is stamped with as it moves (reopened: §13).
 CREATED_AT, ENQUEUED_AT, DEQUEUED_AT = "created_at", "enqueued_at", "dequeued_at"
 COMPLETED_AT, RELEASED_AT, REOPENED_AT = "completed_at", "released_at", "reopened_at"
+REOPENED_BY, REOPENED_REASON = "reopened_by", "reopened_reason"  # who and why (§15)
+# A pool's copy (§17): who claimed it, and when and from whom it was taken back.
+CLAIMED_BY, RECLAIMED_AT, RECLAIMED_FROM = "claimed_by", "reclaimed_at", "reclaimed_from"
 REASON_LIMIT = 200  # characters of a `blocked_reason`: one line the board and live file show
 SEPARATOR = "\n\n"
 SUFFIX = ".handoff"

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     # depends on (these ids) are all done
 
 DEFAULT_PRIORITY = "50"
-CLAIMED_BY = "claimed_by"  # who claimed a pool's copy (docs/protocol.md §17)
 FOLDERS = (Box.NEW, Box.IN_PROCESS, Box.COMPLETED)  # every folder a step may touch
 BLOCKED = hf.BLOCKED_REASON
 DEPENDS_ON = hf.DEPENDS_ON
@@ -454,7 +453,7 @@ class Inbox:
         """Stamp `dequeued_at` (and `claimed_by: <member>` on a copy claimed from the pool)
         in one rewrite, after the rename that took it."""
         if pooled:
-            item.handoff.set(CLAIMED_BY, self.role)
+            item.handoff.set(hf.CLAIMED_BY, self.role)
         self.seen.read[item.path] = item.handoff
         return _stamp(item, hf.DEQUEUED_AT)
 
@@ -582,7 +581,7 @@ class Inbox:
         # (resumable, releasable again), never a half-stamped file in new/
         for item, new in zip(items, back, strict=True):
             if new != self.new:
-                _drop(item.handoff, CLAIMED_BY)
+                _drop(item.handoff, hf.CLAIMED_BY)
             item.handoff.set(hf.RELEASED_AT, stamp)
             durable.replace(item.path, item.handoff.render())
         targets = [
@@ -622,10 +621,10 @@ class Inbox:
             if os.path.lexists(target):
                 continue  # a copy of that name waits already: never replaced
             note(_name(path))
-            for key in (hf.DEQUEUED_AT, CLAIMED_BY):
+            for key in (hf.DEQUEUED_AT, hf.CLAIMED_BY):
                 _drop(item.handoff, key)
-            item.handoff.set("reclaimed_at", at)
-            item.handoff.set("reclaimed_from", self.role)
+            item.handoff.set(hf.RECLAIMED_AT, at)
+            item.handoff.set(hf.RECLAIMED_FROM, self.role)
             durable.replace(path, item.handoff.render())
             durable.fsync_dir(os.path.dirname(path))  # the rewrite before the rename
             self._moved(path, target)
@@ -670,13 +669,13 @@ class Inbox:
         target = os.path.join(self.new, _name(path))
         self._moved(path, target)
         self._changed(path, target)
-        for key in (hf.COMPLETED_AT, hf.DEQUEUED_AT, BLOCKED, "reopened_reason", "reopened_by"):
+        for key in (hf.COMPLETED_AT, hf.DEQUEUED_AT, BLOCKED, hf.REOPENED_REASON, hf.REOPENED_BY):
             _drop(item.handoff, key)
         item.handoff.set(hf.REOPENED_AT, hf.iso_now(now))
         if by:
-            item.handoff.set("reopened_by", by)
+            item.handoff.set(hf.REOPENED_BY, by)
         if reason:
-            item.handoff.set("reopened_reason", reason)
+            item.handoff.set(hf.REOPENED_REASON, reason)
         durable.replace(target, item.handoff.render())
         folder = os.path.dirname(path)
         if folder != self.completed:  # a completed batch left empty is removed

@@ -16,9 +16,6 @@ if TYPE_CHECKING:
 
     from handoffd.config import Role
 
-CLAIMED_BY = "claimed_by"
-RECLAIMED_AT = "reclaimed_at"
-RECLAIMED_FROM = "reclaimed_from"
 GONE_FOR = 60.0  # seconds a member's session is gone, its tmux server answering, to reclaim
 NOTE = "reclaimed"  # H/reclaimed: the member's lines `RECLAIMED:` is made from
 NOTE_LIMIT = 64 * 1024  # bytes: never read more of a member's note

@@ -145,7 +145,7 @@ class Snapshot:
                         continue
                     path, where = os.path.join(folder, relative), batch and folder + "/" + batch
                     entry = Entry(role, State.COMPLETED, path, where or None)
-                    if entry.load().get("id"):
+                    if entry.load().get(hf.ID):
                         self._hand_made_ids.setdefault(entry.id, []).append(entry)
         return self._hand_made_ids
 

@@ -64,7 +64,7 @@ class Summary:
 
 def in_flight(entry: scan.Entry) -> str:
     """A copy in process in a line: `<card>, <what it is about>, taken <when>`."""
-    taken = entry.headers.get("dequeued_at")
+    taken = entry.headers.get(hf.DEQUEUED_AT)
     return f"{entry.card}, {hf.label(entry.headers)}" + (
         f", taken {hf.short_time(taken)}" if taken else ""
     )
@@ -74,9 +74,9 @@ def describe(work: Work) -> Summary:
     """The phase and the one next action that follow from the role's queue."""
     copies = work.in_process
     questions = [
-        f"{hf.label(c.headers)}: {c.headers['blocked_reason']}"
+        f"{hf.label(c.headers)}: {c.headers[hf.BLOCKED_REASON]}"
         for c in copies
-        if c.headers.get("blocked_reason")
+        if c.headers.get(hf.BLOCKED_REASON)
     ]
     flight = [in_flight(c) for c in copies]
     more = f" ({work.waiting} more waiting)" if work.waiting else ""
@@ -84,7 +84,7 @@ def describe(work: Work) -> Summary:
         f"{work.answers[c.card].question or hf.label(c.headers)} → answered: "
         f"{work.answers[c.card].first_line}"
         for c in copies
-        if c.card in work.answers and not c.headers.get("blocked_reason")
+        if c.card in work.answers and not c.headers.get(hf.BLOCKED_REASON)
     ]
     if questions:
         step = "Resolve the blocker under Open Questions, then run `handoffd unblock`."
@@ -127,7 +127,7 @@ def look(role: Role, waiting_for: str = "", seen: Seen | None = None) -> Work:
     known = seen.answers if seen is not None else None
     answers = {}
     for entry in taken:
-        found = answer_of(role, entry.id, entry.headers.get("reopened_at"), known)
+        found = answer_of(role, entry.id, entry.headers.get(hf.REOPENED_AT), known)
         if found:
             answers[entry.card] = found
     return Work(taken, waiting, role.mode, any(e.batch for e in taken), waiting_for, answers)

@@ -378,7 +378,7 @@ def _reclaimed(card: Card, snapshot: Snapshot, now: float) -> str | None:
     """`reclaimed from coder-2 3m ago (session gone)` for a copy given back to its pool,
     the why as the daemon's log says it (docs/protocol.md §17)."""
     row = snapshot.roles.get(card.role)
-    who, at = card.headers.get("reclaimed_from"), epoch(card.headers.get("reclaimed_at"))
+    who, at = card.headers.get(hf.RECLAIMED_FROM), epoch(card.headers.get(hf.RECLAIMED_AT))
     if row is None or not row.is_pool or not who or at is None:
         return None
     why = snapshot.reclaimed.get(card.card, "see the daemon's log")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from handoffd import config, held, lifecycle, scan
+from handoffd import handoff as hf
 from handoffd.board import cards, colour
 from handoffd.config import Box
 from handoffd.snapshot import Snapshot, linked_folders, take_snapshot
@@ -99,7 +100,7 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
     held: dict[str, list[float | None]] = {}  # role -> when it took the work it holds now
     for entry in snapshot.open:
         if entry.state == scan.State.IN_PROCESS:
-            held.setdefault(entry.role, []).append(cards.epoch(entry.headers.get("dequeued_at")))
+            held.setdefault(entry.role, []).append(cards.epoch(entry.headers.get(hf.DEQUEUED_AT)))
     rows = []
     overrides = snapshot.harnesses() if snapshot.roles else {}
     for name, role in snapshot.roles.items():
@@ -216,7 +217,7 @@ def render(
 def _row(card: cards.Card) -> list[str]:
     """A card's cells, each escaped: every one but the colour and the age comes from a file,
     and a control character in it would tear the columns or redraw the screen."""
-    task = escape(card.headers.get("task") or card.headers.get("message") or "-")
+    task = escape(card.headers.get(hf.TASK) or card.headers.get(hf.MESSAGE) or "-")
     if len(task) > TASK_WIDTH:
         task = task[: TASK_WIDTH - 1] + "…"
     cells = [
@@ -224,7 +225,7 @@ def _row(card: cards.Card) -> list[str]:
         card.sender or "-",
         ",".join(card.recipients) or "-",
         card.priority,
-        card.headers.get("type") or "-",
+        card.headers.get(hf.TYPE) or "-",
     ]
     return [
         card.colour.upper(),

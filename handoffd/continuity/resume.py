@@ -243,11 +243,11 @@ def last_handoff(role: Role) -> tuple[str, str]:
     parts, entry = max(named, key=lambda pe: (pe[0].timestamp, pe[0].seq, pe[1].name))
     headers = entry.headers
     if entry.state == scan.State.COMPLETED:
-        who, stamp = f"received {hf.label(headers)} from {headers.get('from')}", "completed_at"
+        who, stamp = f"received {hf.label(headers)} from {headers.get(hf.SENDER)}", hf.COMPLETED_AT
         waiting_for = ""
     else:
-        waiting_for = headers.get("to") or ",".join(parts.recipients)
-        who, stamp = f"sent {hf.label(headers)} to {waiting_for}", "created_at"
+        waiting_for = ",".join(hf.comma_list(headers.get(hf.RECIPIENTS) or "") or parts.recipients)
+        who, stamp = f"sent {hf.label(headers)} to {waiting_for}", hf.CREATED_AT
     return f"{who} ({hf.short_time(headers.get(stamp, ''))})", waiting_for
 
 
