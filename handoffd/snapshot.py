@@ -166,11 +166,11 @@ class Snapshot:
     def reports(self, role: str, ident: str) -> list[str]:
         """Paths of `role`'s report files for `ident`, oldest first (listed on first ask; a
         snapshot of one role, `take_role`, lists its report folders then too)."""
-        if role not in self.report_ids:
+        if role not in self.report_ids and role in self.roles:
             from handoffd.reports import report_ids
 
             self.report_ids[role] = report_ids(self.roles[role].handoffs)
-        if ident not in self.report_ids[role]:
+        if ident not in self.report_ids.get(role, ()):
             return []
         key = (role, ident)
         if key not in self._reports:

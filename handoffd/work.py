@@ -156,8 +156,8 @@ def answer_of(
     role: Role, ident: str, since: str | None = None, known: dict[str, bool] | None = None
 ) -> Report | None:
     """The answer on `ident` the role has not yet reported after
-    (nor met before its copy was reopened at `since`); the report module (and its YAML) is
-    imported only when such an answer's name is there (`known`: as `has_answer` said)."""
+    (nor met before its copy was reopened at `since`); the reports' YAML is imported only
+    when such an answer's name is there (`known`: as `has_answer` said)."""
     if not has_answer(role.handoffs, ident, known):
         return None
     from handoffd.reports import latest_answer

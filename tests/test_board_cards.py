@@ -370,5 +370,6 @@ def test_one_card_its_file_and_its_reports_are_read_from_its_role_alone(
         headers, body = alone.file(card.path)
         said = [found.text for _, found in alone.report_files(card.role, card.id) if found]
     assert (dict(headers)["id"], body, said) == (ident(1, "QA"), "Parse it.\n", ["Half."])
+    assert alone.reports("QA", ident(2, "coder")) == []  # a role it does not hold: none
     project_paths = [path for _, path in seen if path.startswith(str(project.root))]
     assert project_paths and all(p.startswith(coder.handoffs) for p in project_paths), seen

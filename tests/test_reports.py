@@ -210,11 +210,14 @@ def test_has_answer_follows_no_link_to_an_answer_elsewhere(tmp_path: Path, linke
     assert not reports.has_answer(str(handoffs), ID)
 
 
-@pytest.mark.parametrize("ident", ["", "..", f"../../reports/{ID}", f"{ID}\0", ".hidden"])
+@pytest.mark.parametrize("ident", ["", "..", f"../../reports/{ID}", f"{ID}\0", ".hidden", "a/b"])
 def test_has_answer_refuses_an_id_that_is_no_folder_name(tmp_path: Path, ident: str) -> None:
     """A header's id names one folder under `H/reports/`, never a way out of it."""
-    reports.store(str(tmp_path), ID, reports.ANSWER, "coder", "op", "", "Yes.", NOW)
-    reports.store(str(tmp_path), ".hidden", reports.ANSWER, "coder", "op", "", "Yes.", NOW)
     handoffs = tmp_path / "H"
-    (handoffs / "reports").mkdir(parents=True)
+    reports.store(str(tmp_path), ID, reports.ANSWER, "coder", "op", "", "Yes.", NOW)
+    (handoffs / "reports" / ".hidden").mkdir(parents=True)  # an answer's name in a dot-folder
+    (handoffs / "reports" / ".hidden" / f"20260615T140531.250000Z{reports.ANSWER_SUFFIX}").touch()
+    (handoffs / "reports" / "a").mkdir()  # and in a folder `a/b` would reach through `a`
+    (handoffs / "reports" / "a" / "b").mkdir()
+    (handoffs / "reports" / "a" / "b" / f"20260615T140531.250000Z{reports.ANSWER_SUFFIX}").touch()
     assert not reports.has_answer(str(handoffs), ident)
