@@ -26,7 +26,10 @@ from handoffd.handoff import epoch, file_stamp, is_visible, iso_from_stamp, iso_
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: a helper's take asks `has_answer`
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 KEEP = 50
 MAX_TEXT = 64 * 1024  # a report's text (docs/protocol.md §8)
@@ -305,35 +308,24 @@ def _prune(fd: int, keep: int, written: str | None = None) -> list[str]:
 def report_ids(handoffs: str) -> set[str]:
     """The ids with a report folder in `H/reports/`.  A link where `reports/` or one of its
     folders should be is not followed: it holds no reports (docs/protocol.md Part II)."""
-    try:
-        fd = safeio.open_dir(os.path.join(handoffs, "reports"), below=handoffs)
-    except OSError:
-        return set()
-    try:
+
+    def folders(fd: int) -> set[str]:
         with os.scandir(fd) as entries:
             return {
                 e.name for e in entries if is_visible(e.name) and e.is_dir(follow_symlinks=False)
             }
-    except OSError:
-        return set()
-    finally:
-        os.close(fd)
+
+    return _in_folder(handoffs, "reports", folders, set())
 
 
 def report_paths(handoffs: str, ident: str) -> list[str]:
     """The paths of the reports in `H/reports/<ident>/`, oldest first (`written_order`);
     none when that folder, or `reports/`, is missing or a link."""
     folder = os.path.join(handoffs, "reports", ident)
-    try:
-        fd = safeio.open_dir(folder, below=handoffs)
-    except OSError:
-        return []
-    try:
-        return [os.path.join(folder, name) for name in written_order(fd, ".md")]
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
+    names: list[str] = _in_folder(
+        handoffs, f"reports/{ident}", lambda fd: written_order(fd, ".md"), []
+    )
+    return [os.path.join(folder, name) for name in names]
 
 
 def has_answer(handoffs: str, ident: str) -> bool:
@@ -342,14 +334,24 @@ def has_answer(handoffs: str, ident: str) -> bool:
     card it takes; the careful read is `latest_answer`'s."""
     if not ident or "/" in ident or not is_visible(ident) or "\0" in ident:
         return False
-    try:
-        fd = safeio.open_dir(os.path.join(handoffs, "reports", ident), below=handoffs)
-    except OSError:
-        return False
-    try:
+
+    def answered(fd: int) -> bool:
         return any(name.endswith(ANSWER_SUFFIX) for name in os.listdir(fd))
+
+    return _in_folder(handoffs, f"reports/{ident}", answered, False)
+
+
+def _in_folder(handoffs: str, relative: str, look: Callable[[int], T], none: T) -> T:
+    """What `look` finds in the folder `H/<relative>`, opened without following a link on
+    the way (`safeio.open_dir`); `none` when it is missing, a link, or cannot be listed."""
+    try:
+        fd = safeio.open_dir(os.path.join(handoffs, relative), below=handoffs)
     except OSError:
-        return False
+        return none
+    try:
+        return look(fd)
+    except OSError:
+        return none
     finally:
         os.close(fd)
 
