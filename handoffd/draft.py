@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 ALLOWED = ("type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason")
 ANY_TYPE = ("depends_on", "blocked_reason")  # allowed for every type (docs/protocol.md §8)
 MAX_REASON = hf.REASON_LIMIT
-RESERVED = (
-    "id", "from", "role", "recipient", "created_at", "enqueued_at", "dequeued_at", "completed_at",
-)  # fmt: skip
+# the headers only handoffd writes: a draft that sets one is refused
+RESERVED = (hf.ID, hf.SENDER, hf.ROLE, hf.RECIPIENT, hf.CREATED_AT, hf.ENQUEUED_AT,
+            hf.DEQUEUED_AT, hf.COMPLETED_AT)  # fmt: skip
 TYPE_FIELDS = {
     "git_handoff": ("type", "to", "priority", "task", "commit"),
     "note": ("type", "to", "priority", "message"),

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 ID, SENDER, RECIPIENTS, PRIORITY, TYPE = "id", "from", "to", "priority", "type"
 DEPENDS_ON, BLOCKED_REASON = "depends_on", "blocked_reason"
 TASK, COMMIT, MESSAGE = "task", "commit", "message"  # what a type carries
+ROLE = "role"  # a git handoff's sender, as its role's name
 RECIPIENT = "recipient"  # the one role a copy is for (a pool's, §17): the daemon stamps it
 # The §2 times a copy is stamped with as it moves (reopened: §13).
 CREATED_AT, ENQUEUED_AT, DEQUEUED_AT = "created_at", "enqueued_at", "dequeued_at"

@@ -129,7 +129,7 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
         (hf.TYPE, head[hf.TYPE]),
     ]
     if head[hf.TYPE] == "git_handoff":
-        headers += [("role", sender), (hf.TASK, head[hf.TASK]), (hf.COMMIT, draft.commit or "")]
+        headers += [(hf.ROLE, sender), (hf.TASK, head[hf.TASK]), (hf.COMMIT, draft.commit or "")]
         body = f"merge_and_process {sender} {draft.commit}\n"
     elif head[hf.TYPE] == "packet":  # the packet travels verbatim (docs/protocol.md §10)
         headers.append((hf.TASK, head[hf.TASK]))

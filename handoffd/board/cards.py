@@ -256,7 +256,7 @@ def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Ca
     _pooled(shown, snapshot)
     naming.assign(shown, set())
     for card in shown:
-        card.latest_report = latest_report(snapshot, card.role, card.id)
+        card.latest_report = snapshot.head(card.role, card.id)
         _dismissed(card, snapshot, now)
         card.colour, card.detail = colour.paint(card, ())
         if card.state == State.DISMISSED:
@@ -389,7 +389,7 @@ def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
     """The facts around a card: its claim, its latest report, its wake-ups."""
     if card.state == State.IN_PROCESS:
         card.claim = _claim(card.role, snapshot, now, window_s)
-    card.latest_report = latest_report(snapshot, card.role, card.id)
+    card.latest_report = snapshot.head(card.role, card.id)
     if card.state == State.NEW:
         _wakes(card, snapshot, now - (card.age_s or 0.0))
 
@@ -450,11 +450,6 @@ def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:
         row = snapshot.roles.get(role)
         return Claim(role, row.agent if row else None, None, None, now, window_s)
     return Claim(role, beat.agent or None, beat.conversation or None, epoch(beat.at), now, window_s)
-
-
-def latest_report(snapshot: Snapshot, role: str, ident: str) -> Head | None:
-    """The newest of `role`'s reports on `ident` as the scan read it, or None."""
-    return snapshot.head(role, ident)
 
 
 # --- dependencies ---------------------------------------------------------------------
