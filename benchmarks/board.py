@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.scenario import Report, Scenario, Target, progress
-from handoffd import handoff as hf
-from handoffd.config import Box
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box
 from handoffd.ops import views
 from handoffd.ops.context import resolve_context
 from testbed import Project, Seat, handoff_id, make_project, queued, stamped, write

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.scenario import BenchError, Report, Scenario, Target, progress
-from handoffd.config import Box
-from handoffd.handoff import iso_now
+from handoffd.core.config import Box
+from handoffd.core.handoff import iso_now
 from handoffd.ops import views
 from handoffd.ops.context import resolve_context
 from testbed import Project, Seat, git, handoff_id, make_project, queued, stamped, write

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from handoffd.config import Box
+from handoffd.core.config import Box
 from testbed import Project, Seat, handoff_id, make_project, queued, write
 
 SENDER, RECIPIENTS = "lead", ("alice", "bob")

@@ -29,7 +29,7 @@ import handoffd
 from benchmarks import table
 from benchmarks.scenario import BenchError, Report, Scenario, Target, progress
 from benchmarks.table import percentile
-from handoffd.wake import TEXT as WAKE
+from handoffd.wakeups.wake import TEXT as WAKE
 from testbed import harnesses
 from testbed.models import ModelServer, Request
 from testbed.realswarm import AGENTS, BIN, HOOK_REASON, SLOW, RealSwarm, rules

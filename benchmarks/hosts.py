@@ -31,9 +31,9 @@ from typing import Any
 from benchmarks import measures, table
 from benchmarks.scenario import BenchError, Report, Scenario, Target, progress
 from benchmarks.table import percentile
-from handoffd import durable, project
-from handoffd import handoff as hf
-from handoffd.config import Box, load_roles
+from handoffd.core import durable, project
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box, load_roles
 from handoffd.remote import server
 
 CONF = """project bench{pid}

@@ -16,8 +16,9 @@ from typing import Any
 
 from benchmarks.fanout import JOURNAL, RECIPIENTS, SENDER, Fanout, handoffd
 from benchmarks.scenario import BenchError
-from handoffd import durable, journal
-from handoffd.config import Box
+from handoffd.core import durable
+from handoffd.core.config import Box
+from handoffd.delivery import journal
 
 IN_MOVED_TO = 0x80
 TIMEOUT = 10.0  # seconds to wait for one delivery before giving up

@@ -26,8 +26,8 @@ from benchmarks.fanout import BODY, handoffd
 from benchmarks.measures import IN_MOVED_TO, TIMEOUT, Inotify, until_seen
 from benchmarks.scenario import BenchError, Report, Scenario, Target, progress
 from benchmarks.table import percentile
-from handoffd import durable
-from handoffd.config import Box
+from handoffd.core import durable
+from handoffd.core.config import Box
 from testbed import Seat, handoff_id, make_project, queued
 
 SENDER = "lead"

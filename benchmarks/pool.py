@@ -28,8 +28,8 @@ from typing import Any
 
 from benchmarks.board import board_json, interleaved
 from benchmarks.scenario import BenchError, Report, Scenario, Target, progress
-from handoffd import config
-from handoffd import handoff as hf
+from handoffd.core import config
+from handoffd.core import handoff as hf
 from testbed import queued, stamped, write
 from testbed.project import make_pool_project
 
@@ -39,7 +39,7 @@ BODY = "Re-read your role and constitution.\n\n" + "benchmark payload line.\n" *
 # races counted (a claim is one rename; a lost one is the rename's FileNotFoundError).
 MEMBER = """
 import json, sys, time
-from handoffd import inbox
+from handoffd.queue import inbox
 from handoffd.ops import queue
 from handoffd.ops.context import resolve_context
 lost = [0]

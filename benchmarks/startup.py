@@ -23,7 +23,7 @@ import handoffd
 from benchmarks import table
 from benchmarks.fanout import RECIPIENTS, Fanout
 from benchmarks.scenario import BenchError, Report, Scenario, Target, progress
-from handoffd.config import Box
+from handoffd.core.config import Box
 from testbed import helper_env, write
 
 ROLE = RECIPIENTS[0]  # a task-mode role

@@ -13,7 +13,6 @@ import os
 
 import click
 
-from handoffd import config
 from handoffd.adapters.commands import (
     daemon_args,
     daemon_options,
@@ -21,6 +20,7 @@ from handoffd.adapters.commands import (
     root_argument,
     root_of,
 )
+from handoffd.core import config
 from handoffd.ops.table import BY_NAME
 
 TYPE_CHECKING = False
@@ -103,7 +103,7 @@ def main() -> None:
 @root_argument
 def run(once: bool, root: str | None, **daemon: Any) -> None:
     """Run the daemon in the foreground."""
-    from handoffd.daemon import serve
+    from handoffd.daemon.daemon import serve
     from handoffd.ops.readiness import for_daemon
 
     raise SystemExit(serve(project_of(root), once, dependencies=for_daemon, **daemon))
@@ -114,7 +114,7 @@ def run(once: bool, root: str | None, **daemon: Any) -> None:
 @root_argument
 def start(root: str | None, **daemon: Any) -> None:
     """Start the daemon in the background; returns once it runs."""
-    from handoffd import lifecycle
+    from handoffd.core import lifecycle
 
     project = project_of(root)
     try:
@@ -133,8 +133,7 @@ def start(root: str | None, **daemon: Any) -> None:
 def _say_nats(project: str) -> None:
     """For a swarm over hosts: whether the daemon reached its NATS servers (§15), once it
     has tried them; nothing for a project without NATS."""
-    from handoffd import held
-    from handoffd.remote import settings
+    from handoffd.remote import held, settings
 
     try:
         network = settings.load(project)
@@ -152,7 +151,7 @@ def stop(root: str | None) -> None:
 
 
 def _stop(project: str) -> None:
-    from handoffd import lifecycle
+    from handoffd.core import lifecycle
 
     if not os.path.isdir(project):  # a typo must not read as "nothing was running"
         raise click.ClickException(f"no such directory: {project}")
@@ -183,7 +182,7 @@ def stop_handoff_daemon(root: str | None) -> None:
 @root_argument
 def init(config_file: str | None, host: str | None, root: str | None) -> None:
     """Lay out a project: git worktrees, handoff folders, roles.tsv, tmux socket."""
-    from handoffd import project
+    from handoffd.core import project
 
     try:
         base = project.locate(root, os.getcwd())
@@ -280,7 +279,8 @@ def up(
     **daemon: Any,
 ) -> None:  # fmt: skip
     """Start the swarm: a tmux session per role, and the daemon."""
-    from handoffd import lifecycle, swarm
+    from handoffd.core import lifecycle
+    from handoffd.daemon import swarm
 
     project_root = project_of(root)
     commands = dict(_agent_pair(value) for value in agents)
@@ -348,7 +348,7 @@ def hook(event: str, given: str | None, root: str | None) -> None:
 def hooks(only: str | None, remove: bool, root: str | None) -> None:
     """Install handoffd's hooks for the roles whose agent is Claude Code (Codex takes them
     on its command line: `handoffd up` starts it so)."""
-    from handoffd import swarm
+    from handoffd.daemon import swarm
 
     project_root = project_of(root)
     try:
@@ -383,7 +383,7 @@ def _agent_pair(value: str) -> tuple[str, str]:
 @root_argument
 def down(root: str | None) -> None:
     """Stop the daemon and this project's tmux server, nothing else."""
-    from handoffd import swarm
+    from handoffd.daemon import swarm
 
     pid, killed = swarm.down(root_of(root))
     click.echo(f"daemon: {'stopped pid ' + str(pid) if pid else 'was not running'}")
@@ -445,15 +445,15 @@ def demo(
     pool: int | None,
 ) -> None:
     """A live two-agent swarm in a throwaway directory, ending with a checked summary."""
-    from handoffd import demo as demo_module
     from handoffd.board import status
+    from handoffd.demos import demo as demo_module
 
     killable = ["coder", *(f"cleaner-{k}" for k in range(1, (pool or 0) + 1))] if pool else [
         "coder", "cleaner"]  # fmt: skip
     if kill_agent is not None and kill_agent not in killable:
         raise click.BadParameter(f"choose from {', '.join(killable)}", param_hint="--kill-agent")
     if pool:
-        from handoffd import demo_pool
+        from handoffd.demos import demo_pool
 
         found = demo_pool.run(pool, rounds, kill_agent, seed, keep)
         click.echo(demo_pool.render(found))

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from handoffd.demo import configuration
+from handoffd.demos.demo import configuration
 
 BIN = os.path.dirname(sys.executable)
 ROUNDS = 6

@@ -9,8 +9,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from handoffd import handoff as hf
-from handoffd.config import Role
+from handoffd.core import handoff as hf
+from handoffd.core.config import Role
 
 
 def handoff_id(sender: str, seq: int, when: float | None = None) -> str:
@@ -67,8 +67,8 @@ def queue_note(
     now: float | None = None,
 ) -> str:
     """Queue a note the way `swarm_handoff` does (same code, no process); its outbox path."""
-    from handoffd import outbox  # only this helper queues through the package's own code
-    from handoffd.draft import Draft
+    from handoffd.queue import outbox  # only this helper queues through the package's own code
+    from handoffd.queue.draft import Draft
 
     headers = {"type": "note", "to": ",".join(recipients), "priority": priority}
     headers["message"] = message

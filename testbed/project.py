@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from handoffd import config
-from handoffd import handoff as hf
+from handoffd.core import config
+from handoffd.core import handoff as hf
 from testbed.files import write
 
 BIN = os.path.dirname(sys.executable)

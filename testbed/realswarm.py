@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from handoffd import lifecycle
+from handoffd.core import lifecycle
 from handoffd.harness import keys, pane, profiles
-from handoffd.wake import TEXT as WAKE
+from handoffd.wakeups.wake import TEXT as WAKE
 from testbed import harnesses
 from testbed.models import Call, ModelServer, Rule
 

@@ -223,8 +223,8 @@ def fingerprint(state: State) -> str:
 SCRIPTS = {e.name: e for e in importlib.metadata.entry_points(group="console_scripts")}
 FORK = os.environ.get("HANDOFFD_CRASHSTATES_EXEC") != "1"
 # What the commands import only when they run: imported once per worker, not per call.
-PRELOAD = ("handoffd.cli", "handoffd.adapters.console", "handoffd.daemon", "handoffd.log",
-           "handoffd.live")  # fmt: skip
+PRELOAD = ("handoffd.cli", "handoffd.adapters.console", "handoffd.daemon.daemon",
+           "handoffd.core.log", "handoffd.continuity.live")  # fmt: skip
 
 
 @dataclass

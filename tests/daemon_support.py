@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from handoffd import handoff as hf
-from handoffd import log as logging
-from handoffd.daemon import Daemon
+from handoffd.core import handoff as hf
+from handoffd.core import log as logging
+from handoffd.daemon.daemon import Daemon
 from tests.conftest import BIN, Project, wait_for
 
 WAKE_TEXT = "You have new handoff mail. If idle, run ready_for_next.sh."

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 from tests.conftest import GIT_ENV, Project, git
 
 HANDOFFD = os.path.join(os.path.dirname(sys.executable), "handoffd")

@@ -1,7 +1,7 @@
 """Support for the crash, fault and property tests: queueing in bulk, the invariant,
 injected I/O errors, tmpfs mounts, strace, and a worker that plays the recipients.
 
-The invariant (docs/protocol.md §5.2, §5.3) is checked twice over: by `handoffd.audit`, and
+The invariant (docs/protocol.md §5.2, §5.3) is checked twice over: by `handoffd.daemon.audit`, and
 by direct checks here that do not share its code (a recursive scan for hidden temp
 files, batch dirs included, and a count of every copy by id and recipient).
 
@@ -27,12 +27,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from handoffd import audit, config, journal
-from handoffd import handoff as hf
-from handoffd.config import Box, Role
-from handoffd.daemon import Daemon
-from handoffd.delivery import JOURNAL
-from handoffd.inbox import Inbox
+from handoffd.core import config
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box, Role
+from handoffd.daemon import audit
+from handoffd.daemon.daemon import Daemon
+from handoffd.delivery import journal
+from handoffd.delivery.delivery import JOURNAL
+from handoffd.queue.inbox import Inbox
 from testbed import queue_note
 from tests.conftest import git, make_project, roles_tsv
 
@@ -242,7 +244,7 @@ def originals(roles: dict[str, Role]) -> dict[str, list[str]]:
 
 
 def invariant_problems(root: Path | str, roles: dict[str, Role]) -> list[str]:
-    """Everything wrong with a project at rest: handoffd.audit's findings plus our own."""
+    """Everything wrong with a project at rest: handoffd.daemon.audit's findings plus our own."""
     problems = list(audit.audit(str(root), roles).problems)
     problems += [f"hidden temp file left: {path}" for path in hidden_temps(roles)]
     if journal.load(os.path.join(root, JOURNAL)) is not None:

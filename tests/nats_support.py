@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from handoffd import config
+from handoffd.core import config
 from handoffd.remote.server import Server, cluster, wait_jetstream
 from tests.conftest import BIN, GIT_ENV, wait_for
 
@@ -162,7 +162,7 @@ def make_hosts(
 ) -> list[Host]:
     """Two (or more) hosts of one swarm, laid out by the real `init` with the same conf
     (`prepare=False`: by `project.init` alone, without reaching the servers)."""
-    from handoffd import project as layout
+    from handoffd.core import project as layout
 
     conf = text.format(project=project or project_name(), urls=urls)
     hosts = []

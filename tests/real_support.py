@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from handoffd.wake import TEXT as WAKE
+from handoffd.wakeups.wake import TEXT as WAKE
 from testbed import harnesses
 from testbed.models import ModelServer, Request, Rule
 from testbed.realswarm import AGENTS, HOOK_REASON, SLOW, RealSwarm, rules

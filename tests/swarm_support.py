@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from handoffd import lifecycle
+from handoffd.core import lifecycle
 from tests.conftest import BIN
 
 HANDOFFD = os.path.join(BIN, "handoffd")

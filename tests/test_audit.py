@@ -1,10 +1,10 @@
-"""The audit of a project at rest (`handoffd.audit`), on hand-made files: what it expects
+"""The audit of a project at rest (`handoffd.daemon.audit`), on hand-made files: what it expects
 of an original is what the daemon delivers from it (docs/protocol.md §2, §3)."""
 
 from __future__ import annotations
 
-from handoffd import config
-from handoffd.audit import audit
+from handoffd.core import config
+from handoffd.daemon.audit import audit
 from tests.conftest import Project
 
 IDENT = "20260101T000000Z_000009_from_coder"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from handoffd import blocks
-from handoffd.handoff import Handoff
-from handoffd.inbox import Item
+from handoffd.core.handoff import Handoff
+from handoffd.queue import blocks
+from handoffd.queue.inbox import Item
 
 
 def item(path: str, body: str = "body\n", **headers: str) -> Item:

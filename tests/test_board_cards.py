@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-from handoffd import reports
 from handoffd.board import cards
-from handoffd.config import Role, load_roles
-from handoffd.lifecycle import DaemonState
-from handoffd.scan import Entry, State
-from handoffd.snapshot import Snapshot, take_snapshot
+from handoffd.core.config import Role, load_roles
+from handoffd.core.lifecycle import DaemonState
+from handoffd.queue import reports
+from handoffd.queue.scan import Entry, State
+from handoffd.snapshot.snapshot import Snapshot, take_snapshot
 from tests.conftest import Project
 
 NOW = 1_800_000_000.0
@@ -20,7 +20,7 @@ ROLES = {name: Role(name, name, f"/nowhere/{name}", agent="claude") for name in 
 
 
 class Beat:
-    """A heartbeat as `handoffd.heartbeat.read` returns it."""
+    """A heartbeat as `handoffd.queue.heartbeat.read` returns it."""
 
     def __init__(self, agent: str, conversation: str, at: float) -> None:
         self.agent, self.conversation, self.at = agent, conversation, at
@@ -334,7 +334,7 @@ def test_a_copy_found_from_its_role_alone_has_the_name_the_whole_board_gives_it(
     role as the board of the whole project does: a §2 name, a hand-made one with an `id`
     header, two hand-made ones claiming one id (the second goes by its file name), and an
     original of the same id in the role's own outbox, named after every copy."""
-    from handoffd.snapshot import take_role
+    from handoffd.snapshot.snapshot import take_role
 
     project.put("coder", name(1, "QA", "coder"), id=ident(1, "QA"))
     project.put("coder", "10_manual.handoff", id="manual-1")
@@ -355,8 +355,8 @@ def test_one_card_its_file_and_its_reports_are_read_from_its_role_alone(
 ) -> None:
     """`take_role`, `find_card`, then the card's body and reports: nothing of another role,
     of the daemon or of the log is opened or listed on the way."""
-    from handoffd import reports
-    from handoffd.snapshot import take_role
+    from handoffd.queue import reports
+    from handoffd.snapshot.snapshot import take_role
     from tests.conftest import touched
 
     project.put("coder", name(1, "QA", "coder"), id=ident(1, "QA"), body="Parse it.\n")

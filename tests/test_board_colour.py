@@ -6,7 +6,7 @@ import pytest
 
 from handoffd.board import colour
 from handoffd.board.cards import Card, Claim
-from handoffd.scan import Entry
+from handoffd.queue.scan import Entry
 
 NOW = 1_800_000_000.0
 IGNORED = (NOW - 90, NOW - 60, NOW - 30)  # three wake-ups, none answered

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
-from handoffd import heartbeat, reports
+from handoffd.core import handoff as hf
+from handoffd.queue import heartbeat, reports
 from tests.conftest import Project, Result, helper_env
 
 ID1 = "20260101T000000Z_000001_from_QA"

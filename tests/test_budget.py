@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffd import budget
-from handoffd.budget import BudgetTooSmall, Section
+from handoffd.core import budget
+from handoffd.core.budget import BudgetTooSmall, Section
 
 HEAD = ["# Task t", "**Outcome** done"]
 TAIL = ["## Not in this handoff", "Add them by hand."]

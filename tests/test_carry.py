@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from handoffd.digest.carry import choose
-from handoffd.scan import Entry
+from handoffd.queue.scan import Entry
 from tests.conftest import Project
 from tests.digest_support import report, run
 

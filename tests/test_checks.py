@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import checks
+from handoffd.queue import checks
 from tests.daemon_support import handoff_bytes
 
 ROLES = {"coder", "cleaner", "QA"}

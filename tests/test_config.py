@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import config
+from handoffd.core import config
 from tests.conftest import HANG, HOSTILE, SAID, Project, git, plant, roles_tsv
 
 SOURCE = "/p/.swarmforge/roles.tsv"

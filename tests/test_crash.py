@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
-from handoffd import journal
-from handoffd.config import Box, Role
-from handoffd.delivery import JOURNAL
-from handoffd.lifecycle import READY_FD_ENV
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box, Role
+from handoffd.core.lifecycle import READY_FD_ENV
+from handoffd.delivery import journal
+from handoffd.delivery.delivery import JOURNAL
 from tests import shards
 from tests.conftest import Project, make_project
 from tests.fault_support import (

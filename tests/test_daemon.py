@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import config, journal
-from handoffd.audit import audit
+from handoffd.core import config
+from handoffd.daemon.audit import audit
+from handoffd.delivery import journal
 from tests.conftest import SAID, Project, plant, wait_for
 from tests.daemon_support import (
     RecordingWaker,
@@ -215,7 +216,7 @@ def test_a_copy_redelivered_on_restart_gets_no_wake_up_until_the_renotify_interv
 
 
 def test_a_pass_delivers_more_than_one_batch_over_successive_steps(project: Project) -> None:
-    from handoffd.delivery import BATCH_LIMIT
+    from handoffd.delivery.delivery import BATCH_LIMIT
 
     for _ in range(BATCH_LIMIT + 5):
         queue(project, "coder", ["QA"])

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import checks, journal
-from handoffd.delivery import BATCH_LIMIT, JOURNAL
+from handoffd.delivery import journal
+from handoffd.delivery.delivery import BATCH_LIMIT, JOURNAL
+from handoffd.queue import checks
 from tests.conftest import HANG, SAID, Project, plant, snapshot
 from tests.daemon_support import (
     HANDOFFD,

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from handoffd import cli, config, demo, demo_agent, lifecycle, project
-from handoffd.config import Box
+from handoffd import cli
+from handoffd.core import config, lifecycle, project
+from handoffd.core.config import Box
+from handoffd.demos import demo, demo_agent
 from tests.conftest import git, run_command, wait_for
 from tests.swarm_support import (
     BARE_GIT_ENV,

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from handoffd.digest.digest import NOT_IN_HANDOFF, copy_state, report_rows
-from handoffd.reports import Report
-from handoffd.snapshot import take_snapshot
+from handoffd.queue.reports import Report
+from handoffd.snapshot.snapshot import take_snapshot
 from tests.conftest import Project, git
 from tests.digest_support import HANDOFFD, build_thread, commit_in, hf_epoch, report, run
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from handoffd import draft
+from handoffd.queue import draft
 
 ROLES = {"coder", "cleaner", "QA"}
 COMMIT = "a1b2c3d9e8"

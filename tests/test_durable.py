@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import durable, safeio
+from handoffd.core import durable, safeio
 
 
 def test_create_writes_every_byte_even_when_the_kernel_writes_a_few_at_a_time(

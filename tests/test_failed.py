@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import failed
-from handoffd.config import Box
+from handoffd.core.config import Box
+from handoffd.core.outcome import Refusal
 from handoffd.ops import operator
 from handoffd.ops.context import Context, resolve_context
-from handoffd.outcome import Refusal
+from handoffd.queue import failed
 from tests.conftest import Project, wait_for
 from tests.daemon_support import HANDOFFD, wait_event
 

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from handoffd import handoff as hf
-from handoffd import journal, lifecycle
-from handoffd.config import Box
-from handoffd.delivery import JOURNAL, LAST_RETRY
+from handoffd.core import handoff as hf
+from handoffd.core import lifecycle
+from handoffd.core.config import Box
+from handoffd.delivery import journal
+from handoffd.delivery.delivery import JOURNAL, LAST_RETRY
 from tests.conftest import Project, make_project, wait_for
 from tests.daemon_support import finish, inbox, read_log, running_pid, spawn, terminate
 from tests.fault_support import (

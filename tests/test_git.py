@@ -7,7 +7,7 @@ import itertools
 import subprocess
 from pathlib import Path
 
-from handoffd import git
+from handoffd.core import git
 from tests.conftest import Project
 from tests.conftest import git as run_git
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 
 NAME = "07_20260615T140531Z_000042_from_architect_to_coder_cleaner.handoff"
 
@@ -310,7 +310,7 @@ def test_a_broken_file_splits_leniently_into_the_lines_it_has_and_its_body() -> 
 def test_a_fifo_where_a_header_block_should_be_is_refused_without_waiting(tmp_path: Path) -> None:
     """The one reader of header blocks is the careful one: a FIFO is never opened (it would
     wait for a writer for ever)."""
-    from handoffd import safeio
+    from handoffd.core import safeio
 
     fifo = tmp_path / NAME
     os.mkfifo(fifo)
@@ -335,7 +335,7 @@ def spelled_parts(path: Path) -> list[str]:
 
 
 def test_no_module_but_the_format_spells_the_parts_of_a_name() -> None:
-    """Composing and slicing names and ids is `handoffd.handoff`'s alone (docs/protocol.md
+    """Composing and slicing names and ids is `handoffd.core.handoff`'s alone (docs/protocol.md
     §2): the package, the test bed and the benchmark call it, so a change to the form is
     one module's change."""
     owner = REPO / "handoffd" / "handoff.py"

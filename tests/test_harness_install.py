@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import config, swarm
+from handoffd.core import config
+from handoffd.daemon import swarm
 from handoffd.harness import install, pane, settings
 from tests.conftest import plant
 from tests.swarm_support import command_env, handoffd, socket_of, take_down

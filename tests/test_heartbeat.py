@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import durable, heartbeat, wakeup
+from handoffd.core import durable
+from handoffd.queue import heartbeat
+from handoffd.wakeups import wakeup
 from tests.conftest import HANG, Project
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import held
+from handoffd.remote import held
 from tests.conftest import HOSTILE, plant
 
 DOWN = held.Link(held.DOWN, "connection refused", 1_700_000_000.0)

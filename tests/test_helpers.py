@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 from handoffd.ops.queue import USAGE
 from tests.conftest import Project, Result, git, run_command, snapshot, without_daemon_warning
 
@@ -1020,7 +1020,7 @@ def test_the_helpers_import_no_heavy_module(project: Project, name: str) -> None
     project.run("ready_for_next", role="coder")
     args = (str(project.draft(project.note_draft())),) if name == "swarm_handoff" else ()
     loaded = imported_by(project, name, *args)
-    assert "handoffd.heartbeat" in loaded  # the probe saw the helper's own imports
+    assert "handoffd.queue.heartbeat" in loaded  # the probe saw the helper's own imports
     # swarm_handoff runs git through subprocess, whose locale import brings re and enum: the
     # git process it starts costs far more, so only its own imports are held to the list
     allowed = {"re", "enum"} if name == "swarm_handoff" else set()

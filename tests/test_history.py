@@ -1,4 +1,4 @@
-"""The history index behind `digest --task` (handoffd/history.py): a history
+"""The history index behind `digest --task` (handoffd/snapshot/history.py): a history
 header is read once, an unchanged folder is not listed again, a torn line is ignored."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from handoffd import config, history, indexfile
-from handoffd.snapshot import take_snapshot
+from handoffd.core import config
+from handoffd.snapshot import history, indexfile
+from handoffd.snapshot.snapshot import take_snapshot
 from tests.conftest import Project
 from tests.digest_support import run
 

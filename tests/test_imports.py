@@ -112,9 +112,11 @@ def is_core(name: str) -> bool:
 def test_the_walk_sees_imports_inside_functions_and_for_types() -> None:
     """The walk's own check: the core's lazy and type-only imports are edges too."""
     edges = graph()
-    assert "handoffd.lifecycle" in edges["handoffd.snapshot"]  # imported inside `take_snapshot()`
-    assert "handoffd.reports" in edges["handoffd.snapshot"]  # inside, and for a type
-    assert "handoffd.live" in edges["handoffd.ops.steps"]  # inside `after_step`
+    assert (
+        "handoffd.core.lifecycle" in edges["handoffd.snapshot.snapshot"]
+    )  # imported inside `take_snapshot()`
+    assert "handoffd.queue.reports" in edges["handoffd.snapshot.snapshot"]  # inside, and for a type
+    assert "handoffd.continuity.live" in edges["handoffd.ops.steps"]  # inside `after_step`
 
 
 def test_no_module_imports_itself_back_through_others() -> None:
@@ -164,15 +166,16 @@ def test_the_core_imports_nothing_from_the_layers_above_it() -> None:
 # empty folders: no scan; a file within its 30 lines: no budget renderer)
 NO_TASK = {
     "handoffd", "handoffd.adapters", "handoffd.adapters.console",
-    "handoffd.config", "handoffd.durable", "handoffd.handoff", "handoffd.heartbeat",
-    "handoffd.inbox", "handoffd.live", "handoffd.ops", "handoffd.ops.context",
-    "handoffd.ops.queue", "handoffd.ops.steps", "handoffd.outcome", "handoffd.safeio",
-    "handoffd.work",
+    "handoffd.continuity", "handoffd.continuity.live", "handoffd.continuity.work",
+    "handoffd.core", "handoffd.core.config", "handoffd.core.durable", "handoffd.core.handoff",
+    "handoffd.core.outcome", "handoffd.core.safeio",
+    "handoffd.ops", "handoffd.ops.context", "handoffd.ops.queue", "handoffd.ops.steps",
+    "handoffd.queue", "handoffd.queue.heartbeat", "handoffd.queue.inbox",
 }  # fmt: skip
-FINISH = NO_TASK | {"handoffd.blocks"}  # and the blocks it prints (its inbox then empty)
+FINISH = NO_TASK | {"handoffd.queue.blocks"}  # and the blocks it prints (its inbox then empty)
 # and the scan of the work in process, for the live file, with a look in each taken card's
 # report folder for an operator's answer (a listing: no YAML)
-TAKE = FINISH | {"handoffd.reports", "handoffd.scan"}
+TAKE = FINISH | {"handoffd.queue.reports", "handoffd.queue.scan"}
 HELPERS = {
     "ready_for_next": TAKE,
     "done_with_current": FINISH,
@@ -181,10 +184,10 @@ HELPERS = {
     # after (lifecycle), and the work in process scanned for the live file (its report
     # folder looked in, as a take's)
     "swarm_handoff": NO_TASK | {
-        "handoffd.adapters.sources", "handoffd.draft", "handoffd.git", "handoffd.lifecycle",
-        "handoffd.ops.invoke", "handoffd.ops.spec", "handoffd.ops.table", "handoffd.outbox",
-        "handoffd.reports",
-        "handoffd.scan", "handoffd.terminal",
+        "handoffd.adapters.sources", "handoffd.core.git", "handoffd.core.lifecycle",
+        "handoffd.core.terminal", "handoffd.ops.invoke", "handoffd.ops.spec", "handoffd.ops.table",
+        "handoffd.queue.draft", "handoffd.queue.outbox", "handoffd.queue.reports",
+        "handoffd.queue.scan",
     },
 }  # fmt: skip
 

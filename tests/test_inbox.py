@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
-from handoffd import inbox
-from handoffd.inbox import Inbox, Listing
-from handoffd.outcome import Refusal
+from handoffd.core import handoff as hf
+from handoffd.core.outcome import Refusal
+from handoffd.queue import inbox
+from handoffd.queue.inbox import Inbox, Listing
 from tests.conftest import HANG, Project, snapshot
 
 STAMP = "20260615T140531Z"

@@ -1,4 +1,4 @@
-"""The history index's files (handoffd/indexfile.py): any field makes one line
+"""The history index's files (handoffd/snapshot/indexfile.py): any field makes one line
 and comes back as it was; a line not of ours is reported, never believed."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffd import indexfile
+from handoffd.snapshot import indexfile
 
 
 @given(st.lists(st.text(), min_size=3, max_size=3))

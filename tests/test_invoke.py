@@ -11,11 +11,11 @@ from typing import Any
 import click
 import pytest
 
-from handoffd import reports
 from handoffd.adapters import commands, mcp, sources, web
+from handoffd.core.outcome import Result
 from handoffd.ops import invoke, spec, table
 from handoffd.ops.spec import Op, Param
-from handoffd.outcome import Result
+from handoffd.queue import reports
 from tests.conftest import Project
 
 LONE = "lone \ud800"  # a tool's JSON string "\ud800"
@@ -120,7 +120,7 @@ def test_the_daemons_options_are_the_tables_on_every_command_that_starts_it(name
     daemon's own (`serve`'s): a daemon started by hand and one started by a command
     behave alike."""
     from handoffd.cli import main
-    from handoffd.daemon import serve
+    from handoffd.daemon.daemon import serve
 
     made = main.get_command(click.Context(main), name)
     assert made is not None

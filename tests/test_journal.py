@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import journal
-from handoffd.journal import Entry
+from handoffd.delivery import journal
+from handoffd.delivery.journal import Entry
 
 
 def entry(n: int = 1) -> Entry:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import lifecycle
+from handoffd.core import lifecycle
 from tests.conftest import BIN, HANG, HOSTILE, SAID, Project, plant, wait_for
 from tests.daemon_support import (
     alive,

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from handoffd import budget, live, work
-from handoffd import handoff as hf
-from handoffd.scan import Entry, State
+from handoffd.continuity import live, work
+from handoffd.core import budget
+from handoffd.core import handoff as hf
+from handoffd.queue.scan import Entry, State
 from tests.conftest import HANG, Project, git
 
 NOW = "2026-06-15T14:05:31.482113Z"
@@ -351,7 +352,7 @@ def test_a_file_whose_time_cannot_be_read_is_as_old_as_can_be() -> None:
 def test_a_running_daemons_lock_never_holds_up_the_rewrite(project: Project) -> None:
     """The daemon holds an flock on the project's `.swarmforge/` for its whole life, and the
     main checkout's live file lives in that folder: the rewrite must not wait for it."""
-    from handoffd import lifecycle
+    from handoffd.core import lifecycle
 
     fd = os.open(lifecycle.lock_path(str(project.root)), os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -378,7 +379,7 @@ def test_looking_at_empty_folders_without_the_scan_finds_what_the_scan_finds(
 ) -> None:
     """`work.look` skips the scan (and its import) when `new/` and `in_process/` hold no
     name; whatever the folders hold, what it finds is what the scan finds."""
-    from handoffd import config
+    from handoffd.core import config
 
     role = config.load_roles(str(project.root))["QA"]
     new, in_process = Path(role.path(config.Box.NEW)), Path(role.path(config.Box.IN_PROCESS))
@@ -428,7 +429,7 @@ def test_work_describes_a_batch_and_what_waits_behind_it() -> None:
 
 WRITER = """
 import sys
-from handoffd import live
+from handoffd.continuity import live
 worktree, big = sys.argv[1], int(sys.argv[2])
 states = [live.State("2026-01-01T00:00:00Z", "main", p, "step " + p * big) for p in "ab"]
 n = 0
@@ -539,9 +540,9 @@ def test_each_helper_call_lists_each_folder_once_and_writes_what_a_scan_would(
     to list `new/` and `in_process/` again, and `in_process/` up to five times, each call);
     every queue file is opened once at most, the waiting ones only by the step.  What it
     writes is what a fresh scan of the queue says (but for the time)."""
-    from handoffd import reports
     from handoffd.ops import queue
     from handoffd.ops.context import resolve_context
+    from handoffd.queue import reports
     from tests.conftest import touched
 
     for ident, priority, task in PUT[role]:

@@ -18,8 +18,8 @@ import pytest
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from handoffd import log as logging
-from handoffd.log import LogFile
+from handoffd.core import log as logging
+from handoffd.core.log import LogFile
 from tests.conftest import BIN, Project, make_project, wait_for
 from tests.daemon_support import (
     events,

@@ -448,7 +448,7 @@ def test_the_helpers_never_import_the_mcp_sdk(project: Project, name: str) -> No
     project.run("ready_for_next", role="coder")  # done_with_current has work to finish
     args = (str(project.draft(project.note_draft())),) if name == "swarm_handoff" else ()
     loaded = imported_by(project, name, *args)
-    assert "handoffd.inbox" in loaded
+    assert "handoffd.queue.inbox" in loaded
     sdk = sorted(m for m in loaded if m.split(".")[0] in {"mcp", "mcp_types", "anyio", "pydantic"})
     assert sdk == [] and "handoffd.adapters.mcp" not in loaded
 
@@ -690,8 +690,8 @@ def test_a_result_holding_a_name_that_is_not_utf8_is_sent_with_it_escaped() -> N
     """A file name that is not UTF-8 (`os` gives it as a lone surrogate) in a tool's text
     or structure: the SDK cannot encode it, and a reply it cannot encode is never sent."""
     from handoffd.adapters import mcp
+    from handoffd.core.outcome import Result
     from handoffd.ops.table import TOOLS
-    from handoffd.outcome import Result
 
     name = os.fsdecode(b"50_\xff.handoff")
     outcome = Result(0, f"TASK: /h/{name}\n", data=[{"path": f"/h/{name}"}])

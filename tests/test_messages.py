@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from handoffd import lifecycle
+from handoffd.core import lifecycle
 from handoffd.ops.queue import USAGE
 from tests.conftest import NO_DAEMON, Project, run_command
 from tests.swarm_support import command_env, handoffd

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from handoffd import reports, wakeup
-from handoffd.lifecycle import Lock
+from handoffd.core.lifecycle import Lock
+from handoffd.queue import reports
+from handoffd.wakeups import wakeup
 from tests.conftest import Project, Result, snapshot
 from tests.daemon_support import Tmux, events, open_daemon, tmux_server, use_socket
 from tests.mcp_support import agent, texts
@@ -669,8 +670,8 @@ def test_a_dismissed_cards_age_runs_from_its_dismissal_and_it_is_counted_apart(
      ("dismissed by ann: no time", None), ("", None)],
 )  # fmt: skip
 def test_the_time_of_a_dismissal_is_read_from_its_note(line: str, when: str | None) -> None:
-    from handoffd import failed
-    from handoffd import handoff as hf
+    from handoffd.core import handoff as hf
+    from handoffd.queue import failed
 
     assert failed.dismissed_at(line) == (hf.epoch(when) if when else None)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
-from handoffd import reports
+from handoffd.core import handoff as hf
+from handoffd.queue import reports
 from tests import shards
 from tests.conftest import helper_env, make_project
 from tests.daemon_support import add_role

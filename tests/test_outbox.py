@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import outbox
-from handoffd.draft import Draft
+from handoffd.queue import outbox
+from handoffd.queue.draft import Draft
 from tests import crashstates, crashtrace
 from tests.conftest import (
     BIN,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from handoffd import draft, packet
+from handoffd.queue import draft, packet
 from tests.conftest import Project
 
 ROLES = {"coder", "cleaner", "QA"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import panes
+from handoffd.wakeups import panes
 from tests.conftest import HOSTILE, plant
 
 

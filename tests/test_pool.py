@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import config, project
-from handoffd import handoff as hf
-from handoffd.inbox import Inbox
+from handoffd.core import config, project
+from handoffd.core import handoff as hf
+from handoffd.queue.inbox import Inbox
 from testbed.files import queued, stamped, write
 from testbed.project import Project, make_pool_project
 

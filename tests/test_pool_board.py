@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import re
 
-from handoffd import config
-from handoffd import handoff as hf
 from handoffd.board import status
-from handoffd.snapshot import take_snapshot
+from handoffd.core import config
+from handoffd.core import handoff as hf
+from handoffd.snapshot.snapshot import take_snapshot
 from testbed.project import make_pool_project
 from tests.test_pool import pool_copy, run_as
 from tests.test_reclaim import age_heartbeat
@@ -97,7 +97,7 @@ def test_status_roles_json_gives_the_pool_with_its_members(tmp_path):
 def test_up_starts_every_member_and_no_session_for_the_pool(tmp_path):
     """`up` starts a session per member (the pool's row has none to start), `down` stops
     them all."""
-    from handoffd import project as layout
+    from handoffd.core import project as layout
 
     root = (tmp_path / "p").resolve()
     text = "window coder sh master task\npool cleaner 3 sh task\n"

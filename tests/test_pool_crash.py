@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 from testbed.project import make_pool_project
 from tests import crashstates, crashtrace
 from tests.crashtrace import Op, Recording, Step, Tree
@@ -30,8 +30,8 @@ MEMBERS = ("cleaner-1", "cleaner-2", "cleaner-3")
 POOL_NEW = ".swarmforge/pools/cleaner/" + NEW
 RECLAIM = """
 import sys, time
-from handoffd import config
-from handoffd.reclaim import Keeper
+from handoffd.core import config
+from handoffd.daemon.reclaim import Keeper
 class Log:
     def info(self, *a, **k): pass
     warning = info

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from handoffd import demo_pool
+from handoffd.demos import demo_pool
 
 HANDOFFD = os.path.join(os.path.dirname(sys.executable), "handoffd")
 

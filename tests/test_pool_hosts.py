@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 from handoffd.remote.server import Server
 from tests.nats_support import Host, handoffd, make_hosts, nats_fixture, stop_all
 from tests.test_remote_delivery import helper, send_note

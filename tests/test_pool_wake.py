@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from handoffd import handoff as hf
-from handoffd import pool
+from handoffd.core import handoff as hf
+from handoffd.queue import pool
 from testbed.project import make_pool_project
 from tests.daemon_support import Tmux, events, open_daemon, queue, tmux_server, use_socket
 
@@ -73,7 +73,8 @@ def test_a_killed_session_is_reclaimed_a_minute_after_the_daemon_saw_it_gone(tmp
     copy is back in the pool, logged `session gone`."""
     import time
 
-    from handoffd import config, panes
+    from handoffd.core import config
+    from handoffd.wakeups import panes
     from tests.conftest import wait_for
     from tests.test_pool import pool_copy, run_as
 

@@ -44,9 +44,9 @@ from typing import TypeVar
 
 import pytest
 
-from handoffd import failed
-from handoffd import handoff as hf
-from handoffd.delivery import JOURNAL
+from handoffd.core import handoff as hf
+from handoffd.delivery.delivery import JOURNAL
+from handoffd.queue import failed
 from tests import crashstates, crashtrace, shards
 from tests.crashtrace import Op, Recording, Step, Tree
 from tests.fault_support import invariant_problems, roles_of, strace_problem

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 from handoffd.remote import settings, setup
 from handoffd.remote.server import Server
 from tests import crashstates, crashtrace, shards

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import config, project
-from handoffd.project import SwarmConfigError
+from handoffd.core import config, project
+from handoffd.core.project import SwarmConfigError
 from tests.conftest import HANG, HOSTILE, SAID, git, plant
 from tests.swarm_support import BARE_GIT_ENV, handoffd
 

@@ -18,16 +18,17 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from handoffd import draft, git
-from handoffd import handoff as hf
 from handoffd.adapters.sources import read_draft
-from handoffd.audit import audit
-from handoffd.config import Box, Role
-from handoffd.delivery import Courier
-from handoffd.inbox import Inbox
+from handoffd.core import git
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box, Role
+from handoffd.core.outcome import Refusal
+from handoffd.daemon.audit import audit
+from handoffd.delivery.delivery import Courier
 from handoffd.ops.context import Context
 from handoffd.ops.queue import send
-from handoffd.outcome import Refusal
+from handoffd.queue import draft
+from handoffd.queue.inbox import Inbox
 from tests.conftest import Project
 from tests.fault_support import RecordingLog, hidden_temps, queue_note, roles_of
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
-from handoffd.inbox import IS_BLOCKED, ON_DEPENDENCIES, Inbox, Item, not_ready, not_ready_line
+from handoffd.core import handoff as hf
+from handoffd.queue.inbox import IS_BLOCKED, ON_DEPENDENCIES, Inbox, Item, not_ready, not_ready_line
 from tests.conftest import Project
 from tests.test_board_commands import name, put, run
 

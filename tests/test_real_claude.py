@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
 from handoffd.adapters.hooks import CONTINUE
+from handoffd.core import handoff as hf
 from testbed.models import Call
 from tests.real_support import (
     HOOK_REASON,

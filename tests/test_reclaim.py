@@ -10,10 +10,11 @@ import time
 
 import pytest
 
-from handoffd import config, pool
-from handoffd import handoff as hf
 from handoffd.board.cards import WINDOW_S
-from handoffd.reclaim import RECLAIM_AFTER, Keeper, add_note
+from handoffd.core import config
+from handoffd.core import handoff as hf
+from handoffd.daemon.reclaim import RECLAIM_AFTER, Keeper, add_note
+from handoffd.queue import pool
 from testbed.project import make_pool_project
 from tests.fault_support import RecordingLog
 from tests.test_pool import COMPLETED, IN_PROCESS, NEW, pool_copy, run_as

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 from tests.conftest import Project, helper_env, make_project
 from tests.fault_support import strace_problem
 

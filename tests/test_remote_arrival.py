@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 from handoffd.remote import arrival
 from handoffd.remote.arrival import Refused, classify, same_copy
 from tests.test_remote_receive import copy

@@ -107,11 +107,11 @@ def test_a_project_without_nats_never_imports_the_nats_client(tmp_path: Path) ->
     probe = (
         "import sys\n"
         "from handoffd import log\n"
-        "from handoffd.daemon import Daemon\n"
+        "from handoffd.daemon.daemon import Daemon\n"
         f"d = Daemon({str(project.root)!r}, log.configure(None))\n"
         "d.open(watch=False); d.drain(); d.close()\n"
         "print(sorted(m for m in sys.modules if m == 'nats' or m.startswith(('nats.', "
-        "'handoffd.remote.link', 'handoffd.remote.bridge'))))\n"
+        "'handoffd.remote.link', 'handoffd.daemon.bridge'))))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, check=False)  # fmt: skip

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import audit, config, journal
-from handoffd.delivery import JOURNAL
+from handoffd.core import config
+from handoffd.daemon import audit
+from handoffd.delivery import journal
+from handoffd.delivery.delivery import JOURNAL
 from handoffd.remote import server as servers
 from handoffd.remote import settings
 from handoffd.remote.server import Server

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from handoffd.remote import hosts as shared
+from handoffd.board import hosts as shared
 from handoffd.remote import link, settings
 from tests.conftest import wait_for
 from tests.nats_support import Host, handoffd, hosts_fixture, nats_fixture

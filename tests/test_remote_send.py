@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import delivery, journal
-from handoffd import handoff as hf
-from handoffd.delivery import JOURNAL
+from handoffd.core import handoff as hf
+from handoffd.delivery import delivery, journal
+from handoffd.delivery.delivery import JOURNAL
 from handoffd.remote import settings
 from handoffd.remote.server import Server
 from tests.conftest import wait_for

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import reports
+from handoffd.queue import reports
 from tests import crashstates, crashtrace
 from tests.crashtrace import Step
 from tests.fault_support import strace_problem
@@ -114,7 +114,7 @@ def test_reported_at_is_the_time_the_name_carries_to_the_microsecond(tmp_path: P
 
 STORE = """
 import sys
-from handoffd import reports
+from handoffd.queue import reports
 path = reports.store(sys.argv[1], {ident!r}, "RUNNING", "coder", "claude", "", "Working.", {now!r})
 print("REPORTED: " + path, flush=True)
 """

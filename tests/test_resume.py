@@ -12,9 +12,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from handoffd import config, live
-from handoffd import handoff as hf
-from handoffd.continuity import resume
+from handoffd.continuity import live, resume
+from handoffd.core import config
+from handoffd.core import handoff as hf
 from tests.conftest import Project, Result, git, roles_tsv
 
 COLD = "COLD_START: No prior session history found for this worktree.\n"

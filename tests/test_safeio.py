@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import safeio
+from handoffd.core import safeio
 from tests.conftest import Project, helper_env
 
 FIFO_WAIT = 10  # seconds: a command that blocks on a FIFO fails here, never stalls the suite

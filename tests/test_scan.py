@@ -7,9 +7,10 @@ import threading
 import time
 from pathlib import Path
 
-from handoffd import config, scan
-from handoffd.scan import State
-from handoffd.snapshot import take_snapshot
+from handoffd.core import config
+from handoffd.queue import scan
+from handoffd.queue.scan import State
+from handoffd.snapshot.snapshot import take_snapshot
 from tests.conftest import Project, snapshot
 from tests.daemon_support import queue
 
@@ -205,7 +206,7 @@ def _age_folders(root: Path) -> None:
 def test_the_archive_lists_green_names_newest_first_and_lists_again_only_what_changed(
     project: Project,
 ) -> None:
-    from handoffd.snapshot import GreenListing
+    from handoffd.snapshot.snapshot import GreenListing
 
     for n in (3, 1, 2):
         project.put("QA", f"50_20260101T000000Z_00000{n}_from_coder_to_QA.handoff",

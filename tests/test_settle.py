@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from watchdog.events import FileSystemEvent
 
-from handoffd import settle
-from handoffd.daemon import Daemon
+from handoffd.daemon.daemon import Daemon
+from handoffd.delivery import settle
 from tests.conftest import Project, wait_for
 from tests.daemon_support import (
     events,

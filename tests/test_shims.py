@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import config, swarm
+from handoffd.core import config
+from handoffd.daemon import swarm
 from tests.conftest import BIN, Project, helper_env
 
 CHECKOUT = Path(__file__).resolve().parent.parent

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
+from handoffd.core.outcome import Refusal
 from handoffd.ops import spec
 from handoffd.ops.table import OPS
-from handoffd.outcome import Refusal
 
 TEXTS = (spec.STR, spec.TEXT, spec.NAMES, spec.DRAFT)
 EVERY_TEXT = [(op, p) for op in OPS for p in op.params if p.kind in TEXTS]
@@ -63,8 +63,8 @@ def test_the_tables_send_fields_are_a_drafts_headers_then_a_packets_sections() -
     name one list of a draft's header fields (`draft.ALLOWED`, docs/protocol.md §3), then
     a packet's sections (§10), then the key that makes a retry safe: one cannot grow a
     field the other does not know."""
-    from handoffd import draft, packet
     from handoffd.ops.table import SEND_FIELDS
+    from handoffd.queue import draft, packet
 
     sections = tuple(packet.field(title) for title in packet.SECTIONS)
     names = tuple(param.name for param in SEND_FIELDS)

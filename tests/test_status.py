@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from handoffd import handoff as hf
 from handoffd.board import status as board_status
-from handoffd.snapshot import take_snapshot
+from handoffd.core import handoff as hf
+from handoffd.snapshot.snapshot import take_snapshot
 from tests.conftest import Project
 from tests.daemon_support import handoffd, queue, running_pid, stopping
 from tests.swarm_support import HANDOFFD, command_env

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import lifecycle, project, swarm
+from handoffd.core import lifecycle, project
+from handoffd.daemon import swarm
 from tests.conftest import git, wait_for
 from tests.swarm_support import (
     WAKE_TEXT,
@@ -348,7 +349,7 @@ def test_an_agent_option_without_a_command_is_refused(root: Path) -> None:
 def test_up_refuses_a_socket_folder_others_can_write(tmp_path: Path) -> None:
     """Whoever can write the socket's folder could stand in for the server and type into
     every agent's session."""
-    from handoffd.swarm import _private_dir
+    from handoffd.daemon.swarm import _private_dir
 
     shared = tmp_path / "sockets"
     shared.mkdir(mode=0o777)

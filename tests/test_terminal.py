@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffd import terminal
+from handoffd.core import terminal
 
 
 @pytest.mark.parametrize(

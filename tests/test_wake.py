@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import wakeup
-from handoffd.wake import (
+from handoffd.wakeups import wakeup
+from handoffd.wakeups.wake import (
     REFUSED,
     TEXT,
     asked_problem,
@@ -26,7 +26,7 @@ from handoffd.wake import (
     send_keys,
     told_already,
 )
-from handoffd.waker import RENOTIFY_CAP, Renotifier, Unanswered, Waker
+from handoffd.wakeups.waker import RENOTIFY_CAP, Renotifier, Unanswered, Waker
 from tests.conftest import HANG, HOSTILE, SAID, Project, plant, wait_for
 from tests.daemon_support import (
     HANDOFFD,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd import settle
-from handoffd.watch import MARKER, Watcher, is_trigger
+from handoffd.delivery import settle
+from handoffd.delivery.watch import MARKER, Watcher, is_trigger
 from tests.daemon_support import wait_for
 
 OUTBOX = "/w/coder/.swarmforge/handoffs/outbox"

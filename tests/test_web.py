@@ -21,8 +21,8 @@ from urllib.parse import unquote
 import pytest
 from starlette.testclient import TestClient
 
-from handoffd import handoff as hf
 from handoffd.board import cards, status
+from handoffd.core import handoff as hf
 from handoffd.web import views
 from handoffd.web.app import CSP, create_app
 from handoffd.web.command import is_loopback

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import uvicorn
 
-from handoffd import heartbeat, reports
+from handoffd.queue import heartbeat, reports
 from handoffd.web.app import create_app
 from tests.conftest import Project
 

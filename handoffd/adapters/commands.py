@@ -17,14 +17,14 @@ from typing import Any
 
 import click
 
-from handoffd import config
 from handoffd.adapters import sources
+from handoffd.core import config
+from handoffd.core.outcome import Result, emit
 from handoffd.ops import spec
 from handoffd.ops.context import config_refusal
 from handoffd.ops.invoke import invoke
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import DAEMON, ROOT
-from handoffd.outcome import Result, emit
 
 WATCH_EVERY = 2.0  # seconds between redraws under --watch
 ROLE_KEYS = ("role", "agent", "conversation")

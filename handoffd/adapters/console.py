@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import sys
 
-from handoffd import config
+from handoffd.core import config
+from handoffd.core.outcome import Exit, Result, emit
 from handoffd.ops.context import config_refusal, guarded, resolve_context
-from handoffd.outcome import Exit, Result, emit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

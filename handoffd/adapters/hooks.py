@@ -20,16 +20,17 @@ from __future__ import annotations
 import os
 import sys
 
-from handoffd import config, heartbeat, safeio
-from handoffd import handoff as hf
-from handoffd.config import Box, Role
+from handoffd.core import config, safeio
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box, Role
 from handoffd.harness.marks import ANNOUNCED, ANNOUNCED_LIMIT, announce
+from handoffd.queue import heartbeat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
 
-    from handoffd.inbox import Done
+    from handoffd.queue.inbox import Done
 else:  # the C module itself: `signal` wraps it in enums, and `enum` alone costs a hook a
     import _signal as signal  # third of its start-up (docs/performance.md)
 
@@ -113,7 +114,7 @@ def run(event: str, data: dict[str, object], root: str | None, notify: bool = Fa
         return stop(role, data.get("stop_hook_active") is True, _pool_new(role, project))
     if event == "session-start":
         return session_start(role, project)
-    from handoffd import live
+    from handoffd.continuity import live
 
     live.after_step(role)  # pre-compact: `resume` after the compaction starts from it
     return ""
@@ -182,7 +183,7 @@ def _in_process(role: Role) -> bool:
 def _first_ready(role: Role, waiting: list[os.DirEntry[str]]) -> tuple[str, dict[str, str]] | None:
     """The first waiting file `ready_for_next` would take (docs/protocol.md §13): its name
     and headers.  A file it cannot read is the helper's to report: it counts as ready."""
-    from handoffd.inbox import Item, not_ready
+    from handoffd.queue.inbox import Item, not_ready
 
     done: Done | None = None
     for entry in waiting:

@@ -23,14 +23,14 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from handoffd import config
 from handoffd.adapters import sources
+from handoffd.core import config
+from handoffd.core.outcome import Exit, Result, refused
 from handoffd.ops import spec
 from handoffd.ops.context import Context, card_role, resolve_context
 from handoffd.ops.invoke import invoke
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import TOOLS
-from handoffd.outcome import Exit, Result, refused
 
 INSTRUCTIONS = """\
 handoffd's queue for your role (the same files and rules as the *.sh helpers).

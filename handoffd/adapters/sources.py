@@ -12,10 +12,10 @@ import os
 import stat
 import sys
 
-from handoffd import safeio
+from handoffd.core import safeio
+from handoffd.core.outcome import Exit, Result, refused
 from handoffd.ops import spec
 from handoffd.ops.spec import Op, Param
-from handoffd.outcome import Exit, Result, refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,8 +165,8 @@ def _tool_text(text: str | None, file: str | None, param: Param, context: Contex
 
 def draft_text(args: dict[str, Any]) -> str | Result:
     """The draft the arguments describe: its header lines and, for a packet, its sections."""
-    from handoffd import packet
-    from handoffd.draft import ALLOWED  # a draft's header fields, in a draft's order
+    from handoffd.queue import packet
+    from handoffd.queue.draft import ALLOWED  # a draft's header fields, in a draft's order
 
     sections = {packet.field(title): title for title in packet.SECTIONS}
     lines = []

@@ -14,16 +14,16 @@ from __future__ import annotations
 import json
 import os
 
-from handoffd import config
 from handoffd.board import colour
-from handoffd.log import LogFile
+from handoffd.core import config
+from handoffd.core.log import LogFile
+from handoffd.core.outcome import Exit, Result, refused
 from handoffd.ops import spec
 from handoffd.ops.context import config_refusal, resolve_context
 from handoffd.ops.invoke import invoke
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import OPS
-from handoffd.outcome import Exit, Result, refused
-from handoffd.scan import State
+from handoffd.queue.scan import State
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -156,8 +156,8 @@ class Actions:
         """One line in the daemon's log format: never raises, never follows a link, the
         folder's included (a `daemon/` that is a link gets no line: written through, it
         would land outside the project; the daemon puts a real folder back)."""
-        from handoffd import safeio
-        from handoffd.handoff import iso_now
+        from handoffd.core import safeio
+        from handoffd.core.handoff import iso_now
 
         if safeio.linked_folders(os.path.join(self.root, config.SWARMFORGE), ("daemon",)):
             return

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from handoffd import handoff as hf
 from handoffd.board import colour, naming
-from handoffd.reports import Head
-from handoffd.scan import Entry, State, depends_on, recipients
-from handoffd.snapshot import Snapshot
+from handoffd.core import handoff as hf
+from handoffd.queue.reports import Head
+from handoffd.queue.scan import Entry, State, depends_on, recipients
+from handoffd.snapshot.snapshot import Snapshot
 
 WINDOW_S = 60 * 60.0  # a claim is live while its heartbeat is younger than this
 STALL_S = 60.0  # an original older than this in an outbox is stalled
@@ -301,7 +301,7 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
 def _held(entry: Entry, snapshot: Snapshot, now: float) -> str | None:
     """`deferred <span>: <reason>` for an outbox original the running daemon deferred, as
     its state file says (docs/protocol.md §15), else None."""
-    from handoffd import held
+    from handoffd.remote import held
 
     said = snapshot.held
     found = said.deferred.get(entry.path) if said is not None else None
@@ -316,7 +316,7 @@ def _dismissed(card: Card, snapshot: Snapshot, now: float) -> None:
     itself is as old as the day it was written, and history is listed by name alone."""
     if card.state != State.DISMISSED:
         return
-    from handoffd.failed import dismissed_at
+    from handoffd.queue.failed import dismissed_at
 
     when = dismissed_at(snapshot.dismissal(card.path) or "")
     if when is not None:

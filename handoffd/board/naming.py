@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from handoffd.scan import Entry
-from handoffd.terminal import escape, has_control
+from handoffd.core.terminal import escape, has_control
+from handoffd.queue.scan import Entry
 
 MAX_ID = 255  # as long as a file name may be: any longer is not a name a person copies
 

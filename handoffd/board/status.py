@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 
-from handoffd import config, held, lifecycle, scan
-from handoffd import handoff as hf
 from handoffd.board import cards, colour
-from handoffd.config import Box
-from handoffd.snapshot import Snapshot, linked_folders, take_snapshot
-from handoffd.terminal import escape
+from handoffd.core import config, lifecycle
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box
+from handoffd.core.terminal import escape
+from handoffd.queue import scan
+from handoffd.remote import held
+from handoffd.snapshot.snapshot import Snapshot, linked_folders, take_snapshot
 
 COLUMNS = ("STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
 TASK_WIDTH = 32

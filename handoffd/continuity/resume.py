@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from handoffd import blocks, budget, git, live, reports, scan, work
-from handoffd import handoff as hf
-from handoffd.config import Role
-from handoffd.terminal import escape
+from handoffd.continuity import live, work
+from handoffd.core import budget, git
+from handoffd.core import handoff as hf
+from handoffd.core.config import Role
+from handoffd.core.terminal import escape
+from handoffd.queue import blocks, reports, scan
 
 COLD_START = "COLD_START: No prior session history found for this worktree."
 MAX_LINES = 5

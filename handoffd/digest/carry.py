@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 from handoffd.digest.threads import group
-from handoffd.reports import name_time
-from handoffd.scan import Entry
-from handoffd.snapshot import Snapshot
+from handoffd.queue.reports import name_time
+from handoffd.queue.scan import Entry
+from handoffd.snapshot.snapshot import Snapshot
 
 
 def roles_in(name: str) -> list[str]:

@@ -12,11 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from handoffd import budget
-from handoffd.digest import evidence
-from handoffd.digest.gitfacts import Commit, Facts
-from handoffd.digest.threads import Item, Thread
-from handoffd.handoff import (
+from handoffd.core import budget
+from handoffd.core.handoff import (
     BLOCKED_REASON,
     COMMIT,
     COMPLETED_AT,
@@ -33,9 +30,12 @@ from handoffd.handoff import (
     iso_from_stamp,
     short_time,
 )
-from handoffd.handoff import iso_seconds as iso
-from handoffd.reports import Report
-from handoffd.terminal import escape
+from handoffd.core.handoff import iso_seconds as iso
+from handoffd.core.terminal import escape
+from handoffd.digest import evidence
+from handoffd.digest.gitfacts import Commit, Facts
+from handoffd.digest.threads import Item, Thread
+from handoffd.queue.reports import Report
 
 DEFAULT_LINES = 60
 MIN_LINES = 8

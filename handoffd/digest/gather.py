@@ -8,16 +8,17 @@ import os
 import time
 from collections.abc import Sequence
 
-from handoffd import config, history
-from handoffd import handoff as hf
-from handoffd.config import Role
+from handoffd.core import config
+from handoffd.core import handoff as hf
+from handoffd.core.config import Role
+from handoffd.core.handoff import epoch
+from handoffd.core.outcome import Exit, Result, refused
+from handoffd.core.terminal import escape
 from handoffd.digest import carry, gitfacts, threads
 from handoffd.digest.digest import MIN_LINES, Digest, Inputs, compose
-from handoffd.handoff import epoch
-from handoffd.outcome import Exit, Result, refused
-from handoffd.reports import Report
-from handoffd.snapshot import take_snapshot
-from handoffd.terminal import escape
+from handoffd.queue.reports import Report
+from handoffd.snapshot import history
+from handoffd.snapshot.snapshot import take_snapshot
 
 CARRY_LINES = 20  # each thread of carry-forward is a compact digest
 

@@ -1,9 +1,9 @@
 """A project's threads: a task's handoffs (or one handoff without a task) with every file
 of each, where it is now, and their reports (docs/protocol.md §2, §8, §11).
 
-The files are the scan's entries (`handoffd.scan`): the open ones from its snapshot,
+The files are the scan's entries (`handoffd.queue.scan`): the open ones from its snapshot,
 history ones through its index of history, which finds a thread's files without reading
-unrelated history; reports are read with `handoffd.reports`.
+unrelated history; reports are read with `handoffd.queue.reports`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from handoffd import handoff as hf
-from handoffd import history, reports, scan
-from handoffd.reports import Report
-from handoffd.scan import Entry
-from handoffd.snapshot import Snapshot
+from handoffd.core import handoff as hf
+from handoffd.queue import reports, scan
+from handoffd.queue.reports import Report
+from handoffd.queue.scan import Entry
+from handoffd.snapshot import history
+from handoffd.snapshot.snapshot import Snapshot
 
 ORIGINAL_STATES = scan.State.ORIGINALS
 

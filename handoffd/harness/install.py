@@ -24,7 +24,7 @@ import shlex
 import sys
 from importlib import resources
 
-from handoffd.config import Role
+from handoffd.core.config import Role
 from handoffd.harness import profiles, settings
 
 BIN = os.path.dirname(sys.executable)

@@ -37,7 +37,7 @@ def announce(handoffs: str, record: str) -> None:
     """Write `H/announced` anew: a temp created exclusively (never an existing file or a
     link), then renamed over it, so nothing planted there is ever written through.  Not
     fsynced: it is a hint, and a lost one only means the agent is told once more."""
-    from handoffd import durable, safeio
+    from handoffd.core import durable, safeio
 
     linked = safeio.linked_handoffs(handoffs)
     if linked:  # `H` behind a link: what is written lands outside

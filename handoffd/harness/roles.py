@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 
-from handoffd import heartbeat
-from handoffd.config import Role
+from handoffd.core.config import Role
 from handoffd.harness import profiles
 from handoffd.harness.marks import Marks, announced_at
+from handoffd.queue import heartbeat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class Harnesses:
         return found
 
     def _overrides(self) -> dict[str, str]:
-        from handoffd import project
+        from handoffd.core import project
 
         try:
             info = os.stat(project.stored_configuration(self.root))

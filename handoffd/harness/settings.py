@@ -18,7 +18,7 @@ import json
 import os
 import stat
 
-from handoffd import durable, safeio
+from handoffd.core import durable, safeio
 
 LIMIT = 1024 * 1024  # bytes: a settings file larger than this is left alone
 NEW_FILE_MODE = 0o600  # settings may hold keys: a file handoffd makes is the owner's alone

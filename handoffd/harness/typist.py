@@ -1,7 +1,7 @@
 """The waker's side of a known harness (docs/protocol.md §16): wait on one role's pane
 until `keys.Watch` says to type, then type the line and see it taken.
 
-`Waker` (handoffd/wake.py) keeps the threads, the queue of lines and the log; for a role
+`Waker` (handoffd/wakeups/wake.py) keeps the threads, the queue of lines and the log; for a role
 whose harness is Claude Code or Codex it hands the waiting and the typing to a `Typist`,
 which reads the pane through the waker's own `read` (so `status` sees every read) and
 knows nothing of threads.

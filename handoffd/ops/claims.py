@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 import time
 
-from handoffd import handoff as hf
-from handoffd import heartbeat as beat
-from handoffd.inbox import BLOCKED, Inbox, current_batch, current_task, current_work
+from handoffd.core import handoff as hf
+from handoffd.core.outcome import Exit, Refusal, Result, refused
 from handoffd.ops.context import Context
 from handoffd.ops.queue import finish_step, take_step
 from handoffd.ops.steps import after_step, and_then, locked, own_id
 from handoffd.ops.table import REPORT_LIMIT, REPORT_TOO_LARGE
-from handoffd.outcome import Exit, Refusal, Result, refused
+from handoffd.queue import heartbeat as beat
+from handoffd.queue.inbox import BLOCKED, Inbox, current_batch, current_task, current_work
 
 MAX_REASON = hf.REASON_LIMIT
 STATUSES = ("RUNNING", "BLOCKED", "DONE")
@@ -93,7 +93,7 @@ def _hinted(context: Context, ident: str | None, result: Result) -> Result:
 def reason_problem(reason: str) -> str | None:
     """Why `reason` cannot be a `blocked_reason` (one line of 1 to 200 characters, without
     control characters: the board and the live file show it), or None."""
-    from handoffd.terminal import has_control  # only block and report pay for it
+    from handoffd.core.terminal import has_control  # only block and report pay for it
 
     text = reason.strip()
     if "\n" in text or "\r" in text or not 1 <= len(text) <= MAX_REASON:
@@ -194,7 +194,7 @@ def _check_finishable(context: Context, inbox: Inbox) -> None:
 
 
 def _store(context: Context, files: list[str], status: str, text: str, now: float) -> list[str]:
-    from handoffd import reports  # front matter and YAML: only when a report is stored
+    from handoffd.queue import reports  # front matter and YAML: only when a report is stored
 
     role, stored = context.me, []
     for path in files:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from handoffd import config
-from handoffd.outcome import Exit, Refusal, Result, failure
+from handoffd.core import config
+from handoffd.core.outcome import Exit, Refusal, Result, failure
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def card_role(card: str | None, roles: dict[str, config.Role]) -> str | None:
 def _holder(ident: str, pool: str, roles: dict[str, config.Role]) -> str | None:
     """The member of `pool` whose queue holds the copy `ident` names (in process, or
     completed: one it finished may be reopened), reading the members' folders by name."""
-    from handoffd import scan
+    from handoffd.queue import scan
 
     for role in roles.values():
         if role.pool != pool or role.is_pool:
@@ -134,10 +134,10 @@ def card_hint(root: str, roles: dict[str, config.Role], ident: str) -> str:
     `<id> is a card of cleaner: give it as <id>@cleaner.`; '' when it names none.  Only a
     refusal pays for this scan."""
     from handoffd.board import cards
-    from handoffd.inbox import names_match
-    from handoffd.scan import State
-    from handoffd.snapshot import take_snapshot as scan
-    from handoffd.terminal import escape
+    from handoffd.core.terminal import escape
+    from handoffd.queue.inbox import names_match
+    from handoffd.queue.scan import State
+    from handoffd.snapshot.snapshot import take_snapshot as scan
 
     snapshot = scan(root, roles)
     board = cards.project(snapshot, snapshot.taken_at)

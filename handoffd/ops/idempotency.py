@@ -29,15 +29,16 @@ import os
 import stat
 import time
 
-from handoffd import durable, outbox
-from handoffd import handoff as hf
-from handoffd.checks import MAX_BYTES
-from handoffd.config import Box, Role
-from handoffd.draft import Draft
-from handoffd.inbox import Busy, hold
+from handoffd.core import durable
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box, Role
+from handoffd.core.outcome import OUTBOX_BUSY_MESSAGE, Exit, Result, refused
 from handoffd.ops import steps
 from handoffd.ops.context import Context
-from handoffd.outcome import OUTBOX_BUSY_MESSAGE, Exit, Result, refused
+from handoffd.queue import outbox
+from handoffd.queue.checks import MAX_BYTES
+from handoffd.queue.draft import Draft
+from handoffd.queue.inbox import Busy, hold
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -5,10 +5,10 @@ the command line, a tool's argument or a file in its worktree, a form's field)."
 
 from __future__ import annotations
 
-from handoffd import config
+from handoffd.core import config
+from handoffd.core.outcome import Refusal, Result
 from handoffd.ops.context import config_refusal, resolve_context
 from handoffd.ops.spec import not_text
-from handoffd.outcome import Refusal, Result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

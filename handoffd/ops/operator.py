@@ -3,7 +3,7 @@ agent, `retry` or `dismiss` a refused original, `reopen` a completed copy.
 
 Each names a card as the board does (`<id>@<role>`), finds it through one scan, then
 changes it under its role's inbox lock, where the module that owns the folder makes the
-move (`handoffd.inbox` the copies, `handoffd.failed` the refused and dismissed
+move (`handoffd.queue.inbox` the copies, `handoffd.queue.failed` the refused and dismissed
 originals); a token is printed once that change is on disk.  The role is woken
 afterwards, lossily: a wake-up that fails is a line on stderr, never a failed command.
 """
@@ -13,14 +13,16 @@ from __future__ import annotations
 import os
 import time
 
-from handoffd import config, live, reports, safeio
-from handoffd import handoff as hf
-from handoffd.config import Role
-from handoffd.inbox import BLOCKED, Inbox
+from handoffd.continuity import live
+from handoffd.core import config, safeio
+from handoffd.core import handoff as hf
+from handoffd.core.config import Role
+from handoffd.core.outcome import Exit, Refusal, Result
 from handoffd.ops.context import Context
 from handoffd.ops.table import ANSWER_LIMIT, ANSWER_TOO_LARGE
-from handoffd.outcome import Exit, Refusal, Result
-from handoffd.scan import State
+from handoffd.queue import reports
+from handoffd.queue.inbox import BLOCKED, Inbox
+from handoffd.queue.scan import State
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ def find(context: Context, card: str, history: bool = False) -> Card | None:
     `history` any card `status --all` shows, green ones too (a file both open and in
     history is then the history's: it moved on while the scan read)."""
     from handoffd.board import cards
-    from handoffd.snapshot import take_snapshot as scan
+    from handoffd.snapshot.snapshot import take_snapshot as scan
 
     snapshot = scan(context.root, context.roles, history=history)
     return cards.project(snapshot, snapshot.taken_at, include_green=history).by_card.get(card)
@@ -48,7 +50,7 @@ def find_copy(context: Context, card: str) -> Card | None:
     read from the named role's open folders alone: `answer` acts on a copy, and no other
     role's file can change a copy's name (`cards.find_card`)."""
     from handoffd.board import cards
-    from handoffd.snapshot import take_role
+    from handoffd.snapshot.snapshot import take_role
 
     role = _card_role(context, card)
     return None if role is None else cards.find_card(take_role(context.root, role), card)
@@ -84,7 +86,7 @@ def _role_line(context: Context, card: str) -> str:
 
 def _shown(card: str) -> str:
     """A card as the person typed it, on one line: a control character shown escaped."""
-    from handoffd.terminal import escape
+    from handoffd.core.terminal import escape
 
     return escape(card)
 
@@ -92,7 +94,7 @@ def _shown(card: str) -> str:
 def operator_name(by: str | None) -> str:
     """Who acts: `--by`, else `$USER`, else `operator`; refused unless one plain line."""
     name = (by if by is not None else os.environ.get("USER") or "operator").strip()
-    from handoffd.terminal import has_control
+    from handoffd.core.terminal import has_control
 
     if not name or len(name) > 200 or "\n" in name or has_control(name):
         raise Refusal(Exit.REFUSED, "INVALID_ARGUMENTS: --by is a name: one line of 1 to 200 "
@@ -138,7 +140,7 @@ def _card_role(context: Context, card: str) -> Role | None:
 def answered(found: Card) -> str:
     """The line that wakes the role: the card's task (or id) shown safely, since a task
     header is untrusted and the line is typed into a pane (`wake.label`)."""
-    from handoffd import wake
+    from handoffd.wakeups import wake
 
     return wake.ANSWERED.format(wake.label(found.headers.get(hf.TASK) or found.id))
 
@@ -162,8 +164,8 @@ def _answer(
     lock cannot be had (a linked folder, a busy lock) is looked up without it, as before:
     a card that names no copy is unknown first."""
     from handoffd.board import cards
-    from handoffd.inbox import Busy, LinkedFolder
-    from handoffd.snapshot import take_role
+    from handoffd.queue.inbox import Busy, LinkedFolder
+    from handoffd.snapshot.snapshot import take_role
 
     try:
         with Inbox(role.handoffs, role.name) as inbox:
@@ -208,7 +210,7 @@ def _store_answer(
 
 def _also_answered(card: str, earlier: reports.Report | None) -> str:
     """`ALREADY_ANSWERED: …` when an answer the agent has not replied to was there first."""
-    from handoffd.terminal import escape
+    from handoffd.core.terminal import escape
 
     if earlier is None:
         return ""
@@ -225,7 +227,8 @@ def wake_role(root: str, role: Role, text: str) -> str:
     pane is idle (docs/protocol.md §14), or, with no daemon, typed now the §5 way.  ''
     when it went or was asked for, else the one stderr line that says why not (lossy:
     the command's work is done either way)."""
-    from handoffd import lifecycle, wake, wakeup
+    from handoffd.core import lifecycle
+    from handoffd.wakeups import wake, wakeup
 
     try:
         if not role.session:
@@ -254,8 +257,8 @@ def _failed(context: Context, card: str) -> tuple[Role, str]:
 def _guarded(role: Role) -> Inbox:
     """The role's lock, refusing folders behind a link: a rename into one would carry the
     original out of the project."""
-    from handoffd.config import Box
-    from handoffd.inbox import refuse_linked
+    from handoffd.core.config import Box
+    from handoffd.queue.inbox import refuse_linked
 
     boxes = (Box.OUTBOX, Box.FAILED, Box.DISMISSED)
     refuse_linked(role.handoffs, boxes, "nothing was moved")
@@ -265,7 +268,7 @@ def _guarded(role: Role) -> Inbox:
 def retry(context: Context, card: str, force: bool = False) -> Result:
     """`handoffd retry CARD`: a refused original back into its sender's outbox, once the
     daemon's own check (§5) passes on it as it is now (with `force`, whatever it says)."""
-    from handoffd import failed
+    from handoffd.queue import failed
 
     role, name = _failed(context, card)
     with _guarded(role):
@@ -287,8 +290,9 @@ def _check_again(context: Context, role: Role, name: str, card: str) -> None:
     """Refuse `STILL_INVALID: <reason>` when the daemon would refuse the original again:
     its bytes as they are in `failed/` now, against roles.tsv as it is now.  A second line
     says what to do (the token's line is the contract's)."""
-    from handoffd import checks, config
-    from handoffd.terminal import escape
+    from handoffd.core import config
+    from handoffd.core.terminal import escape
+    from handoffd.queue import checks
 
     try:
         data = checks.read_entry(os.path.join(role.path(config.Box.FAILED), name))
@@ -305,8 +309,8 @@ def dismiss(
     context: Context, card: str, reason: str | None = None, by: str | None = None
 ) -> Result:
     """`handoffd dismiss CARD`: put a refused original aside, a green card."""
-    from handoffd import failed
     from handoffd.ops.claims import reason_problem
+    from handoffd.queue import failed
 
     why = (reason or "dismissed").strip()
     problem = reason_problem(why)
@@ -329,8 +333,8 @@ def reopen(context: Context, card: str, reason: str | None = None, by: str | Non
     """`handoffd reopen CARD`: a completed copy back into its role's `new/`, woken, with
     who reopened it and why for its next TASK block.  The card is found as the board
     names it (`find`), so one whose `id` its file name does not spell is reopened too."""
-    from handoffd import wake
     from handoffd.ops.claims import reason_problem
+    from handoffd.wakeups import wake
 
     if reason is not None and (problem := reason_problem(reason)):
         raise Refusal(Exit.REFUSED, problem.replace("a blocked reason", "a reason"))

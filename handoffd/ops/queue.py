@@ -12,22 +12,22 @@ from __future__ import annotations
 import os
 import time
 
-from handoffd import handoff as hf
-from handoffd.inbox import BLOCKED, Inbox, Item, dependencies, not_ready_line
+from handoffd.continuity.work import has_answer
+from handoffd.core import handoff as hf
+from handoffd.core.outcome import Exit, Refusal, Result, failure
 from handoffd.ops.context import Context
 from handoffd.ops.steps import after_step, and_then, locked
-from handoffd.outcome import Exit, Refusal, Result, failure
-from handoffd.work import has_answer
+from handoffd.queue.inbox import BLOCKED, Inbox, Item, dependencies, not_ready_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from handoffd.config import Role
-    from handoffd.draft import Draft
-    from handoffd.handoff import Handoff
+    from handoffd.core.config import Role
+    from handoffd.core.handoff import Handoff
     from handoffd.ops.readiness import Dependencies
     from handoffd.ops.steps import Step
+    from handoffd.queue.draft import Draft
 
     Enqueue = Callable[[Role, Draft, float], str]  # queue a checked draft: its path
 
@@ -59,7 +59,7 @@ def _take_task(context: Context, inbox: Inbox) -> Result:
     item = inbox.take_task(ready.done)
     if item is None:
         return ready.nothing(inbox)
-    from handoffd import blocks
+    from handoffd.queue import blocks
 
     return Result(Exit.OK, blocks.task(item, ready.notes(item)))
 
@@ -69,7 +69,7 @@ def _take_batch(context: Context, inbox: Inbox) -> Result:
     taken = inbox.take_batch(ready.done)
     if taken is None:
         return ready.nothing(inbox)
-    from handoffd import blocks
+    from handoffd.queue import blocks
 
     return Result(Exit.OK, blocks.batch(*taken, notes=ready.notes))
 
@@ -105,7 +105,7 @@ class Ready:
         where they apply, in that order: what happened to the work itself first (§15,
         "after TASK_NAME"), then §13's.  An answer older than the reopen belongs to the
         earlier round."""
-        from handoffd import blocks
+        from handoffd.queue import blocks
 
         handoff, lines = item.handoff, []
         reopened = blocks.reopened(handoff)
@@ -132,7 +132,7 @@ class Ready:
         commit = handoff.get(hf.COMMIT)
         if handoff.get(hf.TYPE) != "git_handoff" or not commit:
             return []
-        from handoffd import git
+        from handoffd.core import git
 
         if git.has_commit(self.context.me.worktree, commit) is not False:
             return []
@@ -145,7 +145,7 @@ def _finish_task(context: Context, inbox: Inbox) -> Result:
     except Refusal as refusal:
         raise told_reclaimed(context, inbox, refusal) from None
     forget_reclaimed(context, inbox, files)
-    from handoffd import blocks
+    from handoffd.queue import blocks
 
     return and_then(blocks.completed(files), context, inbox, _take_task)
 
@@ -156,7 +156,7 @@ def _finish_batch(context: Context, inbox: Inbox) -> Result:
     except Refusal as refusal:
         raise told_reclaimed(context, inbox, refusal) from None
     forget_reclaimed(context, inbox, files)
-    from handoffd import blocks
+    from handoffd.queue import blocks
 
     done = blocks.completed(files) + f"COMPLETED_BATCH: {directory}\n"
     return and_then(done, context, inbox, _take_batch)
@@ -167,7 +167,7 @@ def forget_reclaimed(context: Context, inbox: Inbox, files: list[str]) -> None:
     the note, before the move): those lines go, or a later refusal would tell them."""
     note = os.path.join(context.me.handoffs, "reclaimed")
     if inbox.pool and os.path.lexists(note):
-        from handoffd import reclaim
+        from handoffd.daemon import reclaim
 
         reclaim.forget(context.me.handoffs, inbox.pool, files)
 
@@ -180,7 +180,7 @@ def told_reclaimed(context: Context, inbox: Inbox, refusal: Refusal) -> Refusal:
     if inbox.pool and refusal.message in ("NO_CURRENT_TASK", "NO_CURRENT_BATCH"):
         note = os.path.join(context.me.handoffs, "reclaimed")
         if os.path.lexists(note):
-            from handoffd import reclaim
+            from handoffd.daemon import reclaim
 
             refusal.message = "\n".join([refusal.message, *reclaim.told(note)])
     return refusal
@@ -233,7 +233,7 @@ def _printable(text: str) -> str:
     is shown escaped (the escaping module only imported then)."""
     if text.isprintable():
         return text
-    from handoffd.terminal import escape
+    from handoffd.core.terminal import escape
 
     return escape(text)
 
@@ -272,7 +272,8 @@ def _queue(
     enqueue: Enqueue | None,
 ) -> tuple[Result, str]:
     """The result, and the recipients of the handoff queued."""
-    from handoffd import draft, git, outbox
+    from handoffd.core import git
+    from handoffd.queue import draft, outbox
 
     sender = context.me
     checked = draft.check(
@@ -305,7 +306,7 @@ def invalid(context: Context, errors: list[str], text: str, name: str) -> str:
         # The error line keeps the contract's exact words (agents match them); the
         # roles to choose from, and the nearest to each unknown one, close the usage
         # text, which is ours to write.
-        from handoffd.config import nearest
+        from handoffd.core.config import nearest
 
         near = [(n, m) for n in unknown if (m := nearest(n, context.roles))]
         meant = "".join(f" Did you mean '{m}' for '{n}'?" for n, m in near)
@@ -314,7 +315,7 @@ def invalid(context: Context, errors: list[str], text: str, name: str) -> str:
 
 
 def _packet_usage() -> str:
-    from handoffd import packet
+    from handoffd.queue import packet
 
     return packet.USAGE
 
@@ -323,7 +324,7 @@ def no_daemon_warning(root: str) -> str:
     """One line when nothing will deliver the handoff (the exit code stays 0: prompts rely
     on it); empty when a daemon holds the project's lock.  `retry` says it too: a retried
     original waits in the outbox like a new one."""
-    from handoffd import lifecycle  # ~2 ms (socket, select), paid only by swarm_handoff
+    from handoffd.core import lifecycle  # ~2 ms (socket, select), paid only by swarm_handoff
 
     if lifecycle.holder(root) is not None:
         return ""

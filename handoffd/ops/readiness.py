@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import os
 
-from handoffd import reports
 from handoffd.board import cards
+from handoffd.core.terminal import escape
 from handoffd.ops.context import Context
-from handoffd.snapshot import take_snapshot as scan
-from handoffd.terminal import escape
+from handoffd.queue import reports
+from handoffd.snapshot.snapshot import take_snapshot as scan
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from handoffd.config import Role
+    from handoffd.core.config import Role
 
 
 class Dependencies:

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from handoffd.core.outcome import Result
     from handoffd.ops.context import Context
-    from handoffd.outcome import Result
 
 # What a parameter holds.  TEXT and DRAFT are texts each adapter fetches its own way: the
 # command line from a file (or stdin), a tool from its arguments, the web from a form.
@@ -189,7 +189,7 @@ def not_text(params: tuple[Param, ...], values: dict[str, Any], tool: bool = Fal
     surrogates, `surrogateescape`), a tool's JSON string with a lone `\\ud800`.  Nothing
     below could store, print or send it (the encoder raises), so it never gets there.
     A tool's arguments are named as the tool names them (`tool`)."""
-    from handoffd.outcome import Exit, Refusal
+    from handoffd.core.outcome import Exit, Refusal
 
     named = {param.name: param for param in params}
     for name, value in values.items():

@@ -3,16 +3,16 @@ live file (docs/protocol.md §8, §10).  Helpers import this module: standard `o
 
 from __future__ import annotations
 
-from handoffd import heartbeat
-from handoffd.inbox import Busy, Inbox, LinkedFolder
+from handoffd.core.outcome import Refusal, Result, failure
 from handoffd.ops.context import Context
-from handoffd.outcome import Refusal, Result, failure
+from handoffd.queue import heartbeat
+from handoffd.queue.inbox import Busy, Inbox, LinkedFolder
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs ~15 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from handoffd.inbox import Seen
+    from handoffd.queue.inbox import Seen
 
     Step = Callable[[Context, Inbox], Result]
 
@@ -38,7 +38,7 @@ def after_step(
         except OSError:
             pass  # a liveness hint: never fail the step that earned it
     if changed:  # also after a refusal: finishing may have completed work before refusing
-        from handoffd import live
+        from handoffd.continuity import live
 
         # never raises: the step's work is done
         live.after_step(context.me, sent_to, force=force or bool(sent_to), seen=seen)
@@ -74,7 +74,7 @@ def locked(context: Context, step: Step, *, alive: bool, force: bool = False) ->
 
 def pool_of(context: Context) -> tuple[str, str] | None:
     """The name and H of the pool the role acted for is a member of (docs/protocol.md §17),
-    else None.  (Not `handoffd.pool`'s: a helper imports nothing more for it.)"""
+    else None.  (Not `handoffd.queue.pool`'s: a helper imports nothing more for it.)"""
     me = context.me
     row = context.roles.get(me.pool) if me.pool and not me.is_pool else None
     return (row.name, row.handoffs) if row is not None and row.is_pool else None

@@ -5,12 +5,12 @@ The console scripts, the `handoffd` click commands, the MCP tools (their schemas
 included) and the web board's forms are all made from these declarations
 (`handoffd.adapters`), so a new operation is one entry here and one function.  This
 module is data: helpers read it on every call, and it imports nothing but the spec and the
-format's limits (`handoffd.handoff`, which every helper loads anyway).
+format's limits (`handoffd.core.handoff`, which every helper loads anyway).
 """
 
 from __future__ import annotations
 
-from handoffd.handoff import REASON_LIMIT
+from handoffd.core.handoff import REASON_LIMIT
 from handoffd.ops.spec import CHOICE, DRAFT, FLAG, FLOAT, INT, NAMES, STR, TEXT, Op, Param
 
 # --- parameters many operations share ---------------------------------------------------

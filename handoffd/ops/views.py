@@ -7,10 +7,10 @@ from __future__ import annotations
 import json as jsonlib
 import time
 
-from handoffd import config
+from handoffd.core import config
+from handoffd.core.outcome import Exit, Result, refused
+from handoffd.core.terminal import escape, escape_json
 from handoffd.ops.context import Context, config_refusal
-from handoffd.outcome import Exit, Result, refused
-from handoffd.terminal import escape, escape_json
 
 
 def status(
@@ -58,7 +58,7 @@ def _all_hosts(context: Context, json: bool, show_all: bool = False) -> Result:
             ".swarmforge/swarmforge.conf (docs/protocol.md §15)"
         )
     try:
-        from handoffd.remote import hosts
+        from handoffd.board import hosts
     except ImportError as error:
         return refused(f"NO_HOSTS: the NATS client is missing ({error.name}): "
                        "pip install 'handoffd[nats]'", Exit.FAILED)  # fmt: skip
@@ -93,7 +93,7 @@ def note(
     verify: str | None = None,
 ) -> Result:
     """Add to the agent's sections of the live file HANDOFF.md."""
-    from handoffd import live
+    from handoffd.continuity import live
 
     given = {"Decisions": decision, "Ruled Out": ruled_out, "Verify": verify}
     given = {name: live.one_line(text) for name, text in given.items() if text is not None}
@@ -122,7 +122,7 @@ def digest(
     json: bool = False,
 ) -> Result:
     """The digest of a handoff's thread, or of a task's."""
-    from handoffd import budget
+    from handoffd.core import budget
     from handoffd.digest import gather as digests
 
     if (id is None) == (task is None):
@@ -147,8 +147,8 @@ def carry_forward(
     json: bool = False,
 ) -> Result:
     """The last `n` threads, newest activity first, each a compact digest."""
+    from handoffd.core.handoff import epoch
     from handoffd.digest import gather as digests
-    from handoffd.handoff import epoch
 
     when = None if since is None else epoch(since)
     if since is not None and when is None:

@@ -12,9 +12,10 @@ of another host, since this host's own roles never send from elsewhere.
 
 from __future__ import annotations
 
-from handoffd import checks, durable, terminal
-from handoffd import handoff as hf
-from handoffd.config import valid_role_name
+from handoffd.core import durable, terminal
+from handoffd.core import handoff as hf
+from handoffd.core.config import valid_role_name
+from handoffd.queue import checks
 
 NAME = "Handoffd-Name"
 LIMIT = checks.MAX_BYTES + 4096  # an original's limit, and the headers stamping adds

@@ -23,14 +23,15 @@ import os
 
 from nats.aio.msg import Msg
 
-from handoffd import delivery, durable, safeio
-from handoffd import handoff as hf
-from handoffd.config import Box, Role
+from handoffd.core import durable, safeio
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box, Role
+from handoffd.delivery import delivery
+from handoffd.queue.scan import State, listing
 from handoffd.remote import arrival
 from handoffd.remote.arrival import NAME, Copy
 from handoffd.remote.link import Link
 from handoffd.remote.settings import Network
-from handoffd.scan import State, listing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
-from handoffd import held
+from handoffd.remote import held
 from handoffd.remote.settings import ACK_WAIT, Network
 
 TYPE_CHECKING = False

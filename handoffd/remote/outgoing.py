@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 
-from handoffd import handoff as hf
+from handoffd.core import handoff as hf
 from handoffd.remote import link as links
 from handoffd.remote.settings import Network, msg_id
 
@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nats.js import api
 
-    from handoffd.journal import Entry
+    from handoffd.delivery.journal import Entry
 
 Key = tuple[str, str, str | None]  # (original, role, stamp): one copy's bytes
 

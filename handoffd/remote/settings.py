@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import os
 
-from handoffd import config, project
+from handoffd.core import config, project
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from handoffd.config import Role
+    from handoffd.core.config import Role
 
 # Mail a recipient's daemon has not acknowledged is sent to it again after this long: a
 # daemon killed with a batch in hand gets it back once it runs again.

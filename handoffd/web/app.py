@@ -46,10 +46,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from handoffd import config, held, scan
 from handoffd.board import cards, status
-from handoffd.outcome import INBOX_BUSY
-from handoffd.snapshot import GreenListing, Snapshot
+from handoffd.core import config
+from handoffd.core.outcome import INBOX_BUSY
+from handoffd.queue import scan
+from handoffd.remote import held
+from handoffd.snapshot.snapshot import GreenListing, Snapshot
 from handoffd.web import views
 from handoffd.web.workers import BOARD_BUSY, Workers
 
@@ -339,7 +341,7 @@ class Board:
             return [], [f"other hosts: {error}"]
         if network is None:
             return [], ["other hosts: swarmforge.conf names no NATS servers"]
-        from handoffd.remote import hosts
+        from handoffd.board import hosts
 
         try:
             entries = [e for e in hosts.read_all(network) if e.host != network.here]

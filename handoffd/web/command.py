@@ -74,7 +74,7 @@ def board_key(key_file: str | None) -> str:
 
 
 def _read_key(key_file: str) -> str:
-    from handoffd import safeio
+    from handoffd.core import safeio
 
     try:
         fd = safeio.open_regular(key_file)  # never a link, nor a FIFO

@@ -10,15 +10,15 @@ import math
 from typing import Any
 from urllib.parse import quote
 
-from handoffd import handoff as hf
 from handoffd.board import colour
 from handoffd.board.cards import Board, Card, epoch
 from handoffd.board.cards import excerpt as shown_part
-from handoffd.terminal import has_control
+from handoffd.core import handoff as hf
+from handoffd.core.terminal import has_control
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from handoffd.reports import Head
+    from handoffd.queue.reports import Head
 
 PAGE_SIZE = 50  # archive cards per page
 NAME_LIMIT = 4096  # longer than any card's name (an escaped file name, its role)

@@ -1,0 +1,148 @@
+"""The daemon's side of pools (docs/protocol.md §17): giving back what a member that
+stopped answering held, and choosing which member a pool's mail wakes.
+
+A member's claim expires when its heartbeat is older than `--reclaim-after` (default the
+liveness window), or when its session has been gone for a minute while the pool's tmux
+server answers (a server that does not answer says nothing about the session).  Each
+copy goes back by `Inbox.give_back` under the member's lock, logged `reclaimed`; the
+member is left a note (`H/reclaimed`) its next finish reads, `RECLAIMED: …`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from handoffd.core import durable, safeio
+from handoffd.core import handoff as hf
+from handoffd.core.config import Box
+from handoffd.core.outcome import Refusal
+from handoffd.queue import heartbeat
+from handoffd.queue import pool as pools
+from handoffd.queue.inbox import Busy, Inbox
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from structlog.typing import FilteringBoundLogger
+
+    from handoffd.core.config import Role
+
+RECLAIM_AFTER = 60 * 60.0  # seconds: the §8 liveness window (board.cards.WINDOW_S)
+
+
+class Keeper:
+    """What the daemon remembers of its pools between passes: since when each member's
+    session has been seen gone, and when each member was last woken for its pool."""
+
+    def __init__(self, root: str, log: FilteringBoundLogger, after: float = RECLAIM_AFTER):
+        self.root = root
+        self.log = log
+        self.after = after
+        self.gone_since: dict[str, float] = {}
+        self.woken_at: dict[str, float] = {}
+        self.asked: dict[str, object] = {}  # member -> its in_process/ stamp when woken
+
+    def seen(self, member: str, gone: bool, answers: bool, now: float) -> None:
+        """One look at a member's pane: gone (its server answering) starts its clock."""
+        if gone and answers:
+            self.gone_since.setdefault(member, now)
+        else:
+            self.gone_since.pop(member, None)
+
+    def tick(self, roles: Mapping[str, Role], now: float) -> list[str]:
+        """Give back what every member whose claim expired holds; the cards given back."""
+        cards = []
+        for row in pools.pools(roles):
+            for member in pools.members(row.name, roles):
+                beat = heartbeat.read(member.handoffs)
+                why = pools.reclaim_why(
+                    beat.at if beat else None, self.gone_since.get(member.name), now, self.after
+                )
+                if why is not None:
+                    cards += self.give_back(member, row, why, now)
+        return cards
+
+    def give_back(self, member: Role, row: Role, why: str, now: float) -> list[str]:
+        """Put `member`'s pool copies back into `row`'s `new/`; never raises (a member
+        busy or unreadable now is looked at again next pass)."""
+        at = hf.iso_now(now)
+        names: list[str] = []
+
+        def note(name: str) -> None:
+            card = f"{hf.name_id(name)}@{row.name}"
+            add_note(member.handoffs, pools.note_line(card, row.name, at, why))
+            names.append(card)
+
+        try:
+            with Inbox(member.handoffs, member.name, (row.name, row.handoffs)) as inbox:
+                inbox.give_back(row.path(Box.NEW), at, note)
+        except (Busy, Refusal, OSError) as error:
+            self.log.warning("reclaim_failed", member=member.name, error=str(error))
+        for card in names:
+            self.log.info("reclaimed", card=card, member=member.name, why=why)
+        return names
+
+    def wake_one(self, pool: str, roles: Mapping[str, Role], idle: Mapping[str, float],
+                 now: float) -> Role | None:  # fmt: skip
+        """The member a pool's mail wakes now (`pool.wake_order`'s first), noted as woken
+        so that the next wake-up for the pool goes to the next one; None without members."""
+        from handoffd.wakeups.waker import stamp  # the daemon's alone: not on a helper's path
+
+        team = {member.name: member for member in pools.members(pool, roles)}
+        # a member woken that has taken nothing since is asked already, not idle: its pane
+        # may look quiet again only because it showed the wake-up line
+        asked = {
+            name
+            for name, member in team.items()
+            if self.asked.get(name, self) == stamp(member.path(Box.IN_PROCESS))
+        }
+        ready = {name: at for name, at in idle.items() if name not in asked}
+        order = pools.wake_order(team, ready, self.woken_at)
+        if not order:
+            return None
+        chosen = team[order[0]]
+        self.woken_at[chosen.name] = now
+        self.asked[chosen.name] = stamp(chosen.path(Box.IN_PROCESS))
+        return chosen
+
+
+def add_note(handoffs: str, line: str) -> None:
+    """Append `line` to a member's note (`H/reclaimed`), durably, before the copy moves."""
+    path = os.path.join(handoffs, pools.NOTE)
+    try:
+        before = safeio.read_regular(path, pools.NOTE_LIMIT)
+    except (OSError, safeio.Refused):
+        before = b""
+    durable.replace(path, before + line.encode("utf-8", "replace"))
+
+
+def forget(handoffs: str, pool: str, finished: list[str]) -> None:
+    """Drop the note's lines for copies the member has just finished itself: the daemon
+    wrote them, then was cut off before it took the copy back, so they tell of what never
+    happened.  Under the member's lock, as `add_note` is, so no line of the daemon's is
+    lost; best-effort (a line left would only be told once, later)."""
+    path = os.path.join(handoffs, pools.NOTE)
+    done = {f"{hf.name_id(os.path.basename(name))}@{pool}" for name in finished}
+    try:
+        lines = safeio.read_regular(path, pools.NOTE_LIMIT).decode("utf-8", "replace")
+        kept = [line for line in lines.splitlines(keepends=True)
+                if line.split("\t", 1)[0] not in done]  # fmt: skip
+        if len(kept) < len(lines.splitlines()):
+            durable.replace(path, "".join(kept).encode("utf-8"))
+    except (OSError, safeio.Refused):
+        pass
+
+
+def told(path: str) -> list[str]:
+    """The `RECLAIMED:` lines of the note at `path`, taken once: moved aside first (a line
+    the daemon adds meanwhile lands in a fresh note), then read the careful way."""
+    taken = path + ".told"
+    try:
+        os.rename(path, taken)
+        data = safeio.read_regular(taken, pools.NOTE_LIMIT)
+    except (OSError, safeio.Refused):
+        return []
+    finally:
+        durable.unlink_quietly(taken)
+    return pools.reclaimed_lines(data.decode("utf-8", "replace"))

@@ -1,0 +1,3 @@
+"""The queue's state machine and its folders: queueing, taking and finishing, refusals, reports,
+pools, heartbeats, one role's scan.
+"""
