@@ -370,3 +370,24 @@ def role_for_directory(roles: dict[str, Role], directory: str) -> str | None:
 
 def _components(path: str) -> list[str]:
     return [part for part in os.path.realpath(path).split(os.sep) if part]
+
+
+# The folders of a handoff directory that must be folders of its own (docs/protocol.md
+# Part II): a link in place of one is never followed.  Taking an original touches the
+# sender's first three; delivering a copy, the recipient's `inbox/new/`.
+FOLDERS = (Box.OUTBOX, Box.SENT, Box.FAILED, Box.DRAFTS, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
+
+
+def linked_folders(role: Role) -> dict[str, str]:
+    """{box: the path of the link on its way} for each of `role`'s FOLDERS behind a link
+    (its own name, or one above it such as a linked `inbox/`, or the handoff directory or
+    `.swarmforge/` of the worktree, which roles.tsv names and is the one folder trusted)."""
+    above = safeio.linked_folders(role.worktree, (os.path.relpath(role.handoffs, role.worktree),))
+    if above:
+        return dict.fromkeys(FOLDERS, os.path.join(role.worktree, above[0]))
+    found = {}
+    for box in FOLDERS:
+        hit = safeio.linked_folders(role.handoffs, (box,))
+        if hit:
+            found[box] = os.path.join(role.handoffs, hit[0])
+    return found

@@ -286,3 +286,12 @@ def free_name(
 def _cut(text: str, limit: int) -> str:
     """`text` cut to at most `limit` bytes of UTF-8, never inside a character."""
     return text.encode()[: max(limit, 1)].decode(errors="ignore")
+
+
+# Errors about a name itself: retrying cannot cure them, so they fail, never defer forever.
+PERMANENT = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
+
+
+def reason_of(error: OSError) -> str:
+    """An I/O error as the log and `failed/` say it: `ENOSPC: No space left on device`."""
+    return f"{errno.errorcode.get(error.errno or 0, 'error')}: {error.strerror or error}"

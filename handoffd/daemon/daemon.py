@@ -19,10 +19,10 @@ import time
 
 from handoffd.core import config, durable, lifecycle, safeio
 from handoffd.core import handoff as hf
-from handoffd.core.config import Box, Role
+from handoffd.core.config import Box, Role, linked_folders
 from handoffd.core.lifecycle import daemon_path, notify
 from handoffd.daemon.reclaim import RECLAIM_AFTER, Keeper
-from handoffd.delivery.delivery import FIRST_RETRY, LAST_RETRY, Courier, linked_folders
+from handoffd.delivery.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.delivery.watch import Watcher
 from handoffd.harness.roles import Harnesses
 from handoffd.queue import heartbeat, pool

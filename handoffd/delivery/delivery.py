@@ -31,7 +31,8 @@ import time
 
 from handoffd.core import config, durable, lifecycle, safeio
 from handoffd.core import handoff as hf
-from handoffd.core.config import SWARMFORGE, Box, Role
+from handoffd.core.config import SWARMFORGE, Box, Role, linked_folders
+from handoffd.core.durable import PERMANENT, reason_of
 from handoffd.delivery import journal, settle
 from handoffd.delivery.journal import Entry
 from handoffd.queue import checks, failed, outbox
@@ -53,12 +54,6 @@ JOURNAL = os.path.join(SWARMFORGE, "daemon", "handoffd.journal")
 BATCH_LIMIT = 256  # originals per pass: bounds the work a SIGTERM waits for
 COPY_LIMIT = checks.MAX_BYTES + 4096  # an original and the stamps a copy adds to it
 FIRST_RETRY, LAST_RETRY = 0.5, 60.0  # seconds; doubling in between
-# Errors about a name itself: retrying cannot cure them, so they fail, never defer forever.
-PERMANENT = frozenset({errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ})
-# The folders of a handoff directory that must be folders of its own (docs/protocol.md
-# Part II): a link in place of one is never followed.  Taking an original touches the
-# sender's first three; delivering a copy, the recipient's `inbox/new/`.
-FOLDERS = (Box.OUTBOX, Box.SENT, Box.FAILED, Box.DRAFTS, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 SENDING = (Box.OUTBOX, Box.SENT, Box.FAILED)
 
 
@@ -636,21 +631,6 @@ def _in(path: str, folder: str) -> bool:
     return os.path.dirname(os.path.normpath(path)) == os.path.normpath(folder)
 
 
-def linked_folders(role: Role) -> dict[str, str]:
-    """{box: the path of the link on its way} for each of `role`'s FOLDERS behind a link
-    (its own name, or one above it such as a linked `inbox/`, or the handoff directory or
-    `.swarmforge/` of the worktree, which roles.tsv names and is the one folder trusted)."""
-    above = safeio.linked_folders(role.worktree, (os.path.relpath(role.handoffs, role.worktree),))
-    if above:
-        return dict.fromkeys(FOLDERS, os.path.join(role.worktree, above[0]))
-    found = {}
-    for box in FOLDERS:
-        hit = safeio.linked_folders(role.handoffs, (box,))
-        if hit:
-            found[box] = os.path.join(role.handoffs, hit[0])
-    return found
-
-
 def _stage_copy(handoff: hf.Handoff, recipient: Role, name: str) -> tuple[str, str]:
     """Write the recipient's stamped copy as a hidden, fsynced temp file in its new/."""
     new = recipient.path(Box.NEW)
@@ -760,10 +740,6 @@ def _unstamped(data: bytes) -> tuple[list[tuple[str, str]], str] | None:
     except hf.HandoffError:
         return None
     return handoff.without(hf.ENQUEUED_AT), handoff.body
-
-
-def reason_of(error: OSError) -> str:
-    return f"{errno.errorcode.get(error.errno or 0, 'error')}: {error.strerror or error}"
 
 
 def _in_turn(queues: list[list[T]]) -> Iterator[T]:

@@ -23,10 +23,9 @@ import os
 
 from nats.aio.msg import Msg
 
-from handoffd.core import durable, safeio
+from handoffd.core import config, durable, safeio
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box, Role
-from handoffd.delivery import delivery
 from handoffd.queue.scan import State, listing
 from handoffd.remote import arrival
 from handoffd.remote.arrival import NAME, Copy
@@ -95,7 +94,7 @@ class Incoming:
 
     def _publish(self, role: Role, items: list[tuple[Copy, Msg]]) -> bool:
         """Write one role's new copies; True if any came into view."""
-        linked = delivery.linked_folders(role)
+        linked = config.linked_folders(role)
         link = next((linked[box] for box in FOLDERS if box in linked), None)
         if link is not None:
             why = f"{link} is a symbolic link, not a folder; nothing is written through it"
@@ -106,7 +105,7 @@ class Incoming:
             folder = _open_new(role)
         except OSError as error:  # new/ cannot be made or opened (a file in its place…)
             for copy, message in items:
-                self._defer(role, copy.name, message, delivery.reason_of(error))
+                self._defer(role, copy.name, message, durable.reason_of(error))
             return False
         try:
             return self._write(role, folder, items)
@@ -160,10 +159,10 @@ class Incoming:
             finally:
                 durable.unlink_quietly(temp, dir_fd=folder)
         except OSError as error:
-            if error.errno in delivery.PERMANENT:  # the file system refuses the name itself
-                self._refuse(message, copy.name, f"cannot be written: {delivery.reason_of(error)}")
+            if error.errno in durable.PERMANENT:  # the file system refuses the name itself
+                self._refuse(message, copy.name, f"cannot be written: {durable.reason_of(error)}")
             else:
-                self._defer(role, copy.name, message, delivery.reason_of(error))
+                self._defer(role, copy.name, message, durable.reason_of(error))
             return None
         if final != copy.name:
             self.log.warning("renamed_on_arrival", file=copy.name, to=final, role=role.name)

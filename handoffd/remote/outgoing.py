@@ -1,6 +1,6 @@
 """Copies for roles on other hosts: published to the stream, counted once acknowledged.
 
-The courier (delivery.py) owns the journal and the originals; this keeps, per original,
+The courier (delivery/delivery.py) owns the journal and the originals; this keeps, per original,
 the publishes in flight on the link's loop.  `send` never waits: a publish's future pokes
 the daemon when the stream answers, and the next pass `collect`s it.
 
@@ -16,6 +16,8 @@ never a delivery (docs/protocol.md §15, "Message ids").
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Sequence
+from typing import Protocol
 
 from handoffd.core import handoff as hf
 from handoffd.remote import link as links
@@ -25,9 +27,18 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from nats.js import api
 
-    from handoffd.delivery.journal import Entry
-
 Key = tuple[str, str, str | None]  # (original, role, stamp): one copy's bytes
+
+
+class Entry(Protocol):
+    """What this reads of the courier's journal entry (delivery/, the layer above)."""
+
+    original: str
+    acked: list[str]
+    stamp: str | None
+
+    @property
+    def unacked(self) -> list[str]: ...
 
 
 class Flight:
@@ -67,7 +78,7 @@ class Outgoing:
         changed, self._generation = now != self._generation, now
         return changed
 
-    def inherit(self, entries: list[Entry]) -> None:
+    def inherit(self, entries: Sequence[Entry]) -> None:
         """The journal found at start-up: a run before this one may have published each of
         its remote copies just before it stopped, so a duplicate answer for one is ours."""
         self.published.update(_key(e, role) for e in entries for role in e.unacked)
