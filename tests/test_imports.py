@@ -1,11 +1,11 @@
 """How the package's modules depend on each other: one way, never in a circle.
 
-Layers, from the bottom: the leaf modules and the core (the flat `handoffd/*.py`) ←
-`board/`, `continuity/`, `digest/` ← `ops/` ← `adapters/` ← `cli`.  The graph is read from
-the source (an AST walk): every `import`, at the top of a module or inside a function,
-and under `TYPE_CHECKING` too — a circle through a type-only import is still a circle in
-the design.  And what a helper imports when it runs is pinned, module by module: every
-agent call pays for each one (docs/performance.md, start-up).
+The packages lie in layers (LAYERS, from the bottom; docs/operations.md's code map says
+the same), and a module imports only from its own package or a layer below.  The graph is
+read from the source (an AST walk): every `import`, at the top of a module or inside a
+function, and under `TYPE_CHECKING` too — a circle through a type-only import is still a
+circle in the design.  And what a helper imports when it runs is pinned, module by
+module: every agent call pays for each one (docs/performance.md, start-up).
 """
 
 from __future__ import annotations
@@ -21,8 +21,27 @@ from tests.conftest import BIN, Project, helper_env
 from tests.test_helpers import imported_by
 
 PACKAGE = Path(__file__).resolve().parent.parent / "handoffd"
-UPPER = ("handoffd.board", "handoffd.continuity", "handoffd.digest", "handoffd.ops",
-         "handoffd.adapters", "handoffd.web", "handoffd.cli")  # fmt: skip
+# The parts of the package, each a package (or one of the few modules left at the top),
+# from the bottom; the parts of one layer import nothing of each other.
+LAYERS = (
+    ("core",),  # the format, careful I/O, the configuration, the log, one daemon per project
+    ("queue",),  # the state machine and its folders
+    ("continuity", "harness"),  # the live file and `resume`; Claude Code and Codex as they are
+    ("wakeups",),  # the lines, the waker, the request, the panes
+    ("remote",),  # NATS: the link, copies out and in, what is held
+    ("delivery",),  # outbox -> new/, the journal, the watches
+    ("snapshot",),  # the whole project read once
+    ("board",),  # the projection and the terminal's board
+    ("digest",),
+    ("daemon",),  # the loop, the bridge to other hosts, reclaiming, up and down, the audit
+    ("ops",),  # the table of operations
+    ("adapters",),  # commands, console scripts, hooks, MCP, the web's actions
+    ("web", "demos"),
+    ("cli",),
+    ("entry",),
+    ("__main__",),
+)  # fmt: skip
+TOP = {"__init__", "__main__", "entry", "cli"}  # the only modules left at the top
 # `python -m handoffd` and the console script (which sends a hook straight to it, docs/
 # protocol.md §16): run, never imported
 ENTRIES = ("handoffd.__main__", "handoffd.entry")
@@ -105,10 +124,6 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def is_core(name: str) -> bool:
-    return name.count(".") == 1 and name not in ("handoffd.cli", *ENTRIES)
-
-
 def test_the_walk_sees_imports_inside_functions_and_for_types() -> None:
     """The walk's own check: the core's lazy and type-only imports are edges too."""
     edges = graph()
@@ -123,40 +138,54 @@ def test_no_module_imports_itself_back_through_others() -> None:
     assert cycles(graph()) == []
 
 
-def package_of(name: str, packages: set[str]) -> str | None:
-    """The subpackage module `name` lies in (`handoffd.board`), None for a flat module."""
+def part_of(name: str) -> str:
+    """The part module `name` lies in: its package under handoffd (`board`), or the
+    module itself when it is left at the top (`cli`); `handoffd` for the package's own."""
     parts = name.split(".")
-    return ".".join(parts[:2]) if len(parts) > 1 and ".".join(parts[:2]) in packages else None
+    return parts[1] if len(parts) > 1 else "handoffd"
+
+
+def parts_graph() -> dict[str, set[str]]:
+    """Part -> the other parts its modules import."""
+    between: dict[str, set[str]] = {}
+    for name, deps in graph().items():
+        source = part_of(name)
+        between.setdefault(source, set()).update(part_of(d) for d in deps)
+        between[source] -= {source, "handoffd"}
+    return between
+
+
+def test_only_the_entries_and_the_cli_are_left_at_the_top() -> None:
+    """Everything else lives in a package named for what it does: `ls handoffd/` is the
+    architecture."""
+    assert {path.stem for path in PACKAGE.glob("*.py")} == TOP
+
+
+def test_every_part_is_in_a_layer() -> None:
+    layered = {part for layer in LAYERS for part in layer}
+    assert set(parts_graph()) - {"handoffd"} == layered
+
+
+def test_each_part_imports_only_from_the_layers_below_it() -> None:
+    """The layers of the code map hold: a package reaches down, never up or sideways."""
+    level = {part: depth for depth, layer in enumerate(LAYERS) for part in layer}
+    against = {
+        part: sorted(dep for dep in deps if level[dep] >= level[part])
+        for part, deps in parts_graph().items()
+        if part != "handoffd"
+    }
+    assert {part: deps for part, deps in against.items() if deps} == {}
 
 
 def test_no_package_imports_itself_back_through_others() -> None:
-    """Between packages too: the projection (`board`), the ways in (`adapters`), the
-    operations (`ops`), the remote hosts (`remote`) and the web board above them (`web`)
-    depend one way, so each can be read, tested and changed from below."""
-    edges = graph()
-    packages = {name for name, path in module_names().items() if path.name == "__init__.py"}
-    packages.discard("handoffd")
-    between: dict[str, set[str]] = {package: set() for package in packages}
-    for name, deps in edges.items():
-        source = package_of(name, packages)
-        if source is not None:
-            reached = {package_of(dep, packages) for dep in deps}
-            between[source] |= {package for package in reached if package not in (None, source)}
-    assert cycles(between) == []
+    """Every part (each package, each module left at the top) depends one way, so each can
+    be read, tested and changed from below."""
+    assert cycles(parts_graph()) == []
 
 
 def test_the_cli_is_imported_by_no_module() -> None:
     importers = sorted(m for m, deps in graph().items() if "handoffd.cli" in deps)
     assert importers == ["handoffd.entry"]  # `python -m handoffd` runs the entry too
-
-
-def test_the_core_imports_nothing_from_the_layers_above_it() -> None:
-    upward = {
-        name: sorted(d for d in deps if d.startswith(UPPER))
-        for name, deps in graph().items()
-        if is_core(name)
-    }
-    assert {name: deps for name, deps in upward.items() if deps} == {}
 
 
 # --- what a helper imports when it runs ---------------------------------------------------
