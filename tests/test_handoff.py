@@ -358,3 +358,18 @@ def test_a_composed_name_parses_back_to_its_parts() -> None:
     assert hf.id_sender("manual-1") is None and hf.sender_mark("architect") in name
     assert hf.id_mark(ident) in name and hf.order_key(name) == f"{ident[:23]}/{name}"
     assert hf.comma_list(" a, ,b ") == ["a", "b"] and hf.list_parts(" a, ,b ") == ["a", "", "b"]
+
+
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [
+        ("50_20260101T000000000000Z_000001_from_a_to_b.handoff", None),
+        ("50_20260101T000000000000Z_000001_from_a_to_b.2.handoff", "2"),
+        ("50_20260101T000000000000Z_000001_from_a_to_b.$(x).handoff", "$(x)"),
+        ("50_20260101T000000000000Z_000001_from_a_to_b..handoff", ""),
+    ],
+)
+def test_a_copy_number_is_split_from_the_name_it_was_added_to(name: str, split: str | None) -> None:
+    """One owner for the `….2.handoff` tail an archive or an arrival adds: the name it
+    arrived under, and the tail as found (a peer's own tail is said, never taken for none)."""
+    assert hf.split_copy(name) == ("50_20260101T000000000000Z_000001_from_a_to_b.handoff", split)

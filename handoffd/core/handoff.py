@@ -170,6 +170,15 @@ def name_id(name: str) -> str:
     return stem[3:].partition(TO)[0]
 
 
+def split_copy(name: str) -> tuple[str, str | None]:
+    """A queue file's name and the copy number an archive or an arrival added to it:
+    `…_to_b.2.handoff` → (`…_to_b.handoff`, `2`); a plain name → (name, None).  A role
+    name holds no `.`, so the first dot ends the fields; the tail is returned as found
+    (whether it is a number is the caller's question: a peer may have chosen it)."""
+    fields, dot, tail = name.removesuffix(SUFFIX).partition(".")
+    return fields + SUFFIX, (tail if dot else None)
+
+
 def file_id(name: str, header: str | None = None) -> str:
     """The id handoffd knows a queue file by, for every key and path (a report's folder, an
     answer, a card's name, a dependency, a look-up; docs/protocol.md §15, "Names"): the id

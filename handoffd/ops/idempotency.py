@@ -104,7 +104,7 @@ def _planned_by(name: str, sender: str) -> bool:
     in the §2 form, no archive tail, nothing a path or a terminal would take amiss (pure)."""
     parts = hf.parse_name(name)
     plain = name.isascii() and name.isprintable() and "/" not in name
-    only = "." not in name.removesuffix(hf.SUFFIX)  # not an archived `….2.handoff`
+    only = hf.split_copy(name)[1] is None  # not an archived `….2.handoff`
     return plain and only and parts is not None and parts.sender == sender
 
 

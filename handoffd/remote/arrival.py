@@ -82,8 +82,8 @@ def _name(name: str | None, role: str) -> hf.Name:
     parts = hf.parse_name(name) if hf.is_item(name) and "/" not in name else None
     if parts is None:
         raise Refused("its name is not a queue file's name")
-    _, dot, tail = name.removesuffix(hf.SUFFIX).partition(".")
-    if dot and not (tail.isascii() and tail.isdigit()):
+    tail = hf.split_copy(name)[1]
+    if tail is not None and not (tail.isascii() and tail.isdigit()):
         # a sender names its files `<fields>.handoff`, or `….2.handoff` when archived so;
         # any other tail is text a peer chose ($(…), quotes) riding along into every view
         raise Refused("its name has a tail that is no copy number")

@@ -200,8 +200,7 @@ def _held(role: Role) -> dict[str, list[str]]:
     arrival, `….2.handoff`, under its original's)."""
     held: dict[str, list[str]] = {}
     for entry in listing(role, INBOX):
-        arrived = entry.name.partition(".")[0] + hf.SUFFIX  # role names hold no `.`
-        held.setdefault(arrived, []).append(entry.path)
+        held.setdefault(hf.split_copy(entry.name)[0], []).append(entry.path)
     return held
 
 
