@@ -156,3 +156,25 @@ def test_a_temp_name_planted_as_a_hard_link_is_never_written_into(tmp_path: Path
         os.link(outside, tmp_path / f".f.{os.getpid()}.{n}.tmp")
     durable.replace(str(tmp_path / "f"), b"new\n")
     assert (tmp_path / "f").read_bytes() == b"new\n" and outside.read_bytes() == b"precious\n"
+
+
+def test_the_folder_sweep_removes_dead_and_old_temps_and_never_a_link_or_a_live_writers(
+    tmp_path: Path,
+) -> None:
+    """One rule for every temp sweep (reports' folders too): a dead writer's or an old temp
+    goes, a live writer's and a link stay (`sweep_stale_at` reads the folder by descriptor)."""
+    live = tmp_path / f".r_DONE.md.{os.getpid()}.1.tmp"
+    dead = tmp_path / ".r_DONE.md.99999999999.1.tmp"  # no process can have that number
+    old = tmp_path / f".r_DONE.md.{os.getpid()}.2.tmp"
+    link = tmp_path / ".r_RUNNING.md.99999999999.3.tmp"
+    for path in (live, dead, old):
+        path.write_bytes(b"x")
+    link.symlink_to(live)
+    os.utime(old, (1, 1))
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        durable.sweep_stale_at(fd)
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, link.name])
+    assert durable.temp_pid(live.name) == os.getpid() and durable.temp_pid("x.md") is None

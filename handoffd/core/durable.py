@@ -137,17 +137,42 @@ def sweep_stale(directory: str, prefix: str, now: float | None = None) -> list[s
     removed = []
     for temp in temp_files(directory):
         name = os.path.basename(temp)
-        pid = name[len(prefix) :].split(".")[0] if name.startswith(prefix) else ""
-        if not pid.isdigit():
+        pid = temp_pid(name) if name.startswith(prefix) else None
+        if pid is None:
             continue
         try:
-            old = now - os.lstat(temp).st_mtime > STALE
+            mtime = os.lstat(temp).st_mtime
         except FileNotFoundError:
             continue  # renamed into place meanwhile
-        if old or not _alive(int(pid)):
+        if _abandoned(pid, mtime, now):
             unlink_quietly(temp)
             removed.append(temp)
     return removed
+
+
+def sweep_stale_at(fd: int, now: float | None = None) -> None:
+    """`sweep_stale` for every temp file in the folder open at `fd` (one reached without
+    following a link): a regular one whose writer is gone, or that is older than STALE even
+    with no pid in its name, is removed; nothing is followed or removed through a link."""
+    now = time.time() if now is None else now
+    for name in filter(is_temp, os.listdir(fd)):
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode) and _abandoned(temp_pid(name), info.st_mtime, now):
+            unlink_quietly(name, dir_fd=fd)
+
+
+def temp_pid(name: str) -> int | None:
+    """The writer's pid a `temp_name` temp file names (`.<stem>.<pid>.<n>.tmp`), if any."""
+    parts = name.rsplit(".", 3)
+    return int(parts[1]) if len(parts) == 4 and parts[1].isdigit() else None
+
+
+def _abandoned(pid: int | None, mtime: float, now: float) -> bool:
+    """Whether a temp file's writer is gone: it is older than STALE, or its pid is dead."""
+    return now - mtime > STALE or (pid is not None and not _alive(pid))
 
 
 def _alive(pid: int) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 
 from handoffd.core import durable, safeio
 from handoffd.core.handoff import epoch, file_stamp, is_visible, iso_from_stamp, iso_micros
@@ -180,7 +179,7 @@ def store(
     following a link: nothing is ever written or removed through one."""
     fd = open_folder(handoffs, card_id)
     try:
-        _sweep(fd)
+        durable.sweep_stale_at(fd)  # what a writer killed mid-report left: unseen, for good
         name, micros = _free_name(fd, now, status)
         # reported_at is the name's own time, to the microsecond: the two never disagree
         stamp = iso_micros(micros)
@@ -230,32 +229,6 @@ def _own_folder(parent: int, name: str, shown: str) -> int:
         except FileExistsError:
             pass
     raise safeio.NotRegular(shown, "kept being replaced by a link; no report was written")
-
-
-def _sweep(fd: int) -> None:
-    """Remove the temp files a writer killed mid-report left in the folder open at `fd`
-    (its pid gone, or the file old): invisible to every reader, they would stay for good."""
-    for name in os.listdir(fd):
-        if not (name.startswith(".") and name.endswith(".tmp")):
-            continue
-        pid = name.rsplit(".", 4)[-3] if name.count(".") >= 4 else ""
-        try:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        stale = time.time() - info.st_mtime > durable.STALE
-        if stat.S_ISREG(info.st_mode) and (stale or (pid.isdigit() and not _alive(int(pid)))):
-            durable.unlink_quietly(name, dir_fd=fd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return pid < 2**31
-    return True
 
 
 def _free_name(fd: int, now: float, status: str) -> tuple[str, int]:
