@@ -131,8 +131,7 @@ def _shown(role: str, path: str, report: Report | None) -> Report:
     """A report, its role taken from its folder where it lacks one (an unreadable one: its
     time from its name)."""
     if report is None:
-        stamp = os.path.basename(path).partition("_")[0]
-        report = Report(path, {"reported_at": hf.iso_from_stamp(stamp)}, "")
+        report = Report(path, {"reported_at": reports.name_time(os.path.basename(path))}, "")
     report.role = report.role or role
     report.status = report.status or "?"
     return report

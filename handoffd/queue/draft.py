@@ -18,21 +18,30 @@ if TYPE_CHECKING:
     CommitResolver = Callable[[str], tuple[str | None, str | None]]
     IdExists = Callable[[str], bool]
 
-ALLOWED = ("type", "to", "priority", "task", "commit", "message", "depends_on", "blocked_reason")
-ANY_TYPE = ("depends_on", "blocked_reason")  # allowed for every type (docs/protocol.md §8)
+ALLOWED = (
+    hf.TYPE,
+    hf.RECIPIENTS,
+    hf.PRIORITY,
+    hf.TASK,
+    hf.COMMIT,
+    hf.MESSAGE,
+    hf.DEPENDS_ON,
+    hf.BLOCKED_REASON,
+)
+ANY_TYPE = (hf.DEPENDS_ON, hf.BLOCKED_REASON)  # allowed for every type (docs/protocol.md §8)
 MAX_REASON = hf.REASON_LIMIT
 # the headers only handoffd writes: a draft that sets one is refused
 RESERVED = (hf.ID, hf.SENDER, hf.ROLE, hf.RECIPIENT, hf.CREATED_AT, hf.ENQUEUED_AT,
             hf.DEQUEUED_AT, hf.COMPLETED_AT)  # fmt: skip
 TYPE_FIELDS = {
-    "git_handoff": ("type", "to", "priority", "task", "commit"),
-    "note": ("type", "to", "priority", "message"),
-    "packet": ("type", "to", "priority", "task"),
+    "git_handoff": (hf.TYPE, hf.RECIPIENTS, hf.PRIORITY, hf.TASK, hf.COMMIT),
+    "note": (hf.TYPE, hf.RECIPIENTS, hf.PRIORITY, hf.MESSAGE),
+    "packet": (hf.TYPE, hf.RECIPIENTS, hf.PRIORITY, hf.TASK),
 }
 MAX_TEXT = 80
 # Free text the queue shows and files under (a task is a thread's key in the digest
 # index): a tab, an escape or a right-to-left override in it is refused at the source.
-PLAIN = ("task", "message", "blocked_reason")
+PLAIN = (hf.TASK, hf.MESSAGE, hf.BLOCKED_REASON)
 _DIGITS = frozenset("0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
@@ -41,7 +50,7 @@ class Draft:
     """A valid draft: its headers, recipients in order, the canonical commit and, for a
     packet, the packet text verbatim."""
 
-    __slots__ = ("body", "commit", "headers", "recipients")
+    __slots__ = ("body", hf.COMMIT, "headers", "recipients")
 
     def __init__(
         self,
@@ -66,23 +75,23 @@ def check(
     whether a `depends_on` id names a handoff already in the project."""
     text, body = split_packet(text)
     headers, errors = parse_lines(text)
-    recipients, recipient_errors = _recipients(headers.get("to", ""), known_roles)
+    recipients, recipient_errors = _recipients(headers.get(hf.RECIPIENTS, ""), known_roles)
     commit: str | None = None
     commit_errors: list[str] = []
-    if headers.get("type") == "git_handoff":
+    if headers.get(hf.TYPE) == "git_handoff":
         commit, commit_errors = _commit(headers, resolve_commit)
     errors += _base_errors(headers)
     errors += recipient_errors
     errors += _type_field_errors(headers)
-    errors += _text_errors(headers, "git_handoff", "task") + commit_errors
-    errors += _text_errors(headers, "packet", "task")
-    errors += _only_for(headers, "git_handoff", ("commit",))
-    if headers.get("type") != "packet":
-        errors += _only_for(headers, "git_handoff", ("task",))
-    errors += _text_errors(headers, "note", "message")
-    errors += _only_for(headers, "note", ("message",))
-    errors += dependency_errors(headers.get("depends_on"), id_exists)
-    errors += _reason_errors(headers.get("blocked_reason"))
+    errors += _text_errors(headers, "git_handoff", hf.TASK) + commit_errors
+    errors += _text_errors(headers, "packet", hf.TASK)
+    errors += _only_for(headers, "git_handoff", (hf.COMMIT,))
+    if headers.get(hf.TYPE) != "packet":
+        errors += _only_for(headers, "git_handoff", (hf.TASK,))
+    errors += _text_errors(headers, "note", hf.MESSAGE)
+    errors += _only_for(headers, "note", (hf.MESSAGE,))
+    errors += dependency_errors(headers.get(hf.DEPENDS_ON), id_exists)
+    errors += _reason_errors(headers.get(hf.BLOCKED_REASON))
     errors += _control_errors(headers)
     if body is not None:
         from handoffd.queue import packet  # only packets pay for importing it
@@ -182,9 +191,9 @@ def _header_error(line: str, seen: dict[str, str]) -> str | None:
 
 
 def _base_errors(headers: dict[str, str]) -> list[str]:
-    required = ("type", "to", "priority")
+    required = (hf.TYPE, hf.RECIPIENTS, hf.PRIORITY)
     errors = [f"Missing required header '{f}'." for f in required if f not in headers]
-    kind, priority = headers.get("type"), headers.get("priority")
+    kind, priority = headers.get(hf.TYPE), headers.get(hf.PRIORITY)
     if kind is not None and kind not in TYPE_FIELDS:
         errors.append(f"Header 'type' must be one of git_handoff, note or packet; got '{kind}'.")
     if priority is not None and not (len(priority) == 2 and set(priority) <= _DIGITS):
@@ -212,17 +221,17 @@ def _recipients(to: str, known_roles: set[str]) -> tuple[list[str], list[str]]:
 
 
 def _type_field_errors(headers: dict[str, str]) -> list[str]:
-    allowed = TYPE_FIELDS.get(headers.get("type", ""))
+    allowed = TYPE_FIELDS.get(headers.get(hf.TYPE, ""))
     if allowed is None:  # an unknown type is reported once, not once per field
         return []
-    kind = headers["type"]
+    kind = headers[hf.TYPE]
     allowed += ANY_TYPE
     return [f"Header '{f}' is not allowed for type '{kind}'." for f in headers if f not in allowed]
 
 
 def _text_errors(headers: dict[str, str], kind: str, field: str) -> list[str]:
     """A type's required one-line text field (`task`, `message`): present and short."""
-    if headers.get("type") != kind:
+    if headers.get(hf.TYPE) != kind:
         return []
     value = headers.get(field)
     if value is None:
@@ -233,7 +242,7 @@ def _text_errors(headers: dict[str, str], kind: str, field: str) -> list[str]:
 
 
 def _only_for(headers: dict[str, str], kind: str, fields: tuple[str, ...]) -> list[str]:
-    if headers.get("type") == kind:
+    if headers.get(hf.TYPE) == kind:
         return []
     return [f"Header '{f}' is only allowed for {kind}." for f in fields if f in headers]
 
@@ -241,7 +250,7 @@ def _only_for(headers: dict[str, str], kind: str, fields: tuple[str, ...]) -> li
 def _commit(
     headers: dict[str, str], resolve_commit: CommitResolver
 ) -> tuple[str | None, list[str]]:
-    commit = headers.get("commit")
+    commit = headers.get(hf.COMMIT)
     if commit is None:
         return None, ["Missing required header 'commit' for git_handoff."]
     if not (len(commit) == 10 and set(commit) <= _HEX):
