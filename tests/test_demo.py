@@ -184,13 +184,13 @@ def duplicate_a_completed_copy(root: str) -> None:
 def test_a_broken_invariant_makes_the_demo_command_exit_non_zero(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settle = demo._settle
+    settle = demo.settle
 
     def settle_then_break(root: str, deadline: float) -> None:
         settle(root, deadline)
         duplicate_a_completed_copy(root)
 
-    monkeypatch.setattr(demo, "_settle", settle_then_break)
+    monkeypatch.setattr(demo, "settle", settle_then_break)
     result = CliRunner().invoke(cli.main, ["demo", "--rounds", "1"])
     assert result.exit_code == 1, result.output
     assert re.search(r"invariants +BROKEN", result.output)

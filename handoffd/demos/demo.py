@@ -23,7 +23,7 @@ from handoffd.core import handoff as hf
 from handoffd.core.config import Box
 from handoffd.core.lifecycle import daemon_path
 from handoffd.daemon import audit, swarm
-from handoffd.demos.demo_watch import Lookout, busy_wakes, scratch
+from handoffd.demos.demo_watch import Lookout, busy_wakes, scratch, settle
 from handoffd.queue import scan
 from handoffd.queue.scan import State
 
@@ -131,7 +131,7 @@ def run(
         lookout = Lookout(root, started, wakes.kill_agent, wakes.red_cards)
         returned = _watch(root, rounds, started + limit, say, lookout)
         if lookout.killed is None:
-            _settle(root, started + limit)
+            settle(root, started + limit)
         summary = _summarise(root, rounds, returned, time.monotonic() - started)
         _add_lookout(summary, lookout, base)
     return summary
@@ -177,7 +177,7 @@ def run_hosts(
             say(f"host {name} up in {roots[name]}: sessions {', '.join(sessions)} on {socket}")
         returned = _watch(roots["a"], rounds, started + limit, say)
         for root in roots.values():
-            _settle(root, started + limit)
+            settle(root, started + limit)
         summary = _summarise_hosts(list(roots.values()), rounds, returned, started)
     finally:
         for root in roots.values():
@@ -247,17 +247,6 @@ def _add_lookout(summary: Summary, lookout: Lookout, events: str) -> None:
     summary.killed_at = None if lookout.killed is None else lookout.killed - lookout.started
     summary.red_after, summary.red_detail = lookout.red_after, lookout.red_detail
     summary.busy_wakes = busy_wakes(events)
-
-
-def _settle(root: str, deadline: float) -> None:
-    """Wait until nothing is queued or in flight anywhere, so the audit sees a queue at rest."""
-    here = config.this_host(root)
-    roles = [r for r in config.load_roles(root).values() if config.is_local(r, here)]
-    states = (State.OUTBOX, State.NEW, State.IN_PROCESS)
-    while time.monotonic() < deadline:
-        if not any(scan.listing(role, states) for role in roles):
-            return
-        time.sleep(0.05)
 
 
 def _summarise(root: str, rounds: int, returned: int, seconds: float) -> Summary:

@@ -20,7 +20,7 @@ from handoffd.core import config, project
 from handoffd.core.config import Box
 from handoffd.core.lifecycle import daemon_path
 from handoffd.daemon import audit, swarm
-from handoffd.demos.demo_watch import Lookout, scratch
+from handoffd.demos.demo_watch import Lookout, scratch, settle
 from handoffd.queue import scan
 from handoffd.queue.scan import State
 
@@ -74,7 +74,7 @@ def run(
         socket, sessions = swarm.up(root, daemon_args=args, tmux_config=os.devnull)
         say(f"swarm up in {root}: sessions {', '.join(sessions)} on tmux socket {socket}")
         returned = _watch(root, tasks, started + 60 + tasks, say, kill, started, held)
-        _settle(root, started + 90 + tasks)
+        settle(root, started + 90 + tasks)
         summary = _summarise(root, tasks, returned, time.monotonic() - started)
         summary.killed, summary.held_at_kill = kill, held
     return summary
@@ -114,16 +114,6 @@ def _pool_done(roles: dict[str, config.Role]) -> int:
     """The tasks the pool's members have completed so far (the coder reads replies later)."""
     team = [role for role in roles.values() if role.pool == "cleaner" and not role.is_pool]
     return sum(len(scan.listing(role, (State.COMPLETED,))) for role in team)
-
-
-def _settle(root: str, deadline: float) -> None:
-    """Until nothing is queued or in process anywhere: the audit wants a queue at rest."""
-    roles = list(config.load_roles(root).values())
-    states = (State.OUTBOX, State.NEW, State.IN_PROCESS)
-    while time.monotonic() < deadline:
-        if not any(scan.listing(role, states) for role in roles):
-            return
-        time.sleep(0.05)
 
 
 def _summarise(root: str, tasks: int, returned: int, seconds: float) -> PoolSummary:

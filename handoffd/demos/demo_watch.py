@@ -1,10 +1,11 @@
-"""What the demos share: the scratch project each runs in (`scratch`), and the lookout,
+"""What the demos share: the scratch project each runs in (`scratch`), the wait for its
+queue to come to rest before the audit (`settle`), and the lookout,
 which watches the board as a person would, a few times a second, and with `--kill-agent`
 kills that role's agent half-way and times how long the board takes to show it red
 (docs/protocol.md §14).
 
-The board is a layer above the core this module belongs to, so the red cards come from
-the caller (`handoffd demo` passes the board's own `unanswered` look-up).
+The red cards come from the caller (`handoffd demo` passes the board's own `unanswered`
+look-up), so the lookout can be tried on any look-up.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from contextlib import contextmanager
 
 from handoffd.core import config, project
 from handoffd.daemon import swarm
+from handoffd.queue import scan
+from handoffd.queue.scan import State
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -107,3 +110,14 @@ def busy_wakes(folder: str) -> int:
             with open(os.path.join(folder, name), encoding="utf-8") as file:
                 count += sum(1 for line in file if '"busy_wake"' in line)
     return count
+
+
+def settle(root: str, deadline: float) -> None:
+    """Wait until nothing is queued or in flight anywhere, so the audit sees a queue at rest."""
+    here = config.this_host(root)
+    roles = [r for r in config.load_roles(root).values() if config.is_local(r, here)]
+    states = (State.OUTBOX, State.NEW, State.IN_PROCESS)
+    while time.monotonic() < deadline:
+        if not any(scan.listing(role, states) for role in roles):
+            return
+        time.sleep(0.05)
