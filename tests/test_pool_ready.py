@@ -109,6 +109,16 @@ def test_a_dependency_on_a_pool_card_holds_until_a_member_completes_it(tmp_path)
     assert f"DEPENDS_ON: {ident}@cleaner GREEN\n" in out
 
 
+def test_status_says_what_a_pool_file_waits_on_and_never_paints_it_red_for_it(tmp_path):
+    proj = make_pool_project(tmp_path / "p")
+    dependency(proj)
+    held = pool_file(proj, 1, depends_on=OPEN_DEP)
+    done = proj.run("handoffd", "status", "--json", role=None, cwd=proj.root)
+    shown = {card["card"]: card for card in json.loads(done.out)}
+    card = shown[f"{hf.name_id(held.name)}@cleaner"]
+    assert card["color"] == "orange" and f"on {OPEN_DEP}@coder" in card["detail"]
+
+
 def test_the_stop_hook_does_not_announce_a_pool_file_that_waits_on_a_dependency(tmp_path):
     proj = make_pool_project(tmp_path.resolve() / "p")
     dep = dependency(proj)
@@ -163,6 +173,11 @@ def test_the_dependency_check_finds_a_pool_copy_under_the_pools_card(tmp_path):
     for asker in ("cleaner", "cleaner-2"):
         assert check(asker, str(held), [OPEN_DEP]) is False, asker
     assert not _has_ready(roles["cleaner"], check)
+    # A file the board does not show (it came after the scan) is never ready by default:
+    # the open cards say; only a handoff found nowhere holds nothing back.
+    unseen = str(proj.box("cleaner", NEW) / "50_later_to_cleaner.handoff")
+    assert check("cleaner-1", unseen, [OPEN_DEP]) is False
+    assert check("cleaner-1", unseen, ["20260101T000000Z_000099_from_nobody"]) is True
 
 
 # --- one bad file stops no pool -----------------------------------------------------------
