@@ -29,6 +29,7 @@ def card(
     waits: tuple[str, ...] = (),
     ready: float | None = None,
     held: str | None = None,
+    unfit: str | None = None,
 ) -> Card:
     """A card of handoff `ident` held by QA; `beat` gives it a claim with that heartbeat;
     `wakes` are its role's wake-ups since it arrived, `took` its last take, `pane` its
@@ -36,7 +37,7 @@ def card(
     when the last of them turned green (§13)."""
     headers = {"id": ident, **({"blocked_reason": blocked} if blocked else {})}
     entry = Entry("QA", state, f"/nowhere/{ident}.handoff", headers=headers, mtime=NOW - age)
-    red = colour.own_red(state, blocked, error, age, 60.0, daemon, held)
+    red = colour.own_red(state, blocked, error, age, 60.0, daemon, held, unfit)
     if red is None and state == "new":
         red = colour.unanswered("QA", "swarm-QA", pane, wakes, took, 3, waits, ready)
     made = Card(entry, age, red, held)
@@ -52,6 +53,11 @@ CASES = [
     ("own red beats a warm heartbeat", card("a", "in_process", blocked="need key", beat=WARM), [],
      "red", "need key"),
     ("a live claim is yellow", card("a", "in_process", beat=WARM), [], "yellow", "claude@QA"),
+    ("a pool's file no member can be handed is red, before its blocked reason (§17)",
+     card("a", blocked="stuck", unfit="not UTF-8 text"), [], "red",
+     "cannot be handed out: not UTF-8 text"),
+    ("...and its dependents inherit it", card("b"), [card("a", unfit="too large")], "red",
+     "inherits from a@QA: cannot be handed out: too large"),
     ("an expired claim is not", card("a", "in_process", beat=COLD), [], "orange", "expired"),
     ("a live claim on a dependency makes the dependent yellow",
      card("a"), [card("b", "in_process", beat=WARM)], "yellow", "via b@QA"),

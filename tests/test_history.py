@@ -228,7 +228,7 @@ def test_a_fifo_in_place_of_a_bucket_is_never_waited_on(project):
     bucket.unlink()
     os.mkfifo(bucket)
     code = (
-        "import sys; from handoffd import config; from handoffd import history; "
+        "import sys; from handoffd.core import config; from handoffd.snapshot import history; "
         "role = config.load_roles(sys.argv[1])['cleaner']; "
         "print([f.task for f in history.lookup(role, 'task:kept')])"
     )

@@ -153,7 +153,7 @@ def test_the_installed_wheel_runs_a_helper_and_ships_its_shims_and_sample(
     result = run_command(helper, cwd=project.root, role="coder")
     assert (result.code, result.out, result.err) == (0, "NO_TASK\n", "")
     data = run(fresh_venv / "bin" / "python", "-c",
-               "from handoffd import project, swarm; import os; "
+               "from handoffd.core import project; from handoffd.daemon import swarm; import os; "
                "print(os.access(os.path.join(swarm.shims_dir(), 'swarm_handoff.sh'), os.X_OK)); "
                "print(project.sample_text().splitlines()[-1])", cwd=fresh_venv)  # fmt: skip
     assert data.stdout.splitlines()[0] == "True", data.stderr

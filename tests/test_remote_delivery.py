@@ -106,7 +106,7 @@ def test_a_project_without_nats_never_imports_the_nats_client(tmp_path: Path) ->
     queue(project, "coder", ["cleaner"])
     probe = (
         "import sys\n"
-        "from handoffd import log\n"
+        "from handoffd.core import log\n"
         "from handoffd.daemon.daemon import Daemon\n"
         f"d = Daemon({str(project.root)!r}, log.configure(None))\n"
         "d.open(watch=False); d.drain(); d.close()\n"

@@ -149,9 +149,11 @@ def stop(role: Role, again: bool, pool_new: str | None = None) -> str:
         return ""
     # what `ready_for_next` would take: a name it never prints on a TASK line is no mail
     waiting = [e for e in hf.visible(role.path(Box.NEW)) if hf.is_item_entry(e, plain=True)]
+    pooled = []
     if pool_new is not None:
-        waiting += [e for e in hf.visible(pool_new) if hf.is_item_entry(e, plain=True)]
-    first = _first_ready(role, waiting)
+        pooled = [e for e in hf.visible(pool_new) if hf.is_item_entry(e, plain=True)]
+        waiting += pooled
+    first = _first_ready(role, waiting, {e.path for e in pooled})
     if first is None:
         return ""
     name, headers = first
@@ -180,13 +182,19 @@ def _in_process(role: Role) -> bool:
     return False
 
 
-def _first_ready(role: Role, waiting: list[os.DirEntry[str]]) -> tuple[str, dict[str, str]] | None:
+def _first_ready(
+    role: Role, waiting: list[os.DirEntry[str]], pooled: set[str]
+) -> tuple[str, dict[str, str]] | None:
     """The first waiting file `ready_for_next` would take (docs/protocol.md §13): its name
-    and headers.  A file it cannot read is the helper's to report: it counts as ready."""
+    and headers.  A file of the role's own it cannot read is the helper's to report: it
+    counts as ready.  One of the pool's (a path in `pooled`) is skipped, as every member
+    skips it (§17): the board says what is wrong with it."""
     from handoffd.queue.inbox import Item, not_ready
 
     done: Done | None = None
     for entry in waiting:
+        if entry.path in pooled and hf.unfit(entry.path) is not None:
+            continue
         try:
             headers = hf.read_headers(entry.path)
         except FileNotFoundError:

@@ -220,7 +220,9 @@ def project(
     by_id = _index(cards)
     _resolve(snapshot, by_id, now)  # adds the green cards of dependencies already done
     named = {id(card) for card in cards}
-    naming.assign((c for same in by_id.values() for c in same if id(c) not in named), names)
+    done = [c for same in by_id.values() for c in same if id(c) not in named]
+    _pooled(done, snapshot)  # a pool copy a member completed is the pool's card too (§17)
+    naming.assign(done, names)
     every = [card for same in by_id.values() for card in same]  # history's too
     for card in every:
         card.closure = closure(card, by_id)
@@ -293,6 +295,7 @@ def _open_cards(snapshot: Snapshot, now: float, stall_s: float) -> list[Card]:
             stall_s,
             running,
             deferred,
+            snapshot.unfit.get(entry.path),
         )
         cards.append(Card(entry, age, reason, deferred))
     return cards

@@ -79,11 +79,16 @@ def own_red(
     stall_s: float,
     daemon_running: bool,
     held: str | None = None,
+    unfit: str | None = None,
 ) -> str | None:
     """Why a card is red by rule 2 (its own doing), or None.  `held`: an outbox original's
-    `deferred <span>: <reason>`, when the daemon said why it waits (docs/protocol.md §15)."""
+    `deferred <span>: <reason>`, when the daemon said why it waits (docs/protocol.md §15).
+    `unfit`: why a file in a pool's `new/` cannot be handed out (§17: every member skips
+    it, so it would wait for ever unseen)."""
     if state in DONE:
         return None
+    if unfit:
+        return f"cannot be handed out: {unfit}"
     if blocked_reason:
         return blocked_reason
     if state == "failed":

@@ -358,6 +358,20 @@ def read(path: str) -> Handoff:
     return parse(data, path)
 
 
+def unfit(path: str) -> str | None:
+    """Why the file at `path` cannot be handed out (`read` refuses it: too large, not UTF-8,
+    no header block…), said without its path; None when it can, or when it is gone (taken
+    meanwhile).  A pool's `new/` is every member's: such a file there is skipped, and the
+    board shows it red with this (docs/protocol.md §17)."""
+    try:
+        read(path)
+    except HandoffError as error:
+        if not os.path.lexists(path):
+            return None
+        return str(error).removeprefix(f"{path}: ")
+    return None
+
+
 def stamp(path: str, key: str, value: str) -> Handoff:
     """Set one header of the file at `path`, replacing the file atomically."""
     handoff = read(path)

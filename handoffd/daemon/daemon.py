@@ -590,9 +590,12 @@ def _has_ready(role: Role, check: Done | None) -> bool:
     """Whether `role`'s `new/` holds a file `ready_for_next` would take now (inbox's rule,
     docs/protocol.md §13): read in queue order up to the first ready one, each through the
     careful reader and its header block only.  A file gone since the listing was taken; one
-    that cannot be read is the agent's to hear about, from its helper."""
+    that cannot be read is the agent's to hear about, from its helper; but one in a pool's
+    `new/` that cannot be handed out is skipped, as every member skips it (§17)."""
     done = None if check is None else (lambda path, wanted: check(role.name, path, wanted))
     for entry in listing(role, (State.NEW,)):
+        if role.is_pool and hf.unfit(entry.path) is not None:
+            continue
         try:
             headers = hf.read_headers(entry.path)
         except FileNotFoundError:

@@ -96,8 +96,9 @@ class Ready:
         return self.dependencies().done(wanted, path)
 
     def nothing(self, inbox: Inbox) -> Result:
-        """`NO_TASK`, and the `NOT_READY` line when work waits that is not ready."""
-        reasons = inbox.ready(self.done)[1]
+        """`NO_TASK`, and the `NOT_READY` line when work waits that is not ready: in the
+        role's own `new/`, and for a pool member in its pool's (docs/protocol.md §17)."""
+        reasons = inbox.ready(self.done)[1] + inbox.pool_reasons(self.done)
         return Result(Exit.OK, "NO_TASK\n", not_ready_line(reasons) + "\n" if reasons else "")
 
     def notes(self, item: Item) -> list[str]:

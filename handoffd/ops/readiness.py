@@ -39,12 +39,17 @@ class Dependencies:
     def card(self, path: str, role: str | None = None) -> cards.Card | None:
         """The board's card of `role`'s waiting or taken file at `path` (the role acted for
         unless named), found by name: the board may have seen it in `new/` just before it
-        was taken; None when the board does not show that file."""
+        was taken.  A pool member's file may be its pool's (docs/protocol.md §17): waiting
+        in the pool's `new/` it is the pool's card, taken it is the member's copy of the
+        pool's; the copy at `path` itself is preferred to another of the same name (mail
+        to both the pool and the member).  None when the board does not show that file."""
         role, name = role or self.context.me.name, os.path.basename(path)
-        for card in self.board().cards:
-            if card.role == role and card.entry.name == name and not card.entry.is_original:
-                return card
-        return None
+        row = self.context.roles.get(role)
+        team = row.pool if row is not None and row.pool and not row.is_pool else ""
+        found = [card for card in self.board().cards
+                 if card.entry.name == name and not card.entry.is_original
+                 and (card.role == role or (team and team in (card.role, card.pool)))]  # fmt: skip
+        return next((card for card in found if card.path == path), found[0] if found else None)
 
     def first_level(self, path: str, wanted: list[str]) -> list[cards.Card] | None:
         """The cards of the handoffs `wanted` names, as the board paints them for the role's
@@ -53,11 +58,14 @@ class Dependencies:
         return None if card is None else [other for other in card.closure if other.id in wanted]
 
     def done(self, wanted: list[str], path: str, role: str | None = None) -> bool:
-        """Whether every card of every handoff in `wanted` is green (`cards.waiting_on` says).
-        A handoff of which no card is found anywhere (a hand-edited id, or history removed)
-        holds nothing back."""
+        """Whether every card of every handoff in `wanted` is green (`cards.waiting_on` says),
+        as the board paints the file at `path`.  A file the board does not show (it arrived
+        after the scan) is asked of the board's open cards: a handoff open anywhere holds
+        it back.  A handoff of which no card is found anywhere (a hand-edited id, or history
+        removed) holds nothing back; one found only done is done."""
         card = self.card(path, role)
-        return card is None or not cards.waiting_on(card.closure, wanted)
+        around = self.board().cards if card is None else card.closure
+        return not cards.waiting_on(around, wanted)
 
     def lines(self, path: str, wanted: list[str]) -> list[str]:
         """`DEPENDS_ON: <card> <COLOUR>`, one per card of the closure's first level."""

@@ -29,7 +29,7 @@ from handoffd.core.outcome import BUSY_MESSAGE, Exit, Refusal
 
 TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     Done = Callable[[str, list[str]], bool]  # whether the handoffs the file at a path
     # depends on (these ids) are all done
@@ -457,14 +457,23 @@ class Inbox:
         self.seen.read[item.path] = item.handoff
         return _stamp(item, hf.DEQUEUED_AT)
 
-    def _ready_pooled(self, done: Done | None) -> Item | None:
-        """The first file in the pool's `new/` that is ready, skipping any another member
-        claimed since the listing (a lost race is no error)."""
+    def pool_items(self) -> Iterator[Item]:
+        """The files of the pool's `new/` a member may be handed, in queue order, each read
+        as it comes: one another member claimed since the listing is skipped (a lost race
+        is no error), and so is one that is no handoff (docs/protocol.md §17: one bad file
+        stops no pool; the board shows it red, with why)."""
         for path in self.pooled():
             item = _load_pooled(path)
-            if item is not None and not_ready(item, done) is None:
-                return item
-        return None
+            if item is not None:
+                yield item
+
+    def pool_reasons(self, done: Done | None) -> list[str]:
+        """Why each file of the pool's `new/` that is not ready is not (`not_ready`)."""
+        return [why for item in self.pool_items() if (why := not_ready(item, done)) is not None]
+
+    def _ready_pooled(self, done: Done | None) -> Item | None:
+        """The first file in the pool's `new/` that is ready."""
+        return next((item for item in self.pool_items() if not_ready(item, done) is None), None)
 
     # task mode
 
@@ -541,9 +550,8 @@ class Inbox:
         return None
 
     def _pool_ready(self, done: Done | None) -> list[Item]:
-        """The ready files of the pool's `new/`, in queue order (gone ones skipped)."""
-        items = [_load_pooled(path) for path in self.pooled()]
-        return [item for item in items if item is not None and not_ready(item, done) is None]
+        """The ready files of the pool's `new/`, in queue order."""
+        return [item for item in self.pool_items() if not_ready(item, done) is None]
 
     def finish_batch(self) -> tuple[str, list[str]]:
         """Complete the batch in process; returns its dir in `completed/` and its files."""
@@ -768,12 +776,12 @@ def _load(path: str) -> Item:
 
 
 def _load_pooled(path: str) -> Item | None:
-    """Read a file of the pool's `new/`; None if another member claimed it meanwhile."""
+    """Read a file of the pool's `new/`; None if another member claimed it meanwhile, or if
+    it is no handoff (§4's checks, as `_load` makes them): unlike a role's own `new/`, the
+    pool's is every member's, and one file a member cannot take must not stop them all."""
     try:
-        return _load(path)
-    except Refusal:
-        if os.path.lexists(path):
-            raise
+        return Item(path, hf.read(path))
+    except hf.HandoffError:
         return None
 
 

@@ -12,7 +12,8 @@ What it reads:
 - history (`inbox/completed/`, `sent/`) as names only; a history file's headers are
   read when someone asks (`Entry.headers`), or all at once for `--all` (`load_history`);
 - each role's heartbeat, its report folders (`H/reports/<id>/`) and each open card's
-  latest report, each failed original's `.error` line, the completed copies of the
+  latest report, each failed original's `.error` line, whether each file waiting in a
+  pool's `new/` can be handed out (read whole: at most 1 MiB), the completed copies of the
   handoffs open ones depend on, and from `daemon/` whether the daemon runs and the
   wake-ups in its log's tail: all a view shows, so the projection reads no file.
 """
@@ -96,6 +97,7 @@ class Snapshot:
         self.heads: dict[tuple[str, str], Head] = {}  # (role, id) -> its latest report's
         self.errors: dict[str, str] = {}  # a failed original's path -> its `.error` line
         self.dismissals: dict[str, str] = {}  # a dismissed one's path -> its `.dismissed` line
+        self.unfit: dict[str, str] = {}  # a pool's waiting file no member can take -> why
         self.dependencies: dict[str, list[Entry]] = {}  # id -> its completed copies, looked up
         self.history_loaded = False  # `load_history` read history's headers and reports
         self._harnesses: dict[str, str] | None = None
@@ -291,6 +293,16 @@ class Snapshot:
                 if line is not None:
                     self.errors[entry.path] = line
 
+    def _read_unfit(self) -> None:
+        """Why each file waiting in a pool's `new/` that cannot be handed out cannot (§17:
+        every member skips it, so only the board can say)."""
+        for entry in self.open:
+            row = self.roles.get(entry.role)
+            if entry.state == State.NEW and row is not None and row.is_pool:
+                why = hf.unfit(entry.path)
+                if why is not None:
+                    self.unfit[entry.path] = why
+
     def _look_up_dependencies(self, entries: Iterable[Entry]) -> None:
         """Find in `completed/` each handoff `entries` depend on that may be done there, and
         in turn what those depend on: one with no open copy (but for one only its sender
@@ -344,6 +356,7 @@ def take_snapshot(
     snapshot.daemon = lifecycle.daemon_state(root)
     _read_wakes(snapshot, root)
     snapshot._read_errors()
+    snapshot._read_unfit()
     snapshot._read_heads(snapshot.open)
     snapshot._look_up_dependencies(snapshot.open)
     if history:
