@@ -27,6 +27,7 @@ from typing import Any
 
 from benchmarks.board import Layout, board_json, interleaved
 from benchmarks.scenario import Report, Scenario, Target, progress
+from handoffd.core import limits
 
 TARGET = 3.0
 ARCHIVE_VS_PAGE = 2.0
@@ -79,11 +80,10 @@ class Web(Scenario[WebSizes, tuple[Layout, Layout], Timed]):
     def measure(self, built: tuple[Layout, Layout], sizes: WebSizes) -> Timed:
         from starlette.testclient import TestClient  # the web stack: only this scenario
 
-        from handoffd.board import cards
         from handoffd.web.app import Board, create_app
 
         bare, full = built
-        pages = Board(bare.root, cards.WINDOW_S, time.time)
+        pages = Board(bare.root, limits.LIVENESS_WINDOW, time.time)
         clients = {layout: TestClient(create_app(layout.root), base_url="http://127.0.0.1:8765")
                    for layout in built}  # fmt: skip
 
@@ -94,7 +94,7 @@ class Web(Scenario[WebSizes, tuple[Layout, Layout], Timed]):
 
         def relisted(layout: Layout) -> int:
             """The first archive page after the history changed: every name listed again."""
-            fresh = Board(layout.root, cards.WINDOW_S, time.time)
+            fresh = Board(layout.root, limits.LIVENESS_WINDOW, time.time)
             return len(fresh.archive(_Request()).body)  # type: ignore[arg-type]
 
         medians, made = interleaved({

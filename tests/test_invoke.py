@@ -12,6 +12,7 @@ import click
 import pytest
 
 from handoffd.adapters import commands, mcp, sources, web
+from handoffd.core import limits
 from handoffd.core.outcome import Result
 from handoffd.ops import invoke, spec, table
 from handoffd.ops.spec import Op, Param
@@ -144,9 +145,8 @@ def test_the_daemons_options_are_passed_on_as_run_takes_them_in_the_tables_order
 def test_the_boards_own_defaults_are_the_tables() -> None:
     """The web's --window is the table's, as `status`'s is; the board's fallbacks (a claim's
     window, the stall rule when the log does not say) agree with the table."""
-    from handoffd.board import cards
     from handoffd.web.command import web as serve_web
 
     window = next(p for p in serve_web.params if p.name == "window")
-    assert window.default == table.WINDOW.default == cards.WINDOW_S / 60
-    assert {p.name: p.default for p in table.DAEMON}["stall_wakes"] == cards.STALL_WAKES
+    assert window.default == table.WINDOW.default == limits.LIVENESS_WINDOW / 60
+    assert {p.name: p.default for p in table.DAEMON}["stall_wakes"] == limits.STALL_WAKES

@@ -10,10 +10,9 @@ import time
 
 import pytest
 
-from handoffd.board.cards import WINDOW_S
-from handoffd.core import config
+from handoffd.core import config, limits
 from handoffd.core import handoff as hf
-from handoffd.daemon.reclaim import RECLAIM_AFTER, Keeper, add_note
+from handoffd.daemon.reclaim import Keeper, add_note
 from handoffd.queue import pool
 from testbed.project import make_pool_project
 from tests.fault_support import RecordingLog
@@ -137,7 +136,7 @@ def test_a_reclaimed_copy_is_claimed_again_by_another_member(tmp_path):
 
 
 def test_the_default_reclaim_after_is_the_liveness_window():
-    assert RECLAIM_AFTER == WINDOW_S
+    assert limits.RECLAIM_AFTER == limits.LIVENESS_WINDOW
 
 
 def test_reclaim_decisions():

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from handoffd.core import limits
 from handoffd.wakeups import wakeup
 from handoffd.wakeups.wake import (
     REFUSED,
@@ -26,7 +27,7 @@ from handoffd.wakeups.wake import (
     send_keys,
     told_already,
 )
-from handoffd.wakeups.waker import RENOTIFY_CAP, Renotifier, Unanswered, Waker
+from handoffd.wakeups.waker import Renotifier, Unanswered, Waker
 from tests.conftest import HANG, HOSTILE, SAID, Project, plant, wait_for
 from tests.daemon_support import (
     HANDOFFD,
@@ -70,7 +71,7 @@ def test_renotify_interval_stops_doubling_at_the_cap() -> None:
 def test_renotify_default_cap_is_sixteen_minutes() -> None:
     times = due_times(Renotifier(120), until=120 + 240 + 480 + 960 * 3, step=10)
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
-    assert RENOTIFY_CAP == 960 and gaps == [240, 480, 960, 960, 960]
+    assert limits.RENOTIFY_CAP == 960 and gaps == [240, 480, 960, 960, 960]
 
 
 def test_renotify_never_fires_for_a_busy_role_or_one_without_mail() -> None:

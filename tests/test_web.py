@@ -23,6 +23,7 @@ from starlette.testclient import TestClient
 
 from handoffd.board import cards, status
 from handoffd.core import handoff as hf
+from handoffd.core import limits
 from handoffd.web import views
 from handoffd.web.app import CSP, create_app
 from handoffd.web.command import is_loopback
@@ -47,7 +48,7 @@ def test_api_cards_is_status_json_all_at_the_same_moment(project: Project) -> No
     colourful(project)
     answer = client(project, NOW).get("/api/cards")
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
-    board = status.board(str(project.root), None, True, cards.WINDOW_S, NOW)
+    board = status.board(str(project.root), None, True, limits.LIVENESS_WINDOW, NOW)
     assert answer.json() == [card.to_json() for card in board.cards]
     assert {card["color"] for card in answer.json()} == {"red", "yellow", "orange", "green"}
 

@@ -16,13 +16,12 @@ from typing import Any
 
 from handoffd.board import colour, naming
 from handoffd.core import handoff as hf
+from handoffd.core import limits
 from handoffd.queue.reports import Head
 from handoffd.queue.scan import Entry, State, depends_on, recipients
 from handoffd.snapshot.snapshot import Snapshot
 
-WINDOW_S = 60 * 60.0  # a claim is live while its heartbeat is younger than this
 STALL_S = 60.0  # an original older than this in an outbox is stalled
-STALL_WAKES = 3  # unanswered wake-ups that make a waiting card red, if the log does not say
 EXCERPT = 120  # characters of a report's first line shown as its excerpt
 
 
@@ -201,7 +200,7 @@ class Board:
 def project(
     snapshot: Snapshot,
     now: float,
-    window_s: float = WINDOW_S,
+    window_s: float = limits.LIVENESS_WINDOW,
     stall_s: float = STALL_S,
     include_green: bool = False,
 ) -> Board:
@@ -444,7 +443,7 @@ def stall_wakes(snapshot: Snapshot) -> int:
     """The daemon's --stall-wakes, as its last `started` line in the log says (else 3)."""
     value = snapshot.daemon_options.get("stall_wakes")
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-    return value if ok else STALL_WAKES  # type: ignore[return-value]
+    return value if ok else limits.STALL_WAKES  # type: ignore[return-value]
 
 
 def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:

@@ -14,6 +14,7 @@ import json
 import time
 
 from handoffd.board import status as board
+from handoffd.core import limits
 from handoffd.remote import link as links
 from handoffd.remote.bucket import CARD_LIMIT, Entry, check
 from handoffd.remote.settings import Network
@@ -78,7 +79,7 @@ def host_cards(
 ) -> list[dict[str, Any]]:
     """The `status --json` objects of this host's open cards (with `show_all`, its green
     ones too: read from its own disk, never put in the bucket), each with its `host`."""
-    shown = board.board(root, None, show_all, 60 * 60.0, roles=local)
+    shown = board.board(root, None, show_all, limits.LIVENESS_WINDOW, roles=local)
     limit = None if show_all else CARD_LIMIT
     return [{**card.to_json(), "host": host} for card in shown.cards[:limit]]
 

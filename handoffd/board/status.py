@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from handoffd.board import cards, colour
-from handoffd.core import config, lifecycle
+from handoffd.core import config, lifecycle, limits
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box
 from handoffd.core.terminal import escape
@@ -63,7 +63,7 @@ def unanswered(root: str) -> list[tuple[str, str, str]]:
     or its session is gone (docs/protocol.md §14): what the demo's lookout watches for."""
     return [
         (card.card, card.role, card.detail)
-        for card in board(root, None, False, cards.WINDOW_S).cards
+        for card in board(root, None, False, limits.LIVENESS_WINDOW).cards
         if card.colour == colour.RED
         and (card.detail.startswith("not taken after ") or card.detail.endswith(" is gone"))
     ]

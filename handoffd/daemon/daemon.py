@@ -17,11 +17,11 @@ import sys
 import threading
 import time
 
-from handoffd.core import config, durable, lifecycle, safeio
+from handoffd.core import config, durable, lifecycle, limits, safeio
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box, Role, linked_folders
 from handoffd.core.lifecycle import daemon_path, notify
-from handoffd.daemon.reclaim import RECLAIM_AFTER, Keeper
+from handoffd.daemon.reclaim import Keeper
 from handoffd.delivery.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.delivery.watch import Watcher
 from handoffd.harness.roles import Harnesses
@@ -121,12 +121,12 @@ class Daemon:
         self,
         root: str,
         log: FilteringBoundLogger,
-        renotify_after: float = waker.RENOTIFY_AFTER,
+        renotify_after: float = limits.RENOTIFY_AFTER,
         lock: lifecycle.Lock | None = None,
-        idle_after: float = waker.IDLE_AFTER,
-        idle_wait: float = waker.IDLE_WAIT,
+        idle_after: float = limits.IDLE_AFTER,
+        idle_wait: float = limits.IDLE_WAIT,
         dependencies: Dependencies | None = None,
-        reclaim_after: float = RECLAIM_AFTER,
+        reclaim_after: float = limits.RECLAIM_AFTER,
     ) -> None:
         self.root = root
         self.log = log
@@ -134,7 +134,7 @@ class Daemon:
         self.lock = lock  # the project lock `handoffd run` holds, watched every pass
         self.roles = Roles(root, log)
         self.courier = Courier(root, log, self.roles.reread)
-        self.panes = panes.Panes(idle_after or waker.IDLE_AFTER)
+        self.panes = panes.Panes(idle_after or limits.IDLE_AFTER)
         self.harnesses = Harnesses(root, lambda: self.roles.current)  # docs/protocol.md §16
         self.held = held.Keeper(root)  # the link and deferrals `status` shows
         self.waker = Waker(root, log, on_failed=self._wake_failed, idle_after=idle_after,
@@ -619,12 +619,12 @@ def _watchdog_interval() -> float | None:
 def serve(
     root: str,
     once: bool = False,
-    renotify_after: float = waker.RENOTIFY_AFTER,
-    idle_after: float = waker.IDLE_AFTER,
-    idle_wait: float = waker.IDLE_WAIT,
-    stall_wakes: int = panes.STALL_WAKES,
+    renotify_after: float = limits.RENOTIFY_AFTER,
+    idle_after: float = limits.IDLE_AFTER,
+    idle_wait: float = limits.IDLE_WAIT,
+    stall_wakes: int = limits.STALL_WAKES,
     dependencies: Dependencies | None = None,
-    reclaim_after: float = RECLAIM_AFTER,
+    reclaim_after: float = limits.RECLAIM_AFTER,
 ) -> int:
     """`handoffd run`: hold the project's lock and deliver until stopped (or drained).  The
     `started` line carries the options a reader of the log needs (`status` reads

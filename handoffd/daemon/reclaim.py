@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from handoffd.core import durable, safeio
+from handoffd.core import durable, limits, safeio
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box
 from handoffd.core.outcome import Refusal
@@ -28,14 +28,12 @@ if TYPE_CHECKING:
 
     from handoffd.core.config import Role
 
-RECLAIM_AFTER = 60 * 60.0  # seconds: the §8 liveness window (board.cards.WINDOW_S)
-
 
 class Keeper:
     """What the daemon remembers of its pools between passes: since when each member's
     session has been seen gone, and when each member was last woken for its pool."""
 
-    def __init__(self, root: str, log: FilteringBoundLogger, after: float = RECLAIM_AFTER):
+    def __init__(self, root: str, log: FilteringBoundLogger, after: float = limits.RECLAIM_AFTER):
         self.root = root
         self.log = log
         self.after = after

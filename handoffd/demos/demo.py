@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from handoffd.core import config, project
+from handoffd.core import config, limits, project
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box
 from handoffd.core.lifecycle import daemon_path
@@ -67,7 +67,7 @@ class Wakes:
 
     busy_rate: float = 0.0  # share of tasks after which an agent prints on and on
     idle_after: float = 0.5  # the daemon's --idle-after: brisk, for a demo's short turns
-    idle_wait: float = 300.0
+    idle_wait: float = limits.IDLE_WAIT
     kill_agent: str | None = None  # kill this role's agent half-way through
     red_cards: RedCards | None = None  # the board's look-up (a layer above: given by the CLI)
 

@@ -24,7 +24,9 @@ from handoffd.demos.demo_watch import Lookout, scratch, settle
 from handoffd.queue import scan
 from handoffd.queue.scan import State
 
-RECLAIM_AFTER = 3.0  # seconds: a demo's short turns renew every member's heartbeat often
+SHORT_RECLAIM = (
+    3.0  # seconds, not the default hour: a demo's short turns renew every heartbeat often
+)
 WORK_SECONDS = 0.3  # each member's work on a task
 
 
@@ -70,7 +72,7 @@ def run(
         text = configuration(size, tasks, seed)
         project.init(root, project.parse(text, "demo configuration"), text)
         args = ("--renotify-after", "1.0", "--idle-after", "0.5",
-                "--reclaim-after", str(RECLAIM_AFTER))  # fmt: skip
+                "--reclaim-after", str(SHORT_RECLAIM))  # fmt: skip
         socket, sessions = swarm.up(root, daemon_args=args, tmux_config=os.devnull)
         say(f"swarm up in {root}: sessions {', '.join(sessions)} on tmux socket {socket}")
         returned = _watch(root, tasks, started + 60 + tasks, say, kill, started, held)

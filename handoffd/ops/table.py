@@ -10,6 +10,7 @@ format's limits (`handoffd.core.handoff`, which every helper loads anyway).
 
 from __future__ import annotations
 
+from handoffd.core import limits
 from handoffd.core.handoff import REASON_LIMIT
 from handoffd.ops.spec import CHOICE, DRAFT, FLAG, FLOAT, INT, NAMES, STR, TEXT, Op, Param
 
@@ -26,7 +27,8 @@ ID = Param("id", STR, "A handoff id (as its file name spells it, or its card). D
            "work in process.", positional=True, metavar="[ID]")  # fmt: skip
 JSON = Param("json", FLAG, "The command's --json output as the text.", default=False)
 WINDOW = Param("window", FLOAT, "A claim is live while its heartbeat is younger than this.",
-               default=60.0, minimum=0, open_minimum=True, metavar="MINUTES")  # fmt: skip
+               default=limits.LIVENESS_WINDOW / 60, minimum=0, open_minimum=True,
+               metavar="MINUTES")  # fmt: skip
 INVALID_REASON = "INVALID_REASON"  # a reason's refusal (the other texts': INVALID_ARGUMENTS)
 
 
@@ -271,16 +273,17 @@ OPS = (
 
 DAEMON = (
     Param("renotify_after", FLOAT, "Seconds before re-waking a role that has mail waiting and "
-          "nothing in process (doubles each time, up to 16 minutes).", default=120.0,
-          minimum=0.1),
+          "nothing in process (doubles each time, up to 16 minutes).",
+          default=limits.RENOTIFY_AFTER, minimum=0.1),
     Param("idle_after", FLOAT, "Seconds a pane must stay unchanged before a wake-up is typed "
-          "into it (0: at once).", default=2.0, minimum=0.0),
+          "into it (0: at once).", default=limits.IDLE_AFTER, minimum=0.0),
     Param("idle_wait", FLOAT, "Seconds after which a wake-up is typed into a pane that never "
-          "goes quiet (logged wake_forced).", default=300.0, minimum=0.0),
+          "goes quiet (logged wake_forced).", default=limits.IDLE_WAIT, minimum=0.0),
     Param("stall_wakes", INT, "Unanswered wake-ups after which a waiting card turns red.",
-          default=3, minimum=1),
+          default=limits.STALL_WAKES, minimum=1),
     Param("reclaim_after", FLOAT, "Seconds without a heartbeat after which a pool member's "
-          "claim goes back to its pool (the liveness window).", default=3600.0, minimum=1.0),
+          "claim goes back to its pool (the liveness window).", default=limits.RECLAIM_AFTER,
+          minimum=1.0),
 )  # fmt: skip
 
 BY_NAME = {op.name: op for op in OPS}

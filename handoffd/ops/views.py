@@ -7,7 +7,7 @@ from __future__ import annotations
 import json as jsonlib
 import time
 
-from handoffd.core import config
+from handoffd.core import config, limits
 from handoffd.core.outcome import Exit, Result, refused
 from handoffd.core.terminal import escape, escape_json
 from handoffd.ops.context import Context, config_refusal
@@ -67,7 +67,7 @@ def _all_hosts(context: Context, json: bool, show_all: bool = False) -> Result:
     items, notes = hosts.gather(context.root, local, network, show_all)
     if json:
         return Result(Exit.OK, _dumps(items) + "\n", "".join(f"{n}\n" for n in notes), items)
-    shown = board.board(context.root, None, False, 3600.0, roles=local)
+    shown = board.board(context.root, None, False, limits.LIVENESS_WINDOW, roles=local)
     daemon = board.daemon_line(shown.snapshot.daemon, time.time(), shown.snapshot.held)
     kind = "card" if show_all else "open card"
     head = f"{daemon} · {len(items)} {kind}{'' if len(items) == 1 else 's'}"

@@ -25,7 +25,6 @@ LIMIT = 64 * 1024  # bytes of the state file ever read
 SKEW = 60.0  # seconds a time in the state file may lie ahead of this host's clock
 IDLE, BUSY, GONE, UNKNOWN = "idle", "busy", "gone", "unknown"
 STATES = (IDLE, BUSY, GONE, UNKNOWN)
-STALL_WAKES = 3  # unanswered wake-ups after which a waiting card is red, unless the log says
 FIELDS = ("session", "pane", "since", "last_wake_at", "last_idle_at", "last_take_at", "harness")
 TIMES = FIELDS[2:6]
 HARNESSES = ("claude", "codex", "generic")  # docs/protocol.md §16

@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 
+from handoffd.core import limits
 from handoffd.harness import pane, profiles
 from handoffd.harness.marks import Marks
 from handoffd.harness.typist import DeadPane, Typist
@@ -36,9 +37,6 @@ if TYPE_CHECKING:
 
     from structlog.typing import FilteringBoundLogger
 
-RENOTIFY_CAP = 16 * 60.0
-RENOTIFY_AFTER = 120.0  # seconds before a role with mail waiting and nothing taken is woken again
-IDLE_AFTER, IDLE_WAIT = 2.0, 300.0  # seconds: still this long is idle; typed anyway after
 POLL, POLL_MAX = 0.25, 1.0  # seconds between two reads of a pane waited on
 RETRY_AFTER = 0.5  # seconds before the one more C-m for a line left unsubmitted, and after
 SHOWN_AFTER = 0.2  # seconds a program gets to take the line and redraw before the pane is read
@@ -64,7 +62,7 @@ class Waker:
         timeout: float = TMUX_TIMEOUT,
         on_failed: Callable[[str, str], None] | None = None,
         idle_after: float = 0.0,
-        idle_wait: float = IDLE_WAIT,
+        idle_wait: float = limits.IDLE_WAIT,
         idle_mark: Callable[[str], float | None] | None = None,
         pane_states: panes.Panes | None = None,
         harness_of: Callable[[str, str], str] | None = None,
@@ -77,7 +75,7 @@ class Waker:
         self.idle_after = idle_after
         self.idle_wait = idle_wait
         self.idle_mark = idle_mark or (lambda role: None)
-        self.panes = pane_states or panes.Panes(idle_after or IDLE_AFTER)
+        self.panes = pane_states or panes.Panes(idle_after or limits.IDLE_AFTER)
         # (role, harness `up` recorded on its session) -> its harness (docs/protocol.md §16)
         self.harness_of = harness_of or (lambda role, recorded: recorded)
         self._profiles: dict[str, profiles.Profile | None] = {}  # role -> as last read
@@ -375,7 +373,7 @@ class Renotifier:
     each re-notify, up to 16 minutes, and resets once the role takes work or runs dry.
     """
 
-    def __init__(self, after: float, cap: float = RENOTIFY_CAP) -> None:
+    def __init__(self, after: float, cap: float = limits.RENOTIFY_CAP) -> None:
         self.after = after
         self.cap = max(cap, after)
         self._since: dict[str, tuple[float, float]] = {}  # role -> (clock start, interval)

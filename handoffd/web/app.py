@@ -47,7 +47,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from handoffd.board import cards, status
-from handoffd.core import config
+from handoffd.core import config, limits
 from handoffd.core.outcome import INBOX_BUSY
 from handoffd.queue import scan
 from handoffd.remote import held
@@ -626,7 +626,7 @@ def _etag(text: str) -> str:
 
 def create_app(
     root: str,
-    window_s: float = cards.WINDOW_S,
+    window_s: float = limits.LIVENESS_WINDOW,
     clock: Callable[[], float] = time.time,
     host: str = "127.0.0.1",
     port: int = 8765,
