@@ -214,6 +214,7 @@ HELPERS = {
     # folder looked in, as a take's)
     "swarm_handoff": NO_TASK | {
         "handoffd.adapters.sources", "handoffd.core.git", "handoffd.core.lifecycle",
+        "handoffd.core.limits",  # the table's defaults (it imports nothing)
         "handoffd.core.terminal", "handoffd.ops.invoke", "handoffd.ops.spec", "handoffd.ops.table",
         "handoffd.queue.draft", "handoffd.queue.outbox", "handoffd.queue.reports",
         "handoffd.queue.scan",
