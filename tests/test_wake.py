@@ -893,3 +893,25 @@ def first_key_after_clear(path: Path) -> float:
         return [] if clear is None else [at for at, _ in got[clear + 1 :]]
 
     return wait_for(after_clear, 10, what="a key after the box was emptied")[0]
+
+
+def test_handoffds_own_line_left_unsent_in_the_box_gets_only_its_enter(
+    project: Project, tmux: Tmux
+) -> None:
+    """A box holding exactly the mail line (typed by a daemon stopped before its Enter) is
+    no person's: the wake-up sends the Enter it owes, not the text a second time."""
+    path = program(tmux, "QA", BOXED)
+    tmux.run("set-option", "-t", "=QA:", "@handoffd-harness", "claude")
+    wait_for(lambda: "\u276f\u00a0" in tmux.run("capture-pane", "-p", "-t", "=QA:").stdout,
+             what="the stand-in's box")  # fmt: skip
+    tmux.run("send-keys", "-t", "=QA:", "-l", "--", TEXT)
+    wait_for(lambda: len(received_now(path)) == len(TEXT), what="the line left in the box")
+    use_socket(project, tmux.socket)
+    daemon = open_daemon(project, record=False)
+
+    daemon.waker.wake([("QA", "QA")])
+    assert daemon.waker.drain(10)
+    assert [byte for _, byte in received_now(path)[len(TEXT) :]] == [13]  # one Enter
+    [woke] = events(project, "wake")
+    assert woke["submitted"] is True and not woke.get("held")
+    daemon.close()
