@@ -238,6 +238,9 @@ class RecordingWaker:
     def waiting(self, role: str) -> bool:
         return False  # every request is "typed" when it is recorded
 
+    def held(self, role: str) -> bool:
+        return False  # nor waits behind a person's text
+
     def drain(self, timeout: float) -> bool:
         return True
 

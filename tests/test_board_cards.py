@@ -133,7 +133,7 @@ def test_json_has_exactly_the_fields_of_the_contract() -> None:
         "wakes",
     ]  # fmt: skip
     assert data["wakes"] == {"sent": 0, "failed": 0, "last_at": None, "submitted": None,
-                             "via": None}  # fmt: skip
+                             "via": None, "box_holds_text": False}  # fmt: skip
     assert (data["state"], data["to"], data["priority"], data["depends_on"]) == (
         "new", ["B"], "50", [ident(9)],
     )  # fmt: skip
@@ -181,7 +181,15 @@ def test_a_waiting_cards_wakes_say_how_many_and_whether_the_last_was_submitted()
     assert cards.project(snap, NOW).cards[0].to_json()["wakes"] == {
         "sent": 2, "failed": 1, "last_at": "2027-01-15T07:59:50.000000Z", "submitted": False,
         "via": "typed",  # a log line without `via` was typed (docs/protocol.md §16)
+        "box_holds_text": False,  # its role's box holds no person's text (§17)
     }  # fmt: skip
+
+
+def test_a_waiting_card_says_when_its_roles_box_holds_a_persons_text() -> None:
+    """docs/protocol.md §17: its wake-up waits behind that text; the daemon's pane file says."""
+    snap = snapshot(entry(1))
+    snap.panes = {"B": {"pane": "busy", "held": True}}
+    assert cards.project(snap, NOW).cards[0].to_json()["wakes"]["box_holds_text"] is True
 
 
 def test_a_role_that_ignores_three_wake_ups_turns_its_waiting_card_red_until_it_takes_work() -> (

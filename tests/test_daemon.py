@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -89,14 +90,21 @@ def test_an_idle_role_with_mail_is_woken_again_after_the_interval_doubling(
 
 
 class HeldWaker(RecordingWaker):
-    """A waker whose wake-ups for `held` wait for a pane that has not gone idle yet."""
+    """A waker whose wake-ups for `waits_for` wait for a pane that has not gone idle yet."""
 
-    def __init__(self, held: str) -> None:
+    def __init__(self, waits_for: str) -> None:
         super().__init__()
-        self.held = held
+        self.waits_for = waits_for
 
     def waiting(self, role: str) -> bool:
-        return role == self.held
+        return role == self.waits_for
+
+
+class TextHeldWaker(HeldWaker):
+    """A waker whose wake-up for `waits_for` waits behind a person's text in its box."""
+
+    def held(self, role: str) -> bool:
+        return role == self.waits_for
 
 
 def test_no_renotify_while_the_roles_wake_up_still_waits_for_an_idle_pane(
@@ -110,9 +118,24 @@ def test_no_renotify_while_the_roles_wake_up_still_waits_for_an_idle_pane(
     daemon.waker = HeldWaker("QA")  # type: ignore[assignment]
     assert renotify_times(daemon, "QA", 0, 60) == [0]  # the delivery's own wake-up
     assert events(project, "renotify") == []
-    daemon.waker.held = ""  # typed now: the role has had it, and re-notify runs again
+    daemon.waker.waits_for = ""  # typed now: the role has had it, and re-notify runs again
     times = renotify_times(daemon, "QA", 61, 90)
     assert times and 70 <= times[0] <= 71 + daemon.rescan_every, times
+
+
+def test_a_wake_up_held_behind_a_persons_text_is_asked_for_again_at_each_re_notify_due(
+    project: Project,
+) -> None:
+    """docs/protocol.md §17: a wake-up waiting behind a person's text may wait for good, so
+    re-notify goes on (the waker counts each as one more attempt that waits, typing
+    nothing), on its doubling schedule, as for a line typed and not answered."""
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, renotify_after=10)
+    daemon.waker = TextHeldWaker("QA")  # type: ignore[assignment]
+    times = renotify_times(daemon, "QA", 0, 80)
+    assert len(times) == 4 and times[0] == 0, times  # the delivery's, then 10, 20 and 40 s on
+    assert [later - earlier for earlier, later in itertools.pairwise(times[1:])] == [20, 40]
+    assert len(events(project, "renotify")) == 3
 
 
 def test_a_busy_role_is_not_woken_again_though_mail_waits(project: Project) -> None:

@@ -42,7 +42,7 @@ def test_a_line_typed_in_the_box_is_read_from_the_box_not_from_the_last_line() -
     typed = CODEX_IDLE.replace("\x1b[2mAsk Codex to do anything", WAKE)
     codex = profiles.PROFILES[CODEX]
     assert profiles.holds(screen(typed), codex, WAKE)
-    assert profiles.state(screen(typed), codex) == profiles.BUSY  # never typed into again
+    assert profiles.state(screen(typed), codex, (WAKE,)) == profiles.UNSENT  # its Enter owed
     claude = profiles.PROFILES[CLAUDE]
     wrapped = CLAUDE_IDLE.replace(
         f"{CP}\u00a0\x1b[7m \x1b[0m",
@@ -60,6 +60,32 @@ def test_a_line_is_taken_when_it_left_the_box_for_the_conversation_not_when_it_v
     assert profiles.sent(screen(shown), claude, WAKE)
     spinning = CLAUDE_IDLE.replace("✻ Baked for 3s · done 10:31 PM", "✶ Brewing… (0s)")
     assert profiles.sent(screen(spinning), claude, WAKE)
+
+
+HALF = "please refactor the par"  # a person's half sentence, typed into the box
+
+
+@pytest.mark.parametrize("name", [CLAUDE, CODEX])
+def test_a_box_holding_text_handoffd_did_not_type_is_held_busy_or_not(name: str) -> None:
+    """A person's text is theirs (docs/protocol.md §17): never idle, never merely busy
+    (a busy pane gets its line after --idle-wait), whatever else the screen shows; a box
+    holding exactly one of handoffd's lines is unsent (§16's one more Enter applies)."""
+    prof, idle = profiles.PROFILES[name], CLAUDE_IDLE if name == CLAUDE else CODEX_IDLE
+    empty = f"{CP}\u00a0\x1b[7m \x1b[0m" if name == CLAUDE else "\x1b[2mAsk Codex to do anything"
+    typed = f"{CP} {HALF}" if name == CLAUDE else HALF
+    person = idle.replace(empty, typed)
+    assert profiles.box_text(screen(person), prof) == HALF
+    assert profiles.state(screen(person), prof, (WAKE,)) == profiles.HELD
+    busy_row = "✶ Brewing… (2s)" if name == CLAUDE else "• Working (3s • esc to interrupt)"
+    finished = "✻ Baked for 3s · done 10:31 PM" if name == CLAUDE else "  Worked for 1s"
+    working = person.replace(finished, busy_row)
+    assert profiles.state(screen(working), prof, (WAKE,)) == profiles.HELD
+    both = idle.replace(empty, typed.replace(HALF, HALF + WAKE))  # the old bug's box
+    assert profiles.state(screen(both), prof, (WAKE,)) == profiles.HELD
+    ours = idle.replace(empty, typed.replace(HALF, WAKE))
+    assert profiles.state(screen(ours), prof, (WAKE,)) == profiles.UNSENT
+    assert profiles.state(screen(ours), prof) == profiles.HELD  # not a line it says it typed
+    assert profiles.state(screen(ours.replace(finished, busy_row)), prof, (WAKE,)) == profiles.BUSY
 
 
 def test_each_harness_is_busy_only_while_its_own_marker_shows() -> None:
@@ -151,3 +177,56 @@ def test_codex_whose_notify_cannot_tell_the_agent_is_typed_into_as_soon_as_its_t
 def test_an_idle_pane_gets_the_line_at_once_without_any_quiet_time() -> None:
     watch = keys.Watch(started=50.0, idle_wait=300.0)
     assert watch.see(profiles.IDLE, 50.0, True, 40.0, False) == keys.TYPE
+
+
+def test_a_persons_text_holds_the_line_past_idle_wait_and_the_clock_restarts_after_it() -> None:
+    """Never forced in while the box holds a person's text, hooked or not; once they
+    submit it their own turn runs, and --idle-wait counts from then, not from the start."""
+    watch = keys.Watch(started=0.0, idle_wait=5.0)
+    assert watch.see(profiles.IDLE, 0.0, False, None, False) == keys.TYPE
+    assert all(watch.see(profiles.HELD, t, False, None, False) == keys.HELD
+               for t in range(1, 900))  # fmt: skip
+    assert watch.see(profiles.BUSY, 900.0, False, None, False) == keys.WAIT  # their turn
+    assert watch.see(profiles.BUSY, 903.9, False, None, False) == keys.WAIT  # 5 s from 899
+    assert watch.see(profiles.BUSY, 904.0, False, None, False) == keys.FORCED
+    cleared = keys.Watch(started=0.0, idle_wait=5.0)
+    cleared.see(profiles.HELD, 1.0, True, None, False)
+    assert cleared.see(profiles.IDLE, 2.0, True, None, False) == keys.TYPE  # emptied: typed
+    unsent = keys.Watch(started=0.0, idle_wait=5.0)
+    assert unsent.see(profiles.UNSENT, 1.0, False, None, False) == keys.TYPE  # Enter owed
+
+
+class Box:
+    """A harness's box for `type_line` and `submitted`: what it shows, and the keys sent."""
+
+    def __init__(self, prof: profiles.Profile, shows: str) -> None:
+        self.prof, self.shows, self.keys = prof, shows, []  # type: list[tuple[str, ...]]
+
+    def look(self) -> Screen:
+        return screen(CLAUDE_IDLE.replace(f"{CP}\u00a0\x1b[7m \x1b[0m", f"{CP} {self.shows}"))
+
+    def send(self, *typed: str) -> None:
+        self.keys.append(typed)
+
+
+def test_no_key_goes_into_a_box_holding_a_persons_text_and_an_unsent_line_gets_its_enter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between the wait and the keys a person may start typing: nothing is sent then, not
+    even the clearing.  A box left holding handoffd's own line gets only its Enter, and
+    one holding the line and more is a person's: no more Enter, no clearing."""
+    monkeypatch.setattr(keys, "TAKEN_WITHIN", 0.1)
+    claude = profiles.PROFILES[CLAUDE]
+    person = Box(claude, HALF)
+    with pytest.raises(keys.BoxHeld):
+        keys.type_line(person.send, person.look, claude, WAKE, (WAKE,))
+    assert person.keys == []
+    unsent = Box(claude, WAKE)
+    keys.type_line(unsent.send, unsent.look, claude, WAKE, (WAKE,))
+    assert unsent.keys == [("Enter",)]  # not typed twice
+    older = Box(claude, WAKE)
+    keys.type_line(older.send, older.look, claude, "another line", (WAKE, "another line"))
+    assert older.keys[:2] == [("C-u",), ("-l", "--", "another line")]  # handoffd's: emptied
+    joined = Box(claude, HALF + WAKE)
+    assert keys.submitted(joined.look, joined.send, claude, WAKE) == (False, False)
+    assert joined.keys == []

@@ -48,6 +48,7 @@ def test_the_state_file_is_written_on_change_only_and_reads_back(tmp_path: Path)
     assert panes.load(str(tmp_path)) == {"QA": {
         "pane": "idle", "session": "s", "since": 100.0, "last_wake_at": 103.0,
         "last_idle_at": None, "last_take_at": None, "harness": "generic",
+        "held": False,
     }}  # fmt: skip
     before = file.stat().st_mtime_ns
     seen.observe("QA", "s", "a", True, 104.0)  # nothing changed: nothing written
@@ -73,6 +74,7 @@ def test_a_time_no_daemon_could_have_written_is_no_time(tmp_path: Path, value: s
     assert panes.load(str(tmp_path))["QA"] == {
         "pane": "idle", "session": "QA", "since": None, "last_wake_at": None,
         "last_idle_at": None, "last_take_at": None, "harness": "generic",
+        "held": False,
     }  # fmt: skip
 
 
@@ -85,6 +87,7 @@ def test_a_state_file_with_bad_fields_keeps_only_what_checks(tmp_path: Path) -> 
     assert panes.load(str(tmp_path)) == {"QA": {
         "pane": "idle", "session": "", "since": None, "last_wake_at": None,
         "last_idle_at": None, "last_take_at": None, "harness": "generic",
+        "held": False,
     }}  # fmt: skip
     file.write_bytes(b"[" * (panes.LIMIT + 1))
     assert panes.load(str(tmp_path)) == {}

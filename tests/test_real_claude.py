@@ -19,6 +19,7 @@ from tests.real_support import (
     WAKE,
     RealSwarm,
     Rule,
+    a_persons_text,
     no_line_typed_into,
     outputs_hold,
     real,
@@ -139,3 +140,12 @@ def test_mail_for_a_busy_claude_code_is_never_typed_in_and_its_stop_hook_tells_o
         status = json.loads(swarm.handoffd("status", "--json", str(swarm.root)).stdout)
         card = next(c for c in status if c["card"].startswith(ident(ignored)))
         assert card["wakes"]["via"] == "hook"
+
+
+def test_a_persons_half_sentence_in_the_box_of_claude_code_is_never_sent_with_a_wake_up(
+    tmp_path: Path,
+) -> None:
+    """Text in the box that handoffd did not type is a person at work: the wake-up waits,
+    --idle-wait or not, until they empty it (tests/real_support.py `a_persons_text`)."""
+    with real_swarm(tmp_path, ("coder",), options=("--idle-wait", "1")) as swarm:
+        a_persons_text(swarm, "coder")

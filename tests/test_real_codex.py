@@ -17,6 +17,7 @@ from tests.real_support import (
     WAKE,
     RealSwarm,
     Rule,
+    a_persons_text,
     no_line_typed_into,
     outputs_hold,
     real,
@@ -108,3 +109,12 @@ def test_mail_for_a_busy_codex_is_never_typed_in_and_is_typed_as_its_turn_ends(
         assert (wake["via"], wake["forced"], wake["submitted"]) == ("typed", False, True)
         assert wake["waited"] > 1.0 and swarm.log("wake_forced") == []
         wait(lambda: pane_state(swarm) == "idle", 10, "status to show the role idle")
+
+
+def test_a_persons_half_sentence_in_the_box_of_codex_is_never_sent_with_a_wake_up(
+    tmp_path: Path,
+) -> None:
+    """Text in the box that handoffd did not type is a person at work: the wake-up waits,
+    --idle-wait or not, until they empty it (tests/real_support.py `a_persons_text`)."""
+    with real_swarm(tmp_path, ("cleaner",), options=("--idle-wait", "1")) as swarm:
+        a_persons_text(swarm, "cleaner")

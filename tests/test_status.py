@@ -460,3 +460,14 @@ def test_each_role_line_says_its_pane_since_when_and_its_last_wake_and_take() ->
         "cleaner  gone  last wake 3s ago  last take never",
         "x\\x1b    unknown  last wake never  last take never",  # a name from a file, escaped
     ]
+
+
+def test_a_role_whose_input_box_holds_a_persons_text_says_so_on_its_line() -> None:
+    """docs/protocol.md §17: no wake-up goes into it, and the board says why."""
+    now = 1_800_000_000.0
+    row: dict[str, object] = {"role": "coder", "pane": "busy", "pane_since": hf.iso_now(now - 30),
+                              "last_wake_at": None, "last_take_at": None, "harness": "claude",
+                              "box_holds_text": True}  # fmt: skip
+    assert board_status.role_lines([row], now) == [
+        "coder  claude busy 30s  input box holds text  last wake never  last take never"
+    ]

@@ -5,6 +5,7 @@ pure re-notify schedule."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -13,11 +14,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from handoffd.core import limits
-from handoffd.wakeups import wakeup
+from handoffd.wakeups import panes, wakeup
 from handoffd.wakeups.wake import (
     REFUSED,
     TEXT,
@@ -800,4 +802,117 @@ def test_a_pane_whose_program_exited_gets_no_wake_up_and_says_why(
     [failed] = events(project, "wake_failed")
     assert failed["role"] == "QA" and "has exited" in failed["error"]
     assert events(project, "wake") == []
+    daemon.close()
+
+
+# --- a person's text in a known harness's box (docs/protocol.md §17) -----------------------
+
+# A stand-in for Claude Code's screen: its conversation, then its input box between two
+# rules.  What is typed shows in the box; Enter moves it into the conversation; C-u
+# empties it.  Every byte it reads is timestamped.
+BOXED = r"""
+import os, sys, time, tty
+out = open(sys.argv[1], "w", buffering=1)
+tty.setraw(0)
+said, box = [], ""
+def draw():
+    rule = "\u2500" * 40
+    rows = [" Claude Code (a stand-in)", *(f"\u276f {line}" for line in said), "", rule,
+            f"\u276f {box}" if box else "\u276f\u00a0", rule]
+    os.write(1, ("\x1b[H\x1b[2J" + "\r\n".join(rows)).encode())
+draw()
+while True:
+    byte = os.read(0, 1)
+    if not byte:
+        break
+    out.write(f"{time.monotonic_ns()} {byte[0]}\n")
+    if byte == b"\r":
+        said, box = (said + [box], "") if box else (said, box)
+    elif byte == b"\x15":
+        box = ""
+    elif byte >= b" ":
+        box += byte.decode("latin-1")
+    draw()
+"""
+HALF = "please refactor the par"
+
+
+def status_of(project: Project, *args: str) -> Any:
+    return json.loads(project.run("handoffd", "status", *args, "--json", role="QA").out)
+
+
+def test_a_persons_text_in_the_box_holds_the_wake_up_counted_until_they_clear_it(
+    project: Project, tmux: Tmux
+) -> None:
+    """A box holding text handoffd did not type is never typed into, past --idle-wait (1 s
+    here) or not; the wait is a wake-up for re-notify and stalls (each re-notify due
+    counts one more), `status` says so, and once the person empties the box the line is
+    typed, replacing the last attempt that waited."""
+    path = program(tmux, "QA", BOXED)
+    tmux.run("set-option", "-t", "=QA:", "@handoffd-harness", "claude")
+    wait_for(lambda: "\u276f\u00a0" in tmux.run("capture-pane", "-p", "-t", "=QA:").stdout,
+             what="the stand-in's box")  # fmt: skip
+    tmux.run("send-keys", "-t", "=QA:", "-l", "--", HALF)  # a person, mid-sentence
+    wait_for(lambda: len(received_now(path)) == len(HALF), what="the person's keys")
+    use_socket(project, tmux.socket)
+    queue(project, "coder", ["QA"])
+    daemon = open_daemon(project, record=False, idle_wait=1.0, renotify_after=10.0)
+
+    daemon.step(1000.0)
+    waited = wait_event(project, "wake", where=lambda e: e.get("held") is True)
+    assert (waited["role"], waited["submitted"], waited["harness"]) == ("QA", False, "claude")
+    time.sleep(1.5)  # past --idle-wait: still nothing typed
+    daemon.step(1011.0)  # the re-notify clock runs while the line waits
+    daemon.step(1022.0)
+    assert [e["role"] for e in events(project, "renotify")] == ["QA"]
+    assert len([e for e in events(project, "wake") if e.get("held")]) == 2
+    assert len(received_now(path)) == len(HALF) and events(project, "wake_forced") == []
+    daemon.panes.save(str(project.root))  # what `status` shows of the pane, while it runs
+    assert (panes.load(str(project.root))["QA"]["held"], daemon.panes.state("QA")) == (True, "busy")
+    [card] = status_of(project)
+    assert card["wakes"]["sent"] == 2 and card["wakes"]["submitted"] is False
+
+    cleared_at = time.monotonic()
+    tmux.run("send-keys", "-t", "=QA:", "C-u")  # the person empties the box
+    assert first_key_after_clear(path) - cleared_at < 3.0
+    typed = wait_event(project, "wake", where=lambda e: e.get("after_held") is True)
+    assert typed["submitted"] is True and not typed.get("held")
+    assert f"\u276f {TEXT}" in tmux.run("capture-pane", "-p", "-t", "=QA:").stdout
+    daemon.panes.save(str(project.root))
+    assert panes.load(str(project.root))["QA"]["held"] is False
+    [card] = status_of(project)
+    assert card["wakes"]["sent"] == 2 and card["wakes"]["submitted"] is True
+    daemon.close()
+
+
+def first_key_after_clear(path: Path) -> float:
+    """When the first byte after the person's C-u (byte 21) arrived: the wake-up's."""
+
+    def after_clear() -> list[float]:
+        got = received_now(path)
+        clear = next((i for i, (_, byte) in enumerate(got) if byte == 21), None)
+        return [] if clear is None else [at for at, _ in got[clear + 1 :]]
+
+    return wait_for(after_clear, 10, what="a key after the box was emptied")[0]
+
+
+def test_handoffds_own_line_left_unsent_in_the_box_gets_only_its_enter(
+    project: Project, tmux: Tmux
+) -> None:
+    """A box holding exactly the mail line (typed by a daemon stopped before its Enter) is
+    no person's: the wake-up sends the Enter it owes, not the text a second time."""
+    path = program(tmux, "QA", BOXED)
+    tmux.run("set-option", "-t", "=QA:", "@handoffd-harness", "claude")
+    wait_for(lambda: "\u276f\u00a0" in tmux.run("capture-pane", "-p", "-t", "=QA:").stdout,
+             what="the stand-in's box")  # fmt: skip
+    tmux.run("send-keys", "-t", "=QA:", "-l", "--", TEXT)
+    wait_for(lambda: len(received_now(path)) == len(TEXT), what="the line left in the box")
+    use_socket(project, tmux.socket)
+    daemon = open_daemon(project, record=False)
+
+    daemon.waker.wake([("QA", "QA")])
+    assert daemon.waker.drain(10)
+    assert [byte for _, byte in received_now(path)[len(TEXT) :]] == [13]  # one Enter
+    [woke] = events(project, "wake")
+    assert woke["submitted"] is True and not woke.get("held")
     daemon.close()

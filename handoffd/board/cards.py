@@ -80,11 +80,10 @@ class Card:
     """One card, `<id>@<role>`: a delivered copy, or an original nobody has a copy of."""
 
     __slots__ = (
-        "age_s", "blocked_reason", "card", "claim", "closure", "colour", "depends_on",
-        "detail", "entry", "headers", "held", "id", "latest_report", "pool", "red_reason",
-        "role", "state", "waiting_on", "wake_at", "wake_failures", "wake_last_at", "wake_submitted",
-        "wake_via",
-        "wakeups",
+        "age_s", "blocked_reason", "box_holds_text", "card", "claim", "closure", "colour",
+        "depends_on", "detail", "entry", "headers", "held", "id", "latest_report", "pool",
+        "red_reason", "role", "state", "waiting_on", "wake_at", "wake_failures",
+        "wake_last_at", "wake_submitted", "wake_via", "wakeups",
     )  # fmt: skip
 
     def __init__(
@@ -114,6 +113,7 @@ class Card:
         self.wake_submitted: bool | None = None  # whether that one was seen submitted
         self.wake_via: str | None = None  # how it came: typed, or by a Stop hook (§16)
         self.wake_at: list[float] = []  # the times of those wake-ups, oldest first
+        self.box_holds_text = False  # its role's wake-up waits behind a person's text (§17)
         self.closure: list[Card] = []
         self.waiting_on: list[str] = []  # the dependencies it waits for (§13: not ready)
         self.colour = colour.ORANGE
@@ -168,6 +168,7 @@ class Card:
                 "last_at": iso(self.wake_last_at),
                 "submitted": self.wake_submitted,
                 "via": self.wake_via,
+                "box_holds_text": self.box_holds_text,
             },
         }
 
@@ -411,6 +412,7 @@ def _wakes(card: Card, snapshot: Snapshot, since: float) -> None:
     card.wake_failures = sum(1 for t in snapshot.wake_failures.get(card.role, ()) if t >= since)
     if sent:
         card.wake_last_at, card.wake_submitted, card.wake_via = sent[-1]
+    card.box_holds_text = snapshot.panes.get(card.role, {}).get("held") is True
 
 
 def _stall(card: Card, snapshot: Snapshot, now: float) -> None:

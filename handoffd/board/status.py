@@ -16,6 +16,7 @@ from handoffd.snapshot.snapshot import Snapshot, linked_folders, take_snapshot
 
 COLUMNS = ("STATUS", "CARD", "FROM", "TO", "PRI", "TYPE", "TASK", "AGE", "DETAIL")
 TASK_WIDTH = 32
+BOX_HOLDS_TEXT = "input box holds text"  # a role's line, while a person's text is in its box
 _SGR = {  # terminal colours of the STATUS cell; orange needs the 256-colour palette
     colour.RED: "\033[1;31m",
     colour.YELLOW: "\033[33m",
@@ -124,6 +125,7 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
             "last_wake_at": cards.iso(max(woken, default=None)),
             "last_take_at": cards.iso(max(took, default=None)),
             "last_idle_at": cards.iso(max(idle, default=None)),
+            "box_holds_text": seen.get("held") is True,  # a person's, not handoffd's (§17)
         })  # fmt: skip
         if role.pool:
             rows[-1]["pool"] = role.pool
@@ -173,6 +175,8 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
         wake, take = (_span(row[key], now) for key in ("last_wake_at", "last_take_at"))
         if row.get("harness") not in (None, "generic"):
             pane = f"{row['harness']} {pane}"  # Claude Code or Codex (docs/protocol.md §16)
+        if row.get("box_holds_text") is True:  # a person at work: no wake-up goes in (§17)
+            pane += f"  {BOX_HOLDS_TEXT}"
         lines.append(f"{escape(str(row['role'])):<{width}}  {pane}  last wake {wake}  "
                      f"last take {take}")  # fmt: skip
     return lines

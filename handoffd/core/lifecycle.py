@@ -333,13 +333,14 @@ class LogTail:
     whether each was submitted, and how it came: typed, or by the agent's Stop hook), its
     failed ones, and the options of the last `started`."""
 
-    __slots__ = ("failed", "options", "reclaimed", "sent", "submitted", "via")
+    __slots__ = ("failed", "held", "options", "reclaimed", "sent", "submitted", "via")
 
     def __init__(self) -> None:
         self.sent: Times = {}
         self.failed: Times = {}
         self.submitted: dict[str, list[bool | None]] = {}  # beside `sent`, one per wake-up
         self.via: dict[str, list[str]] = {}  # beside `sent`: "typed" or "hook" (§16)
+        self.held: set[str] = set()  # roles whose last wake-up waited behind a person's text
         self.options: dict[str, object] = {}
         self.reclaimed: dict[str, str] = {}  # card -> why it went back to its pool (§17)
 
@@ -396,10 +397,20 @@ def _add_line(line: bytes, found: LogTail) -> None:
     role = event.get("role")
     if when is None or times is None or not isinstance(role, str) or event.get("refused"):
         return
+    if name == "wake" and event.get("after_held") is True and role in found.held:
+        _drop_last(found, role)  # the attempt that waited, now typed: one wake-up, not two
     times.setdefault(role, []).append(when)
     if name == "wake":
+        (found.held.add if event.get("held") is True else found.held.discard)(role)
         submitted = event.get("submitted")
         found.submitted.setdefault(role, []).append(
             submitted if isinstance(submitted, bool) else None
         )
         found.via.setdefault(role, []).append("hook" if event.get("via") == "hook" else "typed")
+
+
+def _drop_last(found: LogTail, role: str) -> None:
+    """Forget `role`'s last wake-up read (one that waited, which its typing replaces)."""
+    found.sent[role].pop()
+    found.submitted[role].pop()
+    found.via[role].pop()

@@ -410,7 +410,7 @@ class Daemon:
         again, so it is looked at once per interval until its mail is ready."""
         due = []
         for name in roles:
-            if self.waker.waiting(name):  # its wake-up waits for an idle pane: none to repeat
+            if self._waits(name):  # its wake-up waits for an idle pane: none to repeat
                 self.renotifier.woken(name, now)
             elif self.renotifier.observe(name, states[name] == {State.NEW}, now):
                 due.append(name)
@@ -422,6 +422,12 @@ class Daemon:
         for name in due:
             self.log.info("renotify", role=name)
         self._send(due, roles, {name: _taken_stamp(roles[name]) for name in due})
+
+    def _waits(self, name: str) -> bool:
+        """Whether `name`'s wake-up waits for its pane to be idle: a re-notify would only
+        join it.  One waiting behind a person's text may wait for good, so its re-notifies
+        go on, each counted as one more attempt that waits (docs/protocol.md §17)."""
+        return self.waker.waiting(name) and not self.waker.held(name)
 
     def _send(self, names: list[str], roles: dict[str, Role], stamps: dict[str, object]) -> None:
         for name in names:

@@ -13,6 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
 CLAUDE, CODEX, GENERIC = "claude", "codex", "generic"
 HARNESSES = (CLAUDE, CODEX, GENERIC)
 SGR = re.compile(r"\x1b\[([0-9;:]*)m")
@@ -207,15 +211,30 @@ def _squeezed(text: str) -> str:
 
 
 IDLE, BUSY, STARTING = "idle", "busy", "starting"
+HELD = "held"  # the box holds text handoffd did not type: a person at work
+UNSENT = "unsent"  # the box holds a line handoffd typed, not submitted, and no turn runs
 
 
-def state(screen: Screen, prof: Profile) -> str:
-    """`busy` while a turn runs or the box holds text (someone typing, or a line not yet
-    taken), else `idle` once the harness is ready (docs/protocol.md §16: at once, no quiet
-    time), else `starting`."""
-    if busy(screen, prof) or box_text(screen, prof):
+def state(screen: Screen, prof: Profile, ours: Collection[str] = ()) -> str:
+    """`held` while the box holds text that is not one of `ours` (the lines handoffd
+    types): a person's, never typed into, submitted or cleared (docs/protocol.md §17),
+    busy or not; `busy` while a turn runs; `unsent` when the box holds one of `ours`
+    (typed, its Enter lost: §16's one more Enter is owed); else `idle` once the harness
+    is ready (§16: at once, no quiet time), else `starting`."""
+    typed = box_text(screen, prof)
+    if typed and not ours_exactly(typed, ours):
+        return HELD
+    if busy(screen, prof):
         return BUSY
+    if typed:
+        return UNSENT
     return IDLE if ready(screen, prof) else STARTING
+
+
+def ours_exactly(typed: str, ours: Collection[str]) -> bool:
+    """Whether the box's text `typed` is one of the lines `ours`, whole, nothing before or
+    after it (a narrow box wraps a line with spaces it was never typed with)."""
+    return _squeezed(typed) in {_squeezed(line) for line in ours}
 
 
 def of_command(command: str) -> str:

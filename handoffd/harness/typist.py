@@ -12,14 +12,14 @@ from __future__ import annotations
 import subprocess
 import time
 
-from handoffd.harness import keys, pane, profiles
+from handoffd.harness import keys, pane
 from handoffd.harness.marks import Marks
 from handoffd.harness.profiles import Profile, Screen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
 
     from structlog.typing import FilteringBoundLogger
 
@@ -35,36 +35,41 @@ class Typist:
         timeout: float,
         closing: threading.Event,
         marks: Callable[[str], Marks],
+        on_held: Callable[[str, str, Profile], None] | None = None,
     ) -> None:
         self.log = log
         self.timeout = timeout
         self.closing = closing
         self.marks = marks
+        # (role, session, profile): a wait found a person's text in the box, once a wait
+        self.on_held = on_held or (lambda role, session, prof: None)
 
     def wait(
         self,
         role: str,
         session: str,
-        look: Callable[[], tuple[pane.Pane, Profile | None] | None],
+        look: Callable[[], tuple[pane.Pane, Profile | None, str] | None],
         idle_wait: float,
         wanted: Callable[[], bool],
     ) -> tuple[float, bool, bool]:
         """Wait until the line may be typed: (seconds waited, forced, cancelled).  `look`
         reads the pane, with the role's harness profile (None: it cannot be read, and the
-        send will say why); `wanted` says
+        send will say why) and the pane's state (`profiles.state`); `wanted` says
         whether a line is still asked for (an announcement takes the mail line away)."""
         started = time.time()
-        watch = keys.Watch(started, idle_wait)
+        watch, held = keys.Watch(started, idle_wait), False
         while not self.closing.is_set():
             found = look()
-            seen, prof = found if found is not None else (None, None)
+            seen, prof, state = found if found is not None else (None, None, "")
             if seen is None or seen.dead or prof is None or not wanted():
                 return watch.waited(time.time()), False, not wanted()
             marks, now = self.marks(role), time.time()
             announced = marks.announced is not None and marks.announced >= started
             hooked = marks.hooked(seen.created)
-            decision = watch.see(profiles.state(seen.screen, prof), now, hooked, marks.idle,
-                                 announced, prof.tells)  # fmt: skip
+            decision = watch.see(state, now, hooked, marks.idle, announced, prof.tells)
+            if decision == keys.HELD and not held:
+                held = True
+                self.on_held(role, session, prof)
             if decision == keys.CANCEL:
                 return watch.waited(now), False, True
             if decision == keys.FORCED:
@@ -76,9 +81,12 @@ class Typist:
             self.closing.wait(min(POLL_MAX, max(POLL, (now - started) / 20)))
         return watch.waited(time.time()), False, False
 
-    def type(self, socket: str, session: str, prof: Profile, text: str) -> None:
+    def type(self, socket: str, session: str, prof: Profile, text: str,
+             ours: Collection[str] = ()) -> None:  # fmt: skip
+        """Type `text`; a box holding another of `ours` (handoffd's lines) is emptied first,
+        one holding a person's text raises `keys.BoxHeld` before any key."""
         keys.type_line(self._sender(socket, session), lambda: self._screen(socket, session),
-                       prof, text)  # fmt: skip
+                       prof, text, ours)  # fmt: skip
 
     def taken(self, role: str, socket: str, session: str, prof: Profile, text: str) -> bool:
         """Whether the harness took the line typed (docs/protocol.md §16): `wake_unsubmitted`

@@ -25,16 +25,18 @@ LIMIT = 64 * 1024  # bytes of the state file ever read
 SKEW = 60.0  # seconds a time in the state file may lie ahead of this host's clock
 IDLE, BUSY, GONE, UNKNOWN = "idle", "busy", "gone", "unknown"
 STATES = (IDLE, BUSY, GONE, UNKNOWN)
-FIELDS = ("session", "pane", "since", "last_wake_at", "last_idle_at", "last_take_at", "harness")
+FIELDS = ("session", "pane", "since", "last_wake_at", "last_idle_at", "last_take_at", "harness",
+          "held")  # fmt: skip
 TIMES = FIELDS[2:6]
 HARNESSES = ("claude", "codex", "generic")  # docs/protocol.md §16
+HELD = "held"  # a harness's verdict: its input box holds a person's text (§17)
 
 
 class Seen:
     """One role's pane as last read: a digest of its content and what that says."""
 
-    __slots__ = ("changed_at", "digest", "first_at", "harness", "last_idle_at", "last_take_at",
-                 "last_wake_at", "looks", "pane", "session", "since")  # fmt: skip
+    __slots__ = ("changed_at", "digest", "first_at", "harness", "held", "last_idle_at",
+                 "last_take_at", "last_wake_at", "looks", "pane", "session", "since")  # fmt: skip
 
     def __init__(self, session: str) -> None:
         self.session = session
@@ -48,6 +50,7 @@ class Seen:
         self.last_idle_at: float | None = None
         self.last_take_at: float | None = None  # when the daemon saw its in_process/ change
         self.harness = "generic"  # what runs in it (docs/protocol.md §16)
+        self.held = False  # its input box holds text handoffd did not type (§17)
 
     def still_since(self) -> float:
         """Since when the content is known to be unchanged (its first read, if no change seen)."""
@@ -73,13 +76,15 @@ class Panes:
         """Record one read of `role`'s pane (`content` None: it could not be read, and
         `answers` says whether the tmux server did); returns the role's view.  A known
         harness gives its own `verdict` (idle, busy or starting, docs/protocol.md §16),
-        which stands instead of §14's quiet time."""
+        which stands instead of §14's quiet time; `held` (its box holds a person's text)
+        counts as busy and is kept beside it, for `status`."""
         with self._lock:
             seen = self._seen.setdefault(role, Seen(session))
             if seen.session != session:  # roles.tsv names another session: start afresh
                 seen.session, seen.digest, seen.changed_at = session, None, None
             if seen.harness != harness:
                 seen.harness, self._dirty = harness, True
+            self._hold(seen, verdict == HELD and content is not None)
             if content is None:
                 seen.digest, seen.looks = None, 0
                 self._set(seen, GONE if answers else UNKNOWN, None)
@@ -111,6 +116,10 @@ class Panes:
             self._set(seen, IDLE, max(still, idle_mark or 0.0) if marked else still)
         elif seen.pane != BUSY:
             self._set(seen, BUSY, now)
+
+    def _hold(self, seen: Seen, held: bool) -> None:
+        if seen.held != held:
+            seen.held, self._dirty = held, True
 
     def _mark(self, seen: Seen, idle_mark: float | None) -> None:
         if idle_mark is not None and idle_mark != seen.last_idle_at:
@@ -210,6 +219,7 @@ def _checked(raw: object) -> dict[str, object] | None:
     row["session"] = session if isinstance(session, str) else ""
     harness = raw.get("harness")
     row["harness"] = harness if harness in HARNESSES else "generic"
+    row["held"] = raw.get("held") is True
     latest = time.time() + SKEW
     for field in TIMES:
         value = raw.get(field)

@@ -42,7 +42,9 @@ RETRY_AFTER = 0.5  # seconds before the one more C-m for a line left unsubmitted
 SHOWN_AFTER = 0.2  # seconds a program gets to take the line and redraw before the pane is read
 
 
-Look = tuple["pane.Pane | None", "profiles.Profile | None", panes.Seen]
+# a read of a pane: the pane (None: unreadable), its harness's profile, the role's view,
+# and the state its profile reads (None for a generic pane, or one not read)
+Look = tuple["pane.Pane | None", "profiles.Profile | None", panes.Seen, "str | None"]
 
 
 class Waker:
@@ -82,21 +84,33 @@ class Waker:
         self._pending: dict[str, dict[str, str]] = {}  # role -> {text: session}, in order
         self._looks: dict[str, str] = {}  # role -> session: read its pane once, for status
         self._running: set[str] = set()  # roles whose thread is alive
+        self._held: set[str] = set()  # roles whose wake-up waits behind a person's text
         self._closed = False
         self._closing = threading.Event()  # set by close: a wait for idleness ends at once
         self._cond = threading.Condition()
         self.typist = Typist(log, timeout, self._closing,
-                             marks or (lambda role: Marks(self.idle_mark(role), None)))  # fmt: skip
+                             marks or (lambda role: Marks(self.idle_mark(role), None)),
+                             self._on_held)  # fmt: skip
 
     def wake(self, roles: Iterable[tuple[str, str]], text: str = TEXT) -> None:
-        """Ask for one wake-up of each (role, session); coalesces with pending requests."""
+        """Ask for one wake-up of each (role, session); coalesces with pending requests.  A
+        role whose wake-up waits behind a person's text is sent nothing more, but the
+        request counts as one more attempt that waits (docs/protocol.md §17)."""
         with self._cond:
             for role, session in roles:
                 if self._closed:
                     return
                 self._pending.setdefault(role, {})[text] = session
+                if role in self._held:
+                    self._log_held(role, session, text, self._profiles.get(role))
                 if role not in self._running:
                     self._start(role)
+
+    def held(self, role: str) -> bool:
+        """Whether `role`'s wake-up waits because its input box holds a person's text: it
+        may wait for good, so re-notify keeps counting (docs/protocol.md §17)."""
+        with self._cond:
+            return role in self._held and bool(self._pending.get(role))
 
     def waiting(self, role: str) -> bool:
         """Whether a wake-up for `role` was asked for and is not typed yet (its pane is not
@@ -179,8 +193,11 @@ class Waker:
             for text in asked:
                 self.log.warning("wake_failed", role=role, refused=refusal(text),
                                  error="stopped before the pane went quiet")  # fmt: skip
+        with self._cond:
+            after_held = role in self._held
+            self._held.discard(role)
         for text, where in queued.items():
-            self._send(role, where, text, waited, forced)
+            self._send(role, where, text, waited, forced, after_held)
         return True  # look again: what close() cleared is then gone
 
     def _await_idle(self, role: str, session: str) -> tuple[float, bool]:
@@ -225,6 +242,27 @@ class Waker:
         with self._cond:
             return bool(self._pending.get(role))
 
+    def _ours(self, role: str) -> set[str]:
+        """The lines handoffd may have typed into `role`'s box: the mail line, and those
+        asked for (a box holding one of them exactly is no person's)."""
+        with self._cond:
+            return {TEXT, *self._pending.get(role, {})}
+
+    def _on_held(self, role: str, session: str, prof: profiles.Profile) -> None:
+        """From the role's thread: its wait found a person's text in the box."""
+        with self._cond:
+            self._held.add(role)
+            for text in self._pending.get(role, {}):
+                self._log_held(role, session, text, prof)
+
+    def _log_held(self, role: str, session: str, text: str,
+                  prof: profiles.Profile | None) -> None:  # fmt: skip
+        """A wake-up attempt that waits behind a person's text: a `wake` with `held`, so
+        the board counts it for stalls as one sent (nothing was typed)."""
+        self.log.info("wake", role=role, session=session, refused=refusal(text),
+                      submitted=False, forced=False, held=True, via="typed",
+                      harness=prof.name if prof else "generic")  # fmt: skip
+
     def _poll(self, waited: float) -> float:
         """Seconds until the next read of a pane waited on: a quarter of --idle-after (at
         least POLL), slower as the wait grows (a pane busy for minutes is read once a
@@ -259,21 +297,25 @@ class Waker:
         content = None if seen is None or seen.dead else seen.content
         verdict = None
         if prof is not None and seen is not None and content is not None:
-            verdict = profiles.state(seen.screen, prof)
+            verdict = profiles.state(seen.screen, prof, self._ours(role))
         view = self.panes.observe(role, session, content, answers, time.time(),
                                   self.idle_mark(role), verdict, kind)  # fmt: skip
-        return seen, prof, view
+        return seen, prof, view, verdict
 
     def _harness_look(
         self, role: str, session: str
-    ) -> tuple[pane.Pane, profiles.Profile | None] | None:
+    ) -> tuple[pane.Pane, profiles.Profile | None, str] | None:
         found = self._look(role, session)
-        return None if found is None or found[0] is None else (found[0], found[1])
+        if found is None or found[0] is None:
+            return None
+        return found[0], found[1], found[3] or ""
 
     def _send(
-        self, role: str, session: str, text: str, waited: float = 0.0, forced: bool = False
-    ) -> None:
-        """One wake-up; whatever goes wrong is a `wake_failed` line, never an exception."""
+        self, role: str, session: str, text: str, waited: float = 0.0, forced: bool = False,
+        after_held: bool = False,
+    ) -> None:  # fmt: skip
+        """One wake-up; whatever goes wrong is a `wake_failed` line, never an exception.
+        `after_held`: it waited behind a person's text, and the board counted it then."""
         prof = self._profiles.get(role)
         try:
             if not session:
@@ -283,7 +325,7 @@ class Waker:
                 send_keys(socket, session, text, self.timeout)
             else:
                 check_line(text)
-                self.typist.type(socket, session, prof, text)
+                self.typist.type(socket, session, prof, text, self._ours(role))
         except subprocess.TimeoutExpired:
             self._failed(role, text, f"tmux timed out ({self.timeout}s)")
         except Exception as error:  # this thread must outlive any failure
@@ -298,7 +340,11 @@ class Waker:
                 self._failed(role, text, str(dead))
                 return
             self.panes.woken(role, time.time())
-            typed = {} if prof is None else {"via": "typed", "harness": prof.name}
+            typed: dict[str, object] = (
+                {} if prof is None else {"via": "typed", "harness": prof.name}
+            )
+            if after_held:
+                typed["after_held"] = True
             self.log.info("wake", role=role, session=session, refused=refusal(text),
                           submitted=submitted, forced=forced, waited=round(waited, 2),
                           **typed)  # fmt: skip
