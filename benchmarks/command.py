@@ -19,6 +19,7 @@ from benchmarks.queue import Pickup, Queue
 from benchmarks.scenario import BenchError, Scenario, run
 from benchmarks.startup import StartupScenario
 from benchmarks.web import Web
+from handoffd.adapters.commands import Number
 
 ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes", "harness", "pool")
 SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
@@ -32,7 +33,7 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
 @click.option("--quick", is_flag=True, help="Tiny sizes: checks the benchmark runs, not speed.")
 @click.option("--handoffs", type=click.IntRange(1), help="Backlog size (2 copies each) [1000].")
 @click.option("--latency-samples", type=click.IntRange(1), help="Pickup samples [200].")
-@click.option("--idle-seconds", type=click.FloatRange(0.5), help="Idle window [15].")
+@click.option("--idle-seconds", type=Number(0.5), help="Idle window [15].")
 @click.option("--startup-runs", type=click.IntRange(1), help="Runs of each command [20].")
 @click.option(
     "--limit-files",

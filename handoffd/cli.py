@@ -14,6 +14,7 @@ import os
 import click
 
 from handoffd.adapters.commands import (
+    Number,
     daemon_args,
     daemon_options,
     project_of,
@@ -260,7 +261,7 @@ def _prepare_nats(network: Network) -> list[str]:
 )
 @click.option(
     "--check-after",
-    type=click.FloatRange(min=0.0),
+    type=Number(),
     default=1.0,
     show_default=True,
     help="Seconds after which each started session must still run (0: do not check).",
@@ -394,7 +395,7 @@ def down(root: str | None) -> None:
 @click.option("--rounds", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option(
     "--miss-rate",
-    type=click.FloatRange(0.0, 0.9),
+    type=Number(0.0, 0.9),
     default=0.0,
     show_default=True,
     help="Share of wake-ups the scripted agents ignore; re-notify must carry the work.",
@@ -402,7 +403,7 @@ def down(root: str | None) -> None:
 @daemon_options("renotify_after", "idle_after", "idle_wait", renotify_after=1.0, idle_after=0.5)
 @click.option(
     "--busy-rate",
-    type=click.FloatRange(0.0, 1.0),
+    type=Number(0.0, 1.0),
     default=0.0,
     show_default=True,
     help="Share of tasks after which an agent prints on and on for 2 s: no wake-up may be "

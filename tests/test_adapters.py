@@ -153,3 +153,76 @@ def test_a_refusal_is_the_same_through_the_console_script_the_command_and_the_to
             if name in CONSOLE and not values:
                 done = project.run(CONSOLE[name], role=role)
                 assert (done.code, done.err) == by_cli, name
+
+
+# --- every float option of every command (docs/protocol.md §17, "Part IV under hostile use") --
+
+
+def commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every command under `group` (lazy ones too) by the words that run it; `bench` is the
+    benchmark's own command, which `handoffd bench` hands its arguments to."""
+    from benchmarks import command as bench
+
+    found: list[tuple[tuple[str, ...], Any]] = []
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        made, words = group.get_command(context, name), (*path, name)
+        if words == ("bench",):
+            made = bench.main
+        if isinstance(made, click.Group):
+            found += commands(made, words)
+        elif made is not None:
+            found.append((words, made))
+    return found
+
+
+FLOAT_OPTIONS = [
+    (words, param)
+    for words, made in commands(main)
+    for param in made.params
+    if isinstance(param, click.Option) and isinstance(param.type, click.types.FloatParamType)
+]
+
+
+def test_the_walk_finds_the_float_options_the_issue_named() -> None:
+    """So that the test below cannot pass by finding nothing."""
+    found = {(" ".join(words), param.opts[0]) for words, param in FLOAT_OPTIONS}
+    for named in (("run", "--reclaim-after"), ("start", "--idle-wait"), ("up", "--check-after"),
+                  ("web", "--window"), ("status", "--window"), ("demo", "--miss-rate"),
+                  ("bench", "--idle-seconds")):  # fmt: skip
+        assert named in found
+
+
+@pytest.mark.parametrize(
+    ("words", "param"), FLOAT_OPTIONS, ids=[f"{' '.join(w)} {p.opts[0]}" for w, p in FLOAT_OPTIONS]
+)
+def test_every_float_option_refuses_nan_infinity_and_negatives_with_a_usage_error(
+    words: tuple[str, ...], param: click.Option
+) -> None:
+    """One parameter type for them all (`commands.Number`): `nan` compares false with every
+    bound and `inf` passes any minimum, so click's own range let both through."""
+    from click.testing import CliRunner
+
+    from handoffd.adapters.commands import Number
+
+    assert isinstance(param.type, Number), (words, param.opts)
+    option = param.opts[0]
+    for value in ("nan", "inf", "-inf", "Infinity", "-1"):
+        done = CliRunner().invoke(main, [*words, option, value])
+        assert done.exit_code == 2, (words, option, value, done.output)
+        assert f"Error: Invalid value for '{option}': " in done.output, done.output
+    if isinstance(param.default, float):  # and the default is one it takes
+        assert param.type.convert(str(param.default), param, None) == param.default
+
+
+def test_a_daemon_given_nan_says_so_as_clicks_usage_error_and_never_starts(
+    project: Project,
+) -> None:
+    for option, value in (("--reclaim-after", "nan"), ("--idle-wait", "inf")):
+        done = project.run("handoffd", "run", option, value, str(project.root), role=None,
+                           cwd=project.root)  # fmt: skip
+        assert done.code == 2 and done.out == ""
+        assert done.err.endswith(
+            f"Error: Invalid value for '{option}': '{value}' is not a finite number.\n"
+        ), done.err
+    assert not (project.root / ".swarmforge" / "daemon" / "handoffd.log").exists()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -59,16 +60,40 @@ def test_inspect_refuses_with_a_one_line_reason_that_names_the_problem(
     assert words in reason and "\n" not in reason
 
 
+# Another role's name first, the sender's own after it, as §5.1 once found it anywhere.
+FORGED = "00_20260615T140531Z_000042_from_QA_to_cleaner_from_coder_to_cleaner.handoff"
+FORGED_DISTINCT = "00_20260615T140531Z_000042_from_QA_to_cleaner_from_coder_to_QA.handoff"
+
+
 @pytest.mark.parametrize(
-    "name",
-    ["note.handoff", "50_20260101T000000Z_000001_from_QA_to_cleaner.handoff"],
-    ids=["no-sender", "another-senders-name"],
-)
-def test_inspect_refuses_a_file_name_that_does_not_carry_its_sender(name: str) -> None:
-    """Names are unique per sender only because they carry the sender: a borrowed name
-    could stand in an inbox in place of that other sender's handoff."""
-    with pytest.raises(checks.Refused, match="_from_coder_to_"):
+    ("name", "words"),
+    [
+        ("note.handoff", "is not of the form"),
+        ("50_20260101T000000Z_000001_from_QA_to_cleaner_QA.handoff", "from 'QA'"),
+        ("50_20260101T000000Z_000001_from_coder_QA_to_cleaner_QA.handoff", "not of the form"),
+        ("50_20260101T000000Z_000001_from_coder_to_cleaner.handoff", "to (cleaner), its"),
+        ("50_20260101T000000Z_000001_from_coder_to_QA_cleaner.handoff", "to (QA, cleaner)"),
+        (FORGED, "not of the form"),  # cleaner named twice
+        (FORGED_DISTINCT, "from 'QA'"),
+    ],
+    ids=["no-sender", "another-senders-name", "two-senders", "fewer-recipients",
+         "recipients-reordered", "forged-recipient-twice", "forged"],
+)  # fmt: skip
+def test_inspect_refuses_a_name_that_does_not_say_what_its_headers_say(
+    name: str, words: str
+) -> None:
+    """Names are parsed by §2's one rule, never searched (docs/protocol.md §17, "Names are
+    parsed"): one sender, the sending role's and the `from` header's, and `to`'s
+    recipients.  A name that also spells `_from_coder_to_` later in it is QA's name."""
+    with pytest.raises(checks.Refused, match=re.escape(words)):
         checks.inspect(good(), name, "coder", ROLES)
+
+
+def test_inspect_refuses_a_name_that_hides_the_real_sender_behind_a_forged_one() -> None:
+    """The Stop hook's forgery: coder's original, named to say it is from QA first."""
+    data = handoff_bytes(FORGED_DISTINCT, "coder", "cleaner,from,coder,to,QA")
+    with pytest.raises(checks.Refused, match=r"says it is from 'QA', not from .* 'coder'"):
+        checks.inspect(data, FORGED_DISTINCT, "coder", ROLES | {"from", "to"})
 
 
 def test_read_entry_returns_a_regular_files_bytes_up_to_the_limit(tmp_path: Path) -> None:

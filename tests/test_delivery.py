@@ -259,6 +259,33 @@ def test_hostile_entry_is_refused_into_failed_with_a_reason_while_good_mail_is_d
     )
 
 
+@pytest.mark.parametrize(
+    ("tail", "to", "why"),
+    [
+        ("_from_QA_to_cleaner_from_coder_to_cleaner", "cleaner", "is not of the form"),
+        ("_from_QA_to_cleaner_from_coder_to_QA", "cleaner", "says it is from 'QA'"),
+        ("_from_coder_to_cleaner_QA", "cleaner", "addressed to (cleaner, QA)"),
+    ],
+    ids=["another-sender-first", "another-sender-first-distinct", "more-recipients"],
+)
+def test_a_name_that_says_other_than_its_headers_is_refused_and_nobody_gets_a_copy(
+    project: Project, tail: str, to: str, why: str
+) -> None:
+    """A name is parsed by §2's one rule, never searched for `_from_<sender>_to_`
+    (docs/protocol.md §5.1): coder's original named to say QA sent it first is refused,
+    so no Stop hook, board or digest ever reads the forged sender off a delivered copy."""
+    name = f"00_20260101T000000Z_000001{tail}.handoff"
+    bad = queue(project, "coder", [to], name=name)
+    open_daemon(project).step(1000.0)
+    assert all_inbox_entries(project) == {"coder": [], "cleaner": [], "QA": []}
+    failed = project.box("coder", "failed")
+    assert sorted(os.listdir(failed)) == [bad.name, bad.name + ".error"]
+    reason = (failed / (bad.name + ".error")).read_text()
+    assert why in reason and reason.count("\n") == 1
+    [event] = events(project, "failed")
+    assert (event["file"], event["reason"]) == (bad.name, reason.strip())
+
+
 def test_symlink_to_a_file_outside_is_refused_without_reading_or_moving_its_target(
     project: Project, tmp_path: Path
 ) -> None:
@@ -533,8 +560,9 @@ def test_refused_senders_names_the_senders_failed_in_the_last_pass_only(project:
 
 
 def long_name(sender: str, to: str, size: int = 255) -> str:
-    """A queue name of exactly `size` bytes (the recipients come from the `to` header)."""
-    head = handoff_name(sender, [to])[: -len(".handoff")]
+    """A queue name of exactly `size` bytes, the §2 name of a handoff to `to` with a dotted
+    tail (read as an archived duplicate's is: role names hold no `.`)."""
+    head = handoff_name(sender, [to])[: -len(".handoff")] + "."
     return head + "x" * (size - len(head) - len(".handoff")) + ".handoff"
 
 

@@ -212,8 +212,39 @@ def test_an_archived_duplicate_name_parses_as_its_original() -> None:
 
 def test_names_not_in_the_form_do_not_parse() -> None:
     for bad in ("notes.txt", NAME + "~", "x.handoff", NAME.replace("_from_", "_by_"),
-                NAME.replace("07_", "7_"), NAME.replace("_to_coder_cleaner", "_to_")):  # fmt: skip
+                NAME.replace("07_", "7_"), NAME.replace("_to_coder_cleaner", "_to_"),
+                NAME.replace("_architect_", "_architect_QA_"),  # two words for one sender
+                NAME.replace("_cleaner", "_cleaner_coder")):  # a recipient twice  # fmt: skip
         assert hf.parse_name(bad) is None, bad
+
+
+def test_a_name_is_parsed_by_position_never_searched_for_a_sender() -> None:
+    """One sender, the fifth field; every field after `to` a recipient (docs/protocol.md
+    §2): a name that spells a second `_from_x_to_` names recipients, never that sender;
+    roles named `from` and `to` parse as any others."""
+    forged = NAME.replace("_to_coder_cleaner", "_to_coder_from_helper_to_cleaner")
+    parts = hf.parse_name(forged)
+    assert parts is not None and parts.sender == "architect"
+    assert parts.recipients == ["coder", "from", "helper", "to", "cleaner"]
+    to = hf.parse_name("50_20260101T000000Z_000001_from_to_to_from.handoff")
+    assert to is not None and (to.sender, to.recipients) == ("to", ["from"])
+    assert hf.name_id("50_20260101T000000Z_000001_from_to_to_from.handoff") == to.id
+
+
+def test_a_sender_is_checked_where_name_and_from_header_agree() -> None:
+    assert hf.checked_sender(NAME, "architect") == "architect"
+    assert hf.checked_sender(NAME, "helper") is None  # the name says another
+    assert hf.checked_sender(NAME, None) is None and hf.checked_sender("x.handoff", "a") is None
+    assert hf.misnamed(NAME, "architect", ["coder", "cleaner"]) is None
+    assert "from 'architect'" in (hf.misnamed(NAME, "helper", ["coder", "cleaner"]) or "")
+    assert "(coder, cleaner)" in (hf.misnamed(NAME, "architect", ["coder"]) or "")
+
+
+def test_an_id_names_its_sender_only_in_the_section_2_form() -> None:
+    assert hf.id_sender("20260615T140531Z_000042_from_architect") == "architect"
+    for bad in ("manual-1", "x_from_a", "20260615T140531Z_000042_from_a_from_b",
+                "20260615T140531Z_000042_from_a_b", "20260615T140531Z_42_from_a"):  # fmt: skip
+        assert hf.id_sender(bad) is None, bad
 
 
 def test_only_visible_handoff_names_are_queue_items() -> None:
@@ -338,7 +369,7 @@ def test_no_module_but_the_format_spells_the_parts_of_a_name() -> None:
     """Composing and slicing names and ids is `handoffd.core.handoff`'s alone (docs/protocol.md
     §2): the package, the test bed and the benchmark call it, so a change to the form is
     one module's change."""
-    owner = REPO / "handoffd" / "handoff.py"
+    owner = REPO / "handoffd" / "core" / "handoff.py"
     spelled = {
         str(path.relative_to(REPO)): parts
         for folder in ("handoffd", "testbed", "benchmarks")
@@ -355,7 +386,7 @@ def test_a_composed_name_parses_back_to_its_parts() -> None:
     parts = hf.parse_name(name)
     assert parts is not None and (parts.id, parts.recipients) == (ident, ["coder", "cleaner"])
     assert (hf.id_sender(ident), hf.id_stamp_of(ident)) == ("architect", "20260615T140531Z")
-    assert hf.id_sender("manual-1") is None and hf.sender_mark("architect") in name
+    assert hf.id_sender("manual-1") is None
     assert hf.id_mark(ident) in name and hf.order_key(name) == f"{ident[:23]}/{name}"
     assert hf.comma_list(" a, ,b ") == ["a", "b"] and hf.list_parts(" a, ,b ") == ["a", "", "b"]
 

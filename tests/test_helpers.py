@@ -539,10 +539,12 @@ def test_stray_hidden_temp_files_are_ignored_and_a_killed_stamps_temp_swept(
 # --- a commit that has not arrived (docs/protocol.md §15) -------------------------------
 
 
-def git_handoff(project: Project, commit: str, role: str = "coder") -> Path:
+def git_handoff(
+    project: Project, commit: str, role: str = "coder", name: str = "50_g.handoff"
+) -> Path:
     return project.put(
         role,
-        "50_g.handoff",
+        name,
         type="git_handoff",
         task="slice-3",
         commit=commit,
@@ -550,23 +552,65 @@ def git_handoff(project: Project, commit: str, role: str = "coder") -> Path:
     )
 
 
-def test_a_git_handoff_whose_commit_is_not_here_says_commit_missing_after_task_name(
+def plain_block(path: Path, commit: str) -> str:
+    """§4's TASK block of `git_handoff`'s file, as swarm-forge prints it."""
+    head = f"TASK: {path}\nFROM: coder\nTYPE: git_handoff\nPRIORITY: 50\nTASK_NAME: slice-3\n"
+    return f"{head}PAYLOAD:\nRe-read your role and constitution.\n\nmerge_and_process QA {commit}\n"
+
+
+MISSING = "COMMIT_MISSING: deadbeef00 is not in this repository (git fetch?)\n"
+
+
+@pytest.mark.parametrize("helper", ["ready_for_next", "ready_for_next_task"])
+def test_a_git_handoff_whose_commit_is_not_here_says_commit_missing_on_stderr_only(
+    project: Project, helper: str
+) -> None:
+    """stdout is §4's block byte for byte (docs/protocol.md §15, "A commit that has not
+    arrived"): swarm-forge's agents and tests read it so; the line is on stderr, also
+    when the block is printed again (a resume)."""
+    path = git_handoff(project, "deadbeef00")
+    block = plain_block(project.box("coder", "inbox/in_process") / path.name, "deadbeef00")
+    for _ in range(2):  # taken, then the same work again
+        taken = project.run(helper, role="coder")
+        assert (taken.code, taken.out, taken.err) == (0, block, MISSING)
+
+
+def test_done_with_current_says_the_next_ones_missing_commit_on_stderr(project: Project) -> None:
+    first = git_handoff(project, project.commit("coder"), name="50_a.handoff")
+    second = git_handoff(project, "deadbeef00", name="50_b.handoff")
+    assert project.run("ready_for_next", role="coder").err == ""
+    done = project.run("done_with_current", role="coder")
+    completed = project.box("coder", "inbox/completed") / first.name
+    block = plain_block(project.box("coder", "inbox/in_process") / second.name, "deadbeef00")
+    assert (done.code, done.out, done.err) == (0, f"COMPLETED: {completed}\n{block}", MISSING)
+
+
+def test_a_batch_says_each_missing_commit_on_stderr_and_its_block_byte_for_byte(
     project: Project,
 ) -> None:
-    git_handoff(project, "deadbeef00")
-    out = project.run("ready_for_next", role="coder").out.splitlines()
-    assert out[4:6] == [
-        "TASK_NAME: slice-3", "COMMIT_MISSING: deadbeef00 is not in this repository (git fetch?)",
-    ]  # fmt: skip
-    assert out[6] == "PAYLOAD:"
+    """cleaner takes work in batches: each item's TASK block is §4's, the lines on stderr."""
+    here = project.commit("cleaner")
+    for name, commit in (("50_a.handoff", "deadbeef00"), ("50_b.handoff", here),
+                         ("50_c.handoff", "deadbeef01")):  # fmt: skip
+        git_handoff(project, commit, role="cleaner", name=name)
+    for helper in ("ready_for_next", "ready_for_next_batch"):  # taken, then again
+        taken = project.run(helper, role="cleaner")
+        [batch] = os.listdir(project.box("cleaner", "inbox/in_process"))
+        folder = project.box("cleaner", "inbox/in_process") / batch
+        items = [plain_block(folder / n, c) for n, c in (("50_a.handoff", "deadbeef00"),
+                 ("50_b.handoff", here), ("50_c.handoff", "deadbeef01"))]  # fmt: skip
+        head = f"BATCH: {folder}\nCOUNT: 3\nPRIORITY: 50\n"
+        assert taken.out == head + "".join(f"\nBATCH_ITEM: {n}\n{item}"
+                                           for n, item in enumerate(items, 1))  # fmt: skip
+        assert taken.err == MISSING + MISSING.replace("deadbeef00", "deadbeef01")
 
 
 def test_a_git_handoff_whose_commit_is_here_prints_the_plain_block(project: Project) -> None:
     head = git(project.root, "rev-parse", "--short=10", "HEAD")
-    path = git_handoff(project, head, role="cleaner")  # another worktree of the same repository
-    out = project.run("ready_for_next", role="cleaner").out
-    assert "COMMIT_MISSING" not in out and f"merge_and_process QA {head}" in out, out
-    assert path.name in out
+    path = git_handoff(project, head, role="QA")  # another worktree of the same repository
+    taken = project.run("ready_for_next", role="QA")
+    assert taken.out == plain_block(project.box("QA", "inbox/in_process") / path.name, head)
+    assert taken.err == ""
 
 
 def test_a_commit_header_that_is_no_object_name_is_missing_and_never_given_to_git(
@@ -574,9 +618,9 @@ def test_a_commit_header_that_is_no_object_name_is_missing_and_never_given_to_gi
 ) -> None:
     """The header is untrusted: `--output=x` handed to git would be an option, not a name."""
     git_handoff(project, "--output=x\x1b")
-    out = project.run("ready_for_next", role="coder").out
-    assert "COMMIT_MISSING: --output=x\\x1b is not in this repository (git fetch?)" in out
-    assert not (project.root / "x").exists() and "\x1b" not in out.split("PAYLOAD:")[0]
+    taken = project.run("ready_for_next", role="coder")
+    assert taken.err == "COMMIT_MISSING: --output=x\\x1b is not in this repository (git fetch?)\n"
+    assert not (project.root / "x").exists() and "COMMIT_MISSING" not in taken.out
 
 
 def test_a_worktree_git_cannot_read_says_nothing_of_the_commit(project: Project) -> None:
@@ -587,7 +631,7 @@ def test_a_worktree_git_cannot_read_says_nothing_of_the_commit(project: Project)
     from tests.test_board_commands import run
 
     out = run(project, "ready_for_next", role="QA", env=env)
-    assert out.code == 0 and "COMMIT_MISSING" not in out.out, out
+    assert out.code == 0 and "COMMIT_MISSING" not in out.out + out.err, out
 
 
 # --- swarm_handoff: success -------------------------------------------------------------

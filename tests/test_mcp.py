@@ -178,6 +178,21 @@ def test_a_round_trip_through_tools_leaves_the_files_and_prints_the_text_of_the_
 # --- refusals: tool errors carrying the command's message ---------------------------------
 
 
+def test_ready_for_next_gives_the_plain_block_then_commit_missing_as_a_second_text(
+    project: Project, log: Path
+) -> None:
+    """A commit not in the repository (docs/protocol.md §15): the tool's first text is
+    the helper's stdout, §4's block byte for byte; the `COMMIT_MISSING` line, the
+    helper's stderr, is a text of its own after it, and the call is no error."""
+    from tests.test_helpers import MISSING, git_handoff, plain_block
+
+    path = git_handoff(project, "deadbeef00")
+    with agent(project, "coder", log) as coder:
+        taken = coder.call("ready_for_next")
+    block = plain_block(project.box("coder", "inbox/in_process") / path.name, "deadbeef00")
+    assert not taken.is_error and texts(taken) == [block, MISSING]
+
+
 def refusal(result: Any) -> tuple[int, str]:
     """A refused call: its exit code and its message (the last text block, the stderr)."""
     assert result.is_error, text(result)

@@ -21,7 +21,7 @@ NEW, IN_PROCESS, COMPLETED = "inbox/new", "inbox/in_process", "inbox/completed"
 
 def pool_copy(proj: Project, n: int, pool: str = "cleaner", priority: str = "50") -> Path:
     """A copy the daemon delivered to the pool, laid straight into its `new/`."""
-    name, handoff = queued(f"20260101T000000{n:06d}Z_{n:06d}_from_coder", "coder", [pool],
+    name, handoff = queued(f"20260101T{n:06d}Z_{n:06d}_from_coder", "coder", [pool],
                            f"task {n}\n", ("type", "note"), ("message", f"m{n}"),
                            priority=priority)  # fmt: skip
     return Path(write(proj.box(pool, NEW) / name, stamped(handoff, pool).render()))

@@ -29,7 +29,7 @@ def test_each_pool_handoff_wakes_one_member_and_the_next_goes_to_the_next(tmp_pa
     daemon = open_daemon(proj, record=False)
     try:
         for n in range(3):
-            queue(proj, "coder", ["cleaner"], name=f"50_2026010{n}T000000000000Z_00000{n}"
+            queue(proj, "coder", ["cleaner"], name=f"50_2026010{n + 1}T000000Z_00000{n}"
                   f"_from_coder_to_cleaner.handoff")  # fmt: skip
             daemon.step(1000.0 + n)
             assert daemon.waker.drain(10)

@@ -30,7 +30,20 @@ def test_a_message_for_a_role_not_on_this_host_now_is_left_for_its_host() -> Non
 def test_a_copy_for_several_roles_is_one_whose_other_recipients_this_host_does_not_know() -> None:
     name, data = copy(1, role="cleaner")
     data = data.replace(b"to: cleaner\n", b"to: cleaner,newcomer\n")
+    name = name.replace("_to_cleaner", "_to_cleaner_newcomer")  # as its sender named it
     assert classify("cleaner", name, data, HERE) is not None
+
+
+def test_a_copy_whose_name_says_other_than_its_headers_is_refused() -> None:
+    """Names are parsed by §2's one rule (docs/protocol.md §17): a name naming fewer
+    recipients than `to`, or another sender first, is a poison message."""
+    name, data = copy(1, role="cleaner")
+    wider = data.replace(b"to: cleaner\n", b"to: cleaner,newcomer\n")
+    with pytest.raises(Refused, match="addressed to"):
+        classify("cleaner", name, wider, HERE)
+    forged = name.replace("_from_coder_to_cleaner", "_from_boss_to_cleaner_from_coder_to_qa")
+    with pytest.raises(Refused):
+        classify("cleaner", forged, data, HERE)
 
 
 @pytest.mark.parametrize("subject_role", [None, "", "bad_name", "-x"])

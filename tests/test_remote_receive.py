@@ -148,7 +148,7 @@ def poison() -> dict[str, tuple[tuple[str, bytes], str]]:
             copy(17, sender="cleaner"),
             "its sender cleaner is a role of this host",
         ),
-        "a to header without the role": (copy(18, to="coder"), "its to: header does not name"),
+        "a to header without the role": (copy(18, to="coder"), "its 'to' header to (coder)"),
         "not stamped for the role": (copy(19, recipient="coder"), "not a copy stamped for"),
         "a header missing": (copy(20, priority=""), "missing required header(s): priority"),
         "not a handoff": ((copy(21)[0], b"just text"), "no header block"),

@@ -9,6 +9,7 @@ click's generic 1).  Nothing here knows what an operation does.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import time
@@ -190,7 +191,31 @@ def daemon_args(values: dict[str, Any]) -> list[str]:
     return [arg for p in DAEMON if p.name in values for arg in (p.option, str(values[p.name]))]
 
 
+class Number(click.FloatRange):
+    """The one type of every float option of every command (the table's, the hand-written
+    ones', the benchmark's): a finite number, never below its minimum (0 unless declared
+    higher; `open_minimum`: above it), never above its maximum if it has one.  click's own
+    `FloatRange` lets `nan` past every bound (it compares false with all) and `inf` past
+    any minimum: `--reclaim-after nan` never reclaimed, and its `started` log line was no
+    JSON.  A bad value is click's usage error, exit 2."""
+
+    name = "float"
+
+    def __init__(
+        self, minimum: float = 0.0, maximum: float | None = None, open_minimum: bool = False
+    ) -> None:
+        if not minimum >= 0:  # a negative count of seconds or share means nothing here
+            raise ValueError(f"a float option's minimum is at least 0, not {minimum}")
+        super().__init__(min=minimum, max=maximum, min_open=open_minimum)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(number, param, ctx)
+
+
 def _number(param: Param) -> click.ParamType[Any]:
     if param.kind == spec.INT:
         return click.INT if param.minimum is None else click.IntRange(min=int(param.minimum))
-    return click.FloatRange(min=param.minimum, min_open=param.open_minimum)
+    return Number(param.minimum or 0.0, open_minimum=param.open_minimum)

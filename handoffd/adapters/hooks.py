@@ -166,9 +166,9 @@ def stop(role: Role, again: bool, pool_new: str | None = None) -> str:
     except OSError:
         if again:  # cannot remember telling: tell once per stop, never in a loop
             return ""
-    parsed = hf.parse_name(name)  # the name says which file and whose: never a header
     what = label(headers.get(hf.TASK) or hf.file_id(name, headers.get(hf.ID)))
-    sender = label(parsed.sender if parsed else headers.get(hf.SENDER) or "?")
+    # the sender the daemon checked: name and `from` agreeing, never the name alone
+    sender = label(hf.checked_sender(name, headers.get(hf.SENDER)) or "unknown")
     reason = (f"You have {len(waiting)} handoff(s) waiting (first: {what} from {sender}). "
               "Run ready_for_next.sh.")  # fmt: skip
     return f'{{"decision": "block", "reason": {quote(reason)}}}'

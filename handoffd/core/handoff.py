@@ -89,18 +89,18 @@ def compose_name(priority: str, ident: str, recipients: Sequence[str]) -> str:
 
 
 def id_sender(ident: str) -> str | None:
-    """The sender an id names (the part after its last `_from_`); None if it names none."""
-    return ident.rpartition(FROM)[2] if FROM in ident else None
+    """The sender an id of the §2 form names (`<stamp>_<seq>_from_<sender>`, read by
+    position as `parse_name` reads a name); None for an id not in that form."""
+    fields = ident.split("_")
+    if len(fields) != 4 or fields[2] != "from":
+        return None
+    stamp, seq, _, sender = fields
+    return sender if _well_formed("00", stamp, seq, sender, [sender]) else None
 
 
 def id_stamp_of(ident: str) -> str:
     """The §2 stamp an id starts with (all of it for an id with no `_`)."""
     return ident.partition("_")[0]
-
-
-def sender_mark(sender: str) -> str:
-    """What every file name `sender` queues holds: `_from_<sender>_to_`."""
-    return f"{FROM}{sender}{TO}"
 
 
 def id_mark(ident: str) -> str:
@@ -131,16 +131,20 @@ def list_parts(value: str) -> list[str]:
 def parse_name(name: str) -> Name | None:
     """The parts of a queue file's name, or None for a name not in that form.
 
-    An archived duplicate (`….2.handoff`, named so by `durable.free_name`) parses as the
-    original: role names hold no `.`, so a dotted tail is never part of a recipient.
+    The one rule of §2, by position: a role name holds no `_`, so the fifth field is the
+    one sender, the sixth is `to`, and every field after it a recipient, each once.  A
+    name is never searched for `_from_` or `_to_` (a recipient list that spells a second
+    `_from_x_to_` is recipients named so, never a second sender).  An archived duplicate
+    (`….2.handoff`, named so by `durable.free_name`) parses as the original: role names
+    hold no `.`, so a dotted tail is never part of a recipient.
     """
     if not name.endswith(SUFFIX):
         return None
     fields = name[: -len(SUFFIX)].split(".", 1)[0].split("_")
-    if len(fields) < 7 or fields[3] != "from" or "to" not in fields[5:]:
+    if len(fields) < 7 or fields[3] != "from" or fields[5] != "to":
         return None
-    priority, stamp, seq, _, sender = fields[:5]
-    recipients = fields[fields.index("to", 5) + 1 :]
+    priority, stamp, seq, _, sender, _ = fields[:6]
+    recipients = fields[6:]
     if not _well_formed(priority, stamp, seq, sender, recipients):
         return None
     return Name(priority, stamp, seq, sender, recipients)
@@ -158,16 +162,46 @@ def _well_formed(priority: str, stamp: str, seq: str, sender: str, to: list[str]
         and valid_role_name(sender)
         and bool(to)
         and all(valid_role_name(r) for r in to)
+        and len(set(to)) == len(to)
     )
+
+
+NAME_FORM = f"<priority>_<yyyymmddThhmmssZ>_<seq6>{FROM}<sender>{TO}<r1>[_<r2>…]{SUFFIX}"
+
+
+def misnamed(name: str, sender: str, recipients: list[str]) -> str | None:
+    """Why an original's name does not say what its headers say (docs/protocol.md §5.1),
+    or None: read by `parse_name`'s one rule, it must spell exactly one sender, `sender`
+    (its outbox's role and its `from`), and `recipients` (its `to`), in order."""
+    parts = parse_name(name)
+    if parts is None:
+        return f"file name is not of the form {NAME_FORM} (each role named once)"
+    if parts.sender != sender:
+        return f"file name says it is from '{parts.sender}', not from the sending role '{sender}'"
+    if parts.recipients != recipients:
+        spelled, given = ", ".join(parts.recipients), ", ".join(recipients)
+        return f"file name is addressed to ({spelled}), its 'to' header to ({given})"
+    return None
+
+
+def checked_sender(name: str, sender: str | None) -> str | None:
+    """Who sent a queue file, as the daemon checks it before delivery (docs/protocol.md
+    §5.1): its `from` header `sender` when its name, read by `parse_name`, names that one
+    sender too; None when either says none or they differ (a file planted in an inbox by
+    hand, its name forged to say another sender)."""
+    parts = parse_name(name)
+    return sender if parts is not None and sender and parts.sender == sender else None
 
 
 def name_id(name: str) -> str:
     """The id a queue file name carries: `50_<stamp>_<seq>_from_a_to_b.handoff` →
-    `<stamp>_<seq>_from_a` (docs/protocol.md §2).  By slicing, not parsing: a role name
-    holds no `_`, so the first `_to_` after the priority ends it.  For any name, well
-    formed or not (a hand-made file's); `parse_name` says whether it is."""
-    stem = name.removesuffix(SUFFIX)
-    return stem[3:].partition(TO)[0]
+    `<stamp>_<seq>_from_a` (docs/protocol.md §2).  For any name, well formed or not: one
+    in the §2 form by `parse_name`'s rule (a sender named `to` included); any other (a
+    hand-made file's) sliced up to its first `_to_` after the priority."""
+    parts = parse_name(name)
+    if parts is not None:
+        return parts.id
+    return name.removesuffix(SUFFIX)[3:].partition(TO)[0]
 
 
 def split_copy(name: str) -> tuple[str, str | None]:

@@ -61,7 +61,7 @@ def _take_task(context: Context, inbox: Inbox) -> Result:
         return ready.nothing(inbox)
     from handoffd.queue import blocks
 
-    return Result(Exit.OK, blocks.task(item, ready.notes(item)))
+    return Result(Exit.OK, blocks.task(item, ready.notes(item)), ready.missing([item]))
 
 
 def _take_batch(context: Context, inbox: Inbox) -> Result:
@@ -71,7 +71,7 @@ def _take_batch(context: Context, inbox: Inbox) -> Result:
         return ready.nothing(inbox)
     from handoffd.queue import blocks
 
-    return Result(Exit.OK, blocks.batch(*taken, notes=ready.notes))
+    return Result(Exit.OK, blocks.batch(*taken, notes=ready.notes), ready.missing(taken[1]))
 
 
 class Ready:
@@ -102,17 +102,15 @@ class Ready:
         return Result(Exit.OK, "NO_TASK\n", not_ready_line(reasons) + "\n" if reasons else "")
 
     def notes(self, item: Item) -> list[str]:
-        """`REOPENED`, `COMMIT_MISSING`, `BLOCKED_REASON`, `DEPENDS_ON` and `ANSWER` lines,
-        where they apply, in that order: what happened to the work itself first (§15,
-        "after TASK_NAME"), then §13's.  An answer older than the reopen belongs to the
-        earlier round."""
+        """`REOPENED`, `BLOCKED_REASON`, `DEPENDS_ON` and `ANSWER` lines, where they apply,
+        in that order: what happened to the work itself first (§15, "after TASK_NAME"),
+        then §13's.  An answer older than the reopen belongs to the earlier round."""
         from handoffd.queue import blocks
 
         handoff, lines = item.handoff, []
         reopened = blocks.reopened(handoff)
         if reopened:
             lines.append(_printable(reopened))
-        lines += self.commit_missing(handoff)
         reason = handoff.get(BLOCKED)
         if reason:
             lines.append("BLOCKED_REASON: " + _printable(reason))
@@ -125,6 +123,13 @@ class Ready:
 
             lines += answer_lines(self.context.me.handoffs, ident, handoff.get(hf.REOPENED_AT))
         return lines
+
+    def missing(self, items: list[Item]) -> str:
+        """The stderr of a take: a `COMMIT_MISSING` line for each git handoff taken whose
+        commit the role's repository lacks (docs/protocol.md §15, "A commit that has not
+        arrived").  On stderr, never in the block: stdout stays §4's byte for byte, as
+        swarm-forge prints it and its agents and tests read it."""
+        return "".join(line + "\n" for item in items for line in self.commit_missing(item.handoff))
 
     def commit_missing(self, handoff: Handoff) -> list[str]:
         """`COMMIT_MISSING: <sha> is not in this repository (git fetch?)` for a git handoff

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
 def task(item: Item, notes: list[str] | None = None) -> str:
     """A TASK block; the payload is the body verbatim, with no newline added.  `notes`:
-    the lines of docs/protocol.md §13 and §15 (reopened, a commit missing, a blocked
-    reason, dependencies, an answer), shown between TASK_NAME and PAYLOAD only when there
-    are any."""
+    the lines of docs/protocol.md §13 and §15 (reopened, a blocked reason, dependencies,
+    an answer), shown between TASK_NAME and PAYLOAD only when there are any (a commit
+    missing is said on stderr: `ops.queue.Ready.missing`)."""
     h: Handoff = item.handoff
     lines = [
         f"TASK: {item.path}",

@@ -55,11 +55,25 @@ def inspect(data: bytes, name: str, sender: str, roles: set[str]) -> tuple[hf.Ha
     claimed = handoff.get(hf.SENDER)
     if claimed != sender:
         raise Refused(f"header 'from: {claimed}' does not match the sending role '{sender}'")
-    if hf.sender_mark(sender) not in name:
-        # Names are unique per sender only because they carry the sender; a name borrowed
-        # from another role's queue could collide with that role's handoff in an inbox.
-        raise Refused(f"file name does not say '{hf.sender_mark(sender)}' (the sending role)")
-    return handoff, _recipients(handoff.get(hf.RECIPIENTS) or "", roles)
+    to = handoff.get(hf.RECIPIENTS) or ""
+    recipients = _recipients(to)
+    for recipient in recipients:
+        if recipient not in roles:
+            raise UnknownRecipient(
+                f"unknown recipient role '{recipient}' (not in roles.tsv); nobody got a copy"
+            )
+    _check_name(name, sender, recipients)
+    return handoff, recipients
+
+
+def _check_name(name: str, sender: str, recipients: list[str]) -> None:
+    """Names are unique per sender only because they carry the sender (a borrowed name
+    could stand in an inbox in place of another role's handoff), and a name is what a
+    Stop hook and the board read before any header: one that says other than its
+    headers is refused."""
+    problem = hf.misnamed(name, sender, recipients)
+    if problem is not None:
+        raise Refused(problem)
 
 
 def _crlf_reason(data: bytes) -> str | None:
@@ -69,15 +83,12 @@ def _crlf_reason(data: bytes) -> str | None:
     return "CRLF line endings; a handoff file uses LF (\\n) line endings only"
 
 
-def _recipients(to: str, roles: set[str]) -> list[str]:
+def _recipients(to: str) -> list[str]:
+    """`to`'s recipients in order, each a valid role name given once."""
     recipients = hf.list_parts(to)
     for index, name in enumerate(recipients):
         if not valid_role_name(name):
             raise Refused(f"invalid recipient {name!r} in 'to: {to}'")
         if name in recipients[:index]:
             raise Refused(f"recipient '{name}' is listed twice in 'to: {to}'")
-        if name not in roles:
-            raise UnknownRecipient(
-                f"unknown recipient role '{name}' (not in roles.tsv); nobody got a copy"
-            )
     return recipients

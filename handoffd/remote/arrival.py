@@ -60,12 +60,10 @@ def classify(role: str | None, name: str | None, data: bytes, local: set[str]) -
     if len(data) > LIMIT:
         raise Refused(f"larger than the {LIMIT}-byte limit of a copy")
     assert name is not None
-    try:
-        handoff, recipients = checks.inspect(data, name, parts.sender, _Everyone())
+    try:  # its name names `role` (`_name`), and `to` names what its name does
+        handoff, _ = checks.inspect(data, name, parts.sender, _Everyone())
     except checks.Refused as refusal:
         raise Refused(str(refusal)) from None
-    if role not in recipients:
-        raise Refused(f"its to: header does not name {role}")
     if handoff.get(hf.RECIPIENT) != role or not handoff.get(hf.ENQUEUED_AT):
         raise Refused(f"not a copy stamped for {role} (recipient, enqueued_at)")
     return Copy(role, name, data, handoff)
