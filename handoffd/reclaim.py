@@ -54,33 +54,43 @@ class Keeper:
         cards = []
         for row in pools.pools(roles):
             for member in pools.members(row.name, roles):
-                beat = heartbeat.read(member.handoffs)
-                why = pools.reclaim_why(
-                    beat.at if beat else None, self.gone_since.get(member.name), now, self.after
-                )
-                if why is not None:
-                    cards += self.give_back(member, row, why, now)
+                if self.why(member, now) is not None:  # a first look, without its lock
+                    cards += self.give_back(member, row, None, now)
         return cards
 
-    def give_back(self, member: Role, row: Role, why: str, now: float) -> list[str]:
-        """Put `member`'s pool copies back into `row`'s `new/`; never raises (a member
-        busy or unreadable now is looked at again next pass)."""
+    def why(self, member: Role, now: float) -> str | None:
+        """Why `member`'s claims go back now (`pool.reclaim_why`), or None, from its
+        heartbeat as it is on disk now."""
+        beat = heartbeat.read(member.handoffs)
+        at = beat.at if beat else None
+        return pools.reclaim_why(at, self.gone_since.get(member.name), now, self.after)
+
+    def give_back(self, member: Role, row: Role, why: str | None, now: float) -> list[str]:
+        """Put `member`'s pool copies back into `row`'s `new/` if its claim has expired
+        (given `why`, for that reason); never raises (a member busy or unreadable now is
+        looked at again next pass).
+
+        The decision is made again once the member's lock is held, from its heartbeat
+        read there: a member that claimed a copy while the daemon waited for the lock
+        renewed its heartbeat first (docs/protocol.md §17), and keeps what it claimed."""
         at = hf.iso_now(now)
-        names: list[str] = []
-
-        def note(name: str) -> None:
-            card = f"{hf.name_id(name)}@{row.name}"
-            add_note(member.handoffs, pools.note_line(card, row.name, at, why))
-            names.append(card)
-
+        given: list[tuple[str, str]] = []  # (card, why)
         try:
             with Inbox(member.handoffs, member.name, (row.name, row.handoffs)) as inbox:
-                inbox.give_back(row.path(Box.NEW), at, note)
+                reason = why or self.why(member, now)
+                if reason is not None:
+
+                    def note(name: str, why: str = reason) -> None:
+                        card = f"{hf.name_id(name)}@{row.name}"
+                        add_note(member.handoffs, pools.note_line(card, row.name, at, why))
+                        given.append((card, why))
+
+                    inbox.give_back(row.path(Box.NEW), at, note)
         except (Busy, Refusal, OSError) as error:
             self.log.warning("reclaim_failed", member=member.name, error=str(error))
-        for card in names:
-            self.log.info("reclaimed", card=card, member=member.name, why=why)
-        return names
+        for card, reason in given:
+            self.log.info("reclaimed", card=card, member=member.name, why=reason)
+        return [card for card, _ in given]
 
     def wake_one(self, pool: str, roles: Mapping[str, Role], idle: Mapping[str, float],
                  now: float) -> Role | None:  # fmt: skip

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import threading
 import time
 
 import pytest
 
-from handoffd import config, pool
+from handoffd import config, heartbeat, inbox, pool
 from handoffd import handoff as hf
 from handoffd.board.cards import WINDOW_S
+from handoffd.ops import queue
+from handoffd.ops.context import Context
 from handoffd.reclaim import RECLAIM_AFTER, Keeper, add_note
-from testbed.project import make_pool_project
+from testbed.project import helper_env, make_pool_project
 from tests.fault_support import RecordingLog
-from tests.test_pool import COMPLETED, IN_PROCESS, NEW, pool_copy, run_as
+from tests.test_pool import COMPLETED, IN_PROCESS, NEW, pool_copy, pool_inbox, run_as
 
 
 def claimed(tmp_path, mode="task"):
@@ -153,3 +157,90 @@ def test_a_note_line_torn_or_planted_is_never_said():
         "RECLAIMED: a@c went back to c at 2026-01-01T00:00:00Z (session gone )"
     ]
     assert pool.reclaimed_lines("a\x1b[2J\tc\tt\tw\n") == []
+
+
+# --- a claim is fresh (docs/protocol.md §17, "Part IV under hostile use") ---------------
+
+
+def idle_member(tmp_path):
+    """A pool project whose member cleaner-2 has a heartbeat two hours old: it has been
+    idle that long (only its helpers renew it), and now claims."""
+    proj = make_pool_project(tmp_path / "p")
+    assert run_as(proj, "cleaner-2", "ready_for_next")[1] == "NO_TASK\n"
+    return proj, config.load_roles(str(proj.root))
+
+
+def test_a_long_idle_member_keeps_the_copy_it_claims_while_the_daemon_steps_its_reclaim(
+    tmp_path,
+):
+    """The real race: the daemon's reclaim stepped as fast as it goes while the member's
+    real `ready_for_next` claims.  Before the fix every round lost its copy: the daemon
+    read the old heartbeat, waited for the member's lock, and gave back what it had just
+    claimed, for another member to take."""
+    proj, roles = idle_member(tmp_path)
+    keeper = Keeper(str(proj.root), RecordingLog(), after=60.0)
+    for n in range(1, 21):
+        pool_copy(proj, n)
+        age_heartbeat(proj, "cleaner-2", 7200)
+        helper = subprocess.Popen(["ready_for_next"], env=helper_env("cleaner-2"),
+                                  cwd=proj.worktrees["cleaner-2"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)  # fmt: skip
+        ticks = 0
+        while helper.poll() is None:
+            assert keeper.tick(roles, time.time()) == [], f"round {n}: the claim went back"
+            ticks += 1
+        out, err = helper.communicate()
+        assert out.startswith(b"TASK:"), err
+        assert keeper.tick(roles, time.time()) == [], f"round {n}: the claim went back"
+        assert ticks > 0 and len(list(proj.box("cleaner-2", IN_PROCESS).iterdir())) == 1
+        assert run_as(proj, "cleaner-2", "done_with_current")[0] == 0
+    assert not list(proj.box("cleaner", NEW).iterdir())
+
+
+def test_the_reclaim_is_decided_again_under_the_members_lock(tmp_path, monkeypatch):
+    """Stepped: the daemon reads the old heartbeat, then waits for the member's lock; the
+    member claims meanwhile (renewing its heartbeat); the daemon, once it holds the lock,
+    reads the heartbeat again and gives nothing back."""
+    proj, roles = idle_member(tmp_path)
+    copy = pool_copy(proj, 1)
+    age_heartbeat(proj, "cleaner-2", 7200)
+    keeper, given = Keeper(str(proj.root), RecordingLog(), after=60.0), []
+    waiting, real_hold = threading.Event(), inbox.hold
+
+    def hold(fd, seconds=inbox.LOCK_WAIT):
+        waiting.set()  # the daemon has looked at the heartbeat and waits for the lock
+        return real_hold(fd, seconds)
+
+    with pool_inbox(proj, "cleaner-2") as member:
+        monkeypatch.setattr(inbox, "hold", hold)
+        daemon = threading.Thread(target=lambda: given.extend(keeper.tick(roles, time.time())))
+        daemon.start()
+        assert waiting.wait(10)
+        assert member.take_task() is not None
+        heartbeat.renew(str(proj.handoffs("cleaner-2")), "agent", "")
+    daemon.join(10)
+    assert given == [] and not copy.exists()
+    assert (proj.box("cleaner-2", IN_PROCESS) / copy.name).exists()
+
+
+@pytest.mark.parametrize("mode", ["task", "batch"])
+def test_a_claim_renews_the_heartbeat_before_its_rename(tmp_path, monkeypatch, mode):
+    """The heartbeat is fresh at the instant the copy lands in the member's inbox, not
+    only once the step is over: nothing that looks (a daemon, the board) ever sees the
+    claim beside the heartbeat of the member's long idle."""
+    proj = make_pool_project(tmp_path / "p", mode=mode)
+    assert run_as(proj, "cleaner-2", "ready_for_next")[0] == 0
+    age_heartbeat(proj, "cleaner-2", 7200)
+    pool_copy(proj, 1)
+    ages, real_claim = [], inbox._claim
+
+    def claim(source, target):
+        beat = heartbeat.read(str(proj.handoffs("cleaner-2")))
+        ages.append(time.time() - beat.at if beat else None)
+        return real_claim(source, target)
+
+    monkeypatch.setattr(inbox, "_claim", claim)
+    roles = config.load_roles(str(proj.root))
+    result = queue.take(Context(str(proj.root), roles, roles["cleaner-2"]))
+    assert result.code == 0 and "cleaner" in result.out
+    assert ages and all(age is not None and age < 60 for age in ages)
