@@ -2,10 +2,12 @@
 stopped answering held, and choosing which member a pool's mail wakes.
 
 A member's claim expires when its heartbeat is older than `--reclaim-after` (default the
-liveness window), or when its session has been gone for a minute while the pool's tmux
-server answers (a server that does not answer says nothing about the session).  Each
-copy goes back by `Inbox.give_back` under the member's lock, logged `reclaimed`; the
-member is left a note (`H/reclaimed`) its next finish reads, `RECLAIMED: …`.
+liveness window) — with no heartbeat, or one from the future, that long after the copy's
+`dequeued_at` — or when its session has been gone for a minute while the pool's tmux
+server answers (a server that does not answer says nothing about the session).  It is
+decided under the member's lock, from the heartbeat read there; each copy goes back by
+`Inbox.give_back`, logged `reclaimed`; the member is left a note (`H/reclaimed`) its
+next finish reads, `RECLAIMED: …`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from handoffd.inbox import Busy, Inbox
 from handoffd.outcome import Refusal
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from structlog.typing import FilteringBoundLogger
 
@@ -54,38 +56,44 @@ class Keeper:
         cards = []
         for row in pools.pools(roles):
             for member in pools.members(row.name, roles):
-                if self.why(member, now) is not None:  # a first look, without its lock
+                # a first look, without its lock: a member with a fresh heartbeat (most,
+                # at most passes) or nothing in process is never locked; one with no
+                # heartbeat is decided copy by copy, under its lock
+                if self.decide(member, now)(None) is not None and holds(member):
                     cards += self.give_back(member, row, None, now)
         return cards
 
-    def why(self, member: Role, now: float) -> str | None:
-        """Why `member`'s claims go back now (`pool.reclaim_why`), or None, from its
-        heartbeat as it is on disk now."""
+    def decide(self, member: Role, now: float) -> Callable[[float | None], str | None]:
+        """Why a copy `member` took at a time goes back now (`pool.reclaim_why`), or
+        None, from its heartbeat as it is on disk now, read once."""
         beat = heartbeat.read(member.handoffs)
-        at = beat.at if beat else None
-        return pools.reclaim_why(at, self.gone_since.get(member.name), now, self.after)
+        at, gone = (beat.at if beat else None), self.gone_since.get(member.name)
+        return lambda taken: pools.reclaim_why(at, taken, gone, now, self.after)
 
     def give_back(self, member: Role, row: Role, why: str | None, now: float) -> list[str]:
-        """Put `member`'s pool copies back into `row`'s `new/` if its claim has expired
-        (given `why`, for that reason); never raises (a member busy or unreadable now is
-        looked at again next pass).
+        """Put `member`'s pool copies whose claim has expired back into `row`'s `new/`
+        (given `why`, all of them, for that reason); never raises (a member busy or
+        unreadable now is looked at again next pass).
 
-        The decision is made again once the member's lock is held, from its heartbeat
-        read there: a member that claimed a copy while the daemon waited for the lock
-        renewed its heartbeat first (docs/protocol.md §17), and keeps what it claimed."""
+        The decision is made once the member's lock is held, from its heartbeat read
+        there: a member that claimed a copy while the daemon waited for the lock renewed
+        its heartbeat first (docs/protocol.md §17), and keeps what it claimed."""
         at = hf.iso_now(now)
         given: list[tuple[str, str]] = []  # (card, why)
+
+        def note(name: str, why: str) -> None:
+            card = f"{hf.name_id(name)}@{row.name}"
+            add_note(member.handoffs, pools.note_line(card, row.name, at, why))
+            given.append((card, why))
+
         try:
             with Inbox(member.handoffs, member.name, (row.name, row.handoffs)) as inbox:
-                reason = why or self.why(member, now)
-                if reason is not None:
+                expired = self.decide(member, now)
 
-                    def note(name: str, why: str = reason) -> None:
-                        card = f"{hf.name_id(name)}@{row.name}"
-                        add_note(member.handoffs, pools.note_line(card, row.name, at, why))
-                        given.append((card, why))
+                def because(handoff: hf.Handoff) -> str | None:
+                    return why or expired(hf.epoch(handoff.get(hf.DEQUEUED_AT)))
 
-                    inbox.give_back(row.path(Box.NEW), at, note)
+                inbox.give_back(row.path(Box.NEW), at, because, note)
         except (Busy, Refusal, OSError) as error:
             self.log.warning("reclaim_failed", member=member.name, error=str(error))
         for card, reason in given:
@@ -114,6 +122,19 @@ class Keeper:
         self.woken_at[chosen.name] = now
         self.asked[chosen.name] = stamp(chosen.path(Box.IN_PROCESS))
         return chosen
+
+
+def holds(member: Role) -> bool:
+    """Whether `member`'s `in_process/` may hold anything, seen without its lock: a member
+    with no heartbeat (one that never ran) and nothing in process is not locked at every
+    pass.  One that cannot be read is looked at under the lock, which says why."""
+    try:
+        with os.scandir(member.path(Box.IN_PROCESS)) as entries:
+            return any(True for _ in entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
 
 
 def add_note(handoffs: str, line: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -144,11 +145,75 @@ def test_the_default_reclaim_after_is_the_liveness_window():
 
 
 def test_reclaim_decisions():
-    assert pool.reclaim_why(None, None, 100.0, 10.0) is None  # no heartbeat: nothing claimed
-    assert pool.reclaim_why(80.0, None, 100.0, 10.0) == pool.EXPIRED
-    assert pool.reclaim_why(95.0, None, 100.0, 10.0) is None
-    assert pool.reclaim_why(95.0, 40.0, 100.0, 10.0) == pool.SESSION_GONE
-    assert pool.reclaim_why(95.0, 41.0, 100.0, 10.0) is None
+    why = pool.reclaim_why  # (heartbeat_at, taken_at, gone_since, now, after)
+    assert why(80.0, None, None, 100.0, 10.0) == pool.EXPIRED
+    assert why(95.0, None, None, 100.0, 10.0) is None
+    assert why(95.0, None, 40.0, 100.0, 10.0) == pool.SESSION_GONE
+    assert why(95.0, None, 41.0, 100.0, 10.0) is None
+    assert why(80.0, 99.0, None, 100.0, 10.0) == pool.EXPIRED  # a heartbeat that counts rules
+    # no heartbeat: the claim expires `after` its taking; nothing known of it, at once
+    assert why(None, 95.0, None, 100.0, 10.0) is None
+    assert why(None, 80.0, None, 100.0, 10.0) == pool.NO_HEARTBEAT
+    assert why(None, None, None, 100.0, 10.0) == pool.NO_HEARTBEAT
+    # a heartbeat more than a minute ahead of the clock counts as none; one less does
+    assert why(161.0, 95.0, None, 100.0, 10.0) is None
+    assert why(161.0, 80.0, None, 100.0, 10.0) == pool.AHEAD
+    assert why(161.0, 161.0, None, 100.0, 10.0) == pool.AHEAD  # a taking from the future too
+    assert why(159.0, 10.0, None, 100.0, 10.0) is None
+
+
+FUTURE = 1893456000.0  # 2030-01-01T00:00:00Z: `touch -d 2030-01-01`, or a clock stepped back
+
+
+@pytest.mark.parametrize(
+    ("beat", "taken_ago", "colour", "detail", "why"),
+    [
+        ("none", 0, "YELLOW", r"agent@cleaner-2, no heartbeat, taken \ds ago", None),
+        ("none", 120, "ORANGE", r"claim expired: agent@cleaner-2, no heartbeat, taken 2m ago",
+         "no heartbeat"),
+        ("future", 0, "YELLOW",
+         r"agent@cleaner-2, heartbeat \d+d \d\dh in the future, taken \ds ago", None),
+        ("future", 120, "ORANGE",
+         r"claim expired: agent@cleaner-2, heartbeat \d+d \d\dh in the future, taken 2m ago",
+         "heartbeat in the future"),
+        ("near future", 120, "YELLOW", r"agent@cleaner-2, heartbeat 0s ago", None),
+        ("old", 0, "ORANGE", r"claim expired: agent@cleaner-2, heartbeat 2m ago",
+         "heartbeat expired"),
+    ],
+)  # fmt: skip
+def test_what_the_board_says_of_a_claim_is_what_the_daemon_does(
+    tmp_path, beat, taken_ago, colour, detail, why
+):
+    """A claim with no heartbeat lives `--reclaim-after` from its `dequeued_at`; one whose
+    heartbeat is from the future (more than a minute ahead) counts as having none.  The
+    board (its window as long as the daemon's --reclaim-after) says yellow for exactly the
+    claims the daemon keeps, and its detail says why."""
+    proj, copy = claimed(tmp_path)
+    held = proj.box("cleaner-2", IN_PROCESS) / copy.name
+    beat_file = proj.handoffs("cleaner-2") / "heartbeat"
+    if taken_ago:
+        handoff = hf.read(str(held))
+        handoff.set(hf.DEQUEUED_AT, hf.iso_now(time.time() - taken_ago))
+        held.write_bytes(handoff.render())
+    if beat == "none":
+        beat_file.unlink()
+    elif beat == "future":
+        os.utime(beat_file, (FUTURE, FUTURE))
+    elif beat == "near future":
+        os.utime(beat_file, (time.time() + 30, time.time() + 30))
+    elif beat == "old":
+        age_heartbeat(proj, "cleaner-2", 120)
+    board = proj.run("handoffd", "status", "--window", "1", role=None, cwd=proj.root)
+    card = f"{hf.name_id(copy.name)}@cleaner"
+    (row,) = [line for line in board.out.splitlines() if card in line]
+    assert row.startswith(colour) and re.search(detail + "$", row), row
+    run = proj.run("handoffd", "run", "--once", "--reclaim-after", "60", role=None, cwd=proj.root)
+    assert run.code == 0, run.err
+    if why is None:
+        assert held.exists() and not copy.exists() and not log_events(proj, "reclaimed")
+    else:
+        assert copy.exists() and not held.exists()
+        assert [e["why"] for e in log_events(proj, "reclaimed")] == [why]
 
 
 def test_a_note_line_torn_or_planted_is_never_said():
@@ -198,9 +263,10 @@ def test_a_long_idle_member_keeps_the_copy_it_claims_while_the_daemon_steps_its_
 
 
 def test_the_reclaim_is_decided_again_under_the_members_lock(tmp_path, monkeypatch):
-    """Stepped: the daemon reads the old heartbeat, then waits for the member's lock; the
-    member claims meanwhile (renewing its heartbeat); the daemon, once it holds the lock,
-    reads the heartbeat again and gives nothing back."""
+    """Stepped: the member holds its lock and has claimed; the daemon reads the old
+    heartbeat, sees the copy and waits for the lock; the member renews its heartbeat and
+    lets the lock go; the daemon, holding the lock, reads the heartbeat again and gives
+    nothing back."""
     proj, roles = idle_member(tmp_path)
     copy = pool_copy(proj, 1)
     age_heartbeat(proj, "cleaner-2", 7200)
@@ -212,12 +278,12 @@ def test_the_reclaim_is_decided_again_under_the_members_lock(tmp_path, monkeypat
         return real_hold(fd, seconds)
 
     with pool_inbox(proj, "cleaner-2") as member:
+        assert member.take_task() is not None  # the claim, its heartbeat still the old one
         monkeypatch.setattr(inbox, "hold", hold)
         daemon = threading.Thread(target=lambda: given.extend(keeper.tick(roles, time.time())))
         daemon.start()
         assert waiting.wait(10)
-        assert member.take_task() is not None
-        heartbeat.renew(str(proj.handoffs("cleaner-2")), "agent", "")
+        heartbeat.renew(str(proj.handoffs("cleaner-2")), "agent", "")  # before the lock goes
     daemon.join(10)
     assert given == [] and not copy.exists()
     assert (proj.box("cleaner-2", IN_PROCESS) / copy.name).exists()
