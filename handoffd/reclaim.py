@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from handoffd.config import Role
 
 RECLAIM_AFTER = 60 * 60.0  # seconds: the §8 liveness window (board.cards.WINDOW_S)
+FAILED = "reclaim_failed"  # the log's event when what a member holds cannot be given back
 
 
 class Keeper:
@@ -37,12 +38,15 @@ class Keeper:
     session has been seen gone, and when each member was last woken for its pool."""
 
     def __init__(self, root: str, log: FilteringBoundLogger, after: float = RECLAIM_AFTER):
+        from handoffd.log import Repeats  # the daemon's alone: a helper reads notes here
+
         self.root = root
         self.log = log
         self.after = after
         self.gone_since: dict[str, float] = {}
         self.woken_at: dict[str, float] = {}
         self.asked: dict[str, object] = {}  # member -> its in_process/ stamp when woken
+        self.repeats = Repeats()  # the `reclaim_failed` lines said, by member
 
     def seen(self, member: str, gone: bool, answers: bool, now: float) -> None:
         """One look at a member's pane: gone (its server answering) starts its clock."""
@@ -95,7 +99,11 @@ class Keeper:
 
                 inbox.give_back(row.path(Box.NEW), at, because, note)
         except (Busy, Refusal, OSError) as error:
-            self.log.warning("reclaim_failed", member=member.name, error=str(error))
+            # the same failure again (a pool's inbox left a link) is said once, not per pass
+            if self.repeats.first(FAILED, member.name, str(error)):
+                self.log.warning(FAILED, member=member.name, error=str(error))
+        else:
+            self.repeats.cleared(FAILED, member.name)
         for card, reason in given:
             self.log.info("reclaimed", card=card, member=member.name, why=reason)
         return [card for card, _ in given]

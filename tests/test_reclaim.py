@@ -216,6 +216,38 @@ def test_what_the_board_says_of_a_claim_is_what_the_daemon_does(
         assert [e["why"] for e in log_events(proj, "reclaimed")] == [why]
 
 
+def test_a_pools_inbox_left_a_link_is_said_once_not_at_every_rescan(tmp_path):
+    """`reclaim_failed` was logged at every rescan while a pool's inbox was a link (79
+    lines in 8 s): it is said once per cause, and again once the failure has cleared."""
+    proj, copy = claimed(tmp_path)
+    age_heartbeat(proj, "cleaner-2", 7200)
+    roles, log = config.load_roles(str(proj.root)), RecordingLog()
+    keeper = Keeper(str(proj.root), log, after=60.0)
+    inbox_dir = proj.handoffs("cleaner") / "inbox"
+    aside = tmp_path / "elsewhere"
+
+    def linked() -> None:
+        inbox_dir.rename(aside)
+        inbox_dir.symlink_to(aside)
+
+    def failed() -> list[str]:
+        return [fields["member"] for event, fields in log.events if event == "reclaim_failed"]
+
+    linked()
+    for _ in range(5):
+        assert keeper.tick(roles, time.time()) == []
+    assert failed() == ["cleaner-2"]
+    inbox_dir.unlink()
+    aside.rename(inbox_dir)
+    assert keeper.tick(roles, time.time()) == [f"{hf.name_id(copy.name)}@cleaner"]
+    assert run_as(proj, "cleaner-2", "ready_for_next")[0] == 0  # it claims the copy again
+    age_heartbeat(proj, "cleaner-2", 7200)
+    linked()
+    for _ in range(3):
+        keeper.tick(roles, time.time())
+    assert failed() == ["cleaner-2", "cleaner-2"]  # cleared in between: said again, once
+
+
 def test_a_note_line_torn_or_planted_is_never_said():
     good = pool.note_line("a@c", "c", "2026-01-01T00:00:00Z", "session\tgone\n")
     assert pool.reclaimed_lines(good + "torn\tline") == [
