@@ -156,3 +156,21 @@ def test_orange_says_what_it_waits_on_in_one_short_line(waits: list[str], text: 
 )
 def test_ages_read_at_a_glance(seconds: float, text: str) -> None:
     assert colour.ago(seconds) == text
+
+
+def test_a_heartbeat_from_the_future_is_no_live_claim_and_says_so() -> None:
+    """`heartbeat 0s ago` for ever was the board's word for a planted time (§17): it counts
+    as none, for the claim's colour and its text alike."""
+    ahead = Claim("QA", "claude", None, NOW + 86400, NOW, WINDOW)
+    assert not ahead.live
+    assert ahead.describe() == "claude@QA, heartbeat 1d 00h in the future"
+    near = Claim("QA", "claude", None, NOW + 30, NOW, WINDOW)
+    assert near.live and near.describe() == "claude@QA, heartbeat 0s ago"
+
+
+def test_a_pool_copys_claim_without_a_heartbeat_lives_from_its_taking() -> None:
+    taken = Claim("QA-1", "codex", None, None, NOW, WINDOW, taken_at=NOW - 300)
+    assert taken.live and taken.describe() == "codex@QA-1, no heartbeat, taken 5m ago"
+    old = Claim("QA-1", "codex", None, None, NOW, WINDOW, taken_at=NOW - WINDOW - 1)
+    assert not old.live and old.describe() == "codex@QA-1, no heartbeat, taken 1h 00m ago"
+    assert not Claim("QA", "codex", None, None, NOW, WINDOW).live  # direct mail: §8's rule

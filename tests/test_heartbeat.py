@@ -236,3 +236,12 @@ def test_a_hard_linked_heartbeat_is_replaced_never_touched_through(tmp_path: Pat
     os.link(outside, tmp_path / "heartbeat")
     heartbeat.renew(str(tmp_path), "claude", "")
     assert outside.stat().st_mtime == old and os.stat(tmp_path / "heartbeat").st_nlink == 1
+
+
+def test_a_heartbeat_more_than_a_minute_in_the_future_counts_as_none() -> None:
+    """A clock stepped back, or `touch -d 2030…`, would otherwise look fresh for ever."""
+    now = 1_000_000.0
+    assert heartbeat.counted(now - 7200, now) == now - 7200
+    assert heartbeat.counted(now + heartbeat.AHEAD, now) == now + heartbeat.AHEAD
+    assert heartbeat.counted(now + heartbeat.AHEAD + 1, now) is None
+    assert heartbeat.counted(None, now) is None

@@ -347,3 +347,19 @@ def test_configuring_the_log_again_keeps_the_count_of_lines_lost_before(tmp_path
         ("log_dropped", 2),
         ("log_reopened", None),
     ]
+
+
+# --- failures met again at every pass -----------------------------------------------------
+
+
+def test_a_repeated_failure_is_logged_once_per_cause_until_it_changes_or_clears() -> None:
+    said = logging.Repeats()
+    assert said.first("reclaim_failed", "cleaner-2", "linked")
+    assert not said.first("reclaim_failed", "cleaner-2", "linked")  # the next pass: quiet
+    assert said.first("reclaim_failed", "cleaner-3", "linked")  # another subject
+    assert said.first("wake_failed", "cleaner-2", "linked")  # another event
+    assert said.first("reclaim_failed", "cleaner-2", "INBOX_BUSY")  # the cause changed
+    assert said.first("reclaim_failed", "cleaner-2", "linked")  # and changed back
+    said.cleared("reclaim_failed", "cleaner-2")
+    assert said.first("reclaim_failed", "cleaner-2", "linked")  # cleared, then failed again
+    said.cleared("never_failed", "x")  # nothing to clear: nothing happens

@@ -17,6 +17,8 @@ from typing import Any
 from handoffd.board import colour, naming
 from handoffd.core import handoff as hf
 from handoffd.core import limits
+from handoffd.queue import heartbeat
+from handoffd.queue import pool as pools
 from handoffd.queue.reports import Head
 from handoffd.queue.scan import Entry, State, depends_on, recipients
 from handoffd.snapshot.snapshot import Snapshot
@@ -26,9 +28,11 @@ EXCERPT = 120  # characters of a report's first line shown as its excerpt
 
 
 class Claim:
-    """A role's claim on a card it has in process; live while its heartbeat is fresh."""
+    """A role's claim on a card it has in process; live while its heartbeat is fresh (a
+    pool copy's, while its member has no heartbeat that counts: since it was taken)."""
 
-    __slots__ = ("agent", "conversation", "heartbeat_age_s", "heartbeat_at", "live", "role")
+    __slots__ = ("agent", "conversation", "heartbeat_age_s", "heartbeat_at", "live", "now",
+                 "role", "taken_age_s")  # fmt: skip
 
     def __init__(
         self,
@@ -38,20 +42,35 @@ class Claim:
         heartbeat_at: float | None,
         now: float,
         window_s: float,
+        taken_at: float | None = None,
     ) -> None:
+        """`taken_at`: a pool copy's `dequeued_at` (docs/protocol.md §17), None for any
+        other; the daemon's reclaim counts both times by the same rule (`pool.alive_at`)."""
         self.role = role
         self.agent = agent
         self.conversation = conversation
         self.heartbeat_at = heartbeat_at
-        self.heartbeat_age_s = None if heartbeat_at is None else now - heartbeat_at
-        self.live = self.heartbeat_age_s is not None and self.heartbeat_age_s < window_s
+        self.now = now
+        beat = heartbeat.counted(heartbeat_at, now)  # one from the future counts as none
+        self.heartbeat_age_s = None if beat is None else now - beat
+        taken = None if beat is not None else heartbeat.counted(taken_at, now)
+        self.taken_age_s = None if taken is None else now - taken
+        alive = pools.alive_at(heartbeat_at, taken_at, now)
+        self.live = alive is not None and now - alive < window_s
 
     def describe(self) -> str:
-        """Who holds it and how fresh: `claude@coder, heartbeat 3m ago`."""
+        """Who holds it and how fresh: `claude@coder, heartbeat 3m ago`; without a heartbeat
+        that counts, which (none, or one from the future) and, for a pool copy, when taken."""
         who = f"{self.agent}@{self.role}" if self.agent else self.role
-        if self.heartbeat_age_s is None:
-            return f"{who}, no heartbeat"
-        return f"{who}, heartbeat {colour.ago(self.heartbeat_age_s)} ago"
+        if self.heartbeat_age_s is not None:
+            return f"{who}, heartbeat {colour.ago(self.heartbeat_age_s)} ago"
+        if self.heartbeat_at is None:
+            said = f"{who}, no heartbeat"
+        else:  # counted as none: a clock stepped back, or a time planted
+            said = f"{who}, heartbeat {colour.ago(self.heartbeat_at - self.now)} in the future"
+        if self.taken_age_s is not None:
+            said += f", taken {colour.ago(self.taken_age_s)} ago"
+        return said
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -391,7 +410,7 @@ def _reclaimed(card: Card, snapshot: Snapshot, now: float) -> str | None:
 def _dress(card: Card, snapshot: Snapshot, now: float, window_s: float) -> None:
     """The facts around a card: its claim, its latest report, its wake-ups."""
     if card.state == State.IN_PROCESS:
-        card.claim = _claim(card.role, snapshot, now, window_s)
+        card.claim = _claim(card, snapshot, now, window_s)
     card.latest_report = snapshot.head(card.role, card.id)
     if card.state == State.NEW:
         _wakes(card, snapshot, now - (card.age_s or 0.0))
@@ -448,12 +467,15 @@ def stall_wakes(snapshot: Snapshot) -> int:
     return value if ok else limits.STALL_WAKES  # type: ignore[return-value]
 
 
-def _claim(role: str, snapshot: Snapshot, now: float, window_s: float) -> Claim:
-    beat = snapshot.heartbeats.get(role)
+def _claim(card: Card, snapshot: Snapshot, now: float, window_s: float) -> Claim:
+    role, beat = card.role, snapshot.heartbeats.get(card.role)
+    # a pool copy's claim lives from its taking while its member has no heartbeat (§17)
+    taken = epoch(card.headers.get(hf.DEQUEUED_AT)) if card.pool else None
     if beat is None:
         row = snapshot.roles.get(role)
-        return Claim(role, row.agent if row else None, None, None, now, window_s)
-    return Claim(role, beat.agent or None, beat.conversation or None, epoch(beat.at), now, window_s)
+        return Claim(role, row.agent if row else None, None, None, now, window_s, taken)
+    return Claim(role, beat.agent or None, beat.conversation or None, epoch(beat.at), now,
+                 window_s, taken)  # fmt: skip
 
 
 # --- dependencies ---------------------------------------------------------------------

@@ -137,14 +137,14 @@ def sweep_stale(directory: str, prefix: str, now: float | None = None) -> list[s
     removed = []
     for temp in temp_files(directory):
         name = os.path.basename(temp)
-        pid = temp_pid(name) if name.startswith(prefix) else None
-        if pid is None:
+        pid = name[len(prefix) :].split(".")[0] if name.startswith(prefix) else ""
+        if not pid.isdigit():
             continue
         try:
             mtime = os.lstat(temp).st_mtime
         except FileNotFoundError:
             continue  # renamed into place meanwhile
-        if _abandoned(pid, mtime, now):
+        if _abandoned(int(pid), mtime, now):
             unlink_quietly(temp)
             removed.append(temp)
     return removed

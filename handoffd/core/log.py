@@ -13,6 +13,10 @@ on a FIFO's reader; it replaces such an entry with a file of its own and says so
 (`log_replaced`) on the first line it writes there.  A hard link is never written through
 either: a log file that another name shares (found so when it is opened, or at any line)
 is moved aside and a new one started (`linked_file_moved`, `durable.open_own`).
+
+A failure that recurs at every pass is logged once per cause (`Repeats`), again when its
+cause changes or after it has cleared: a log that repeats one line every rescan buries
+the line that matters.
 """
 
 from __future__ import annotations
@@ -166,6 +170,29 @@ def _shared(fd: int) -> bool:
         return os.fstat(fd).st_nlink > 1
     except OSError:
         return False
+
+
+class Repeats:
+    """The failures met again at every pass, said once per cause: for each (event, subject)
+    — `reclaim_failed` of a member, say — the cause last logged.  A failure is logged when
+    its cause differs from that one (it changed) or there is none (the first, or the first
+    since the failure cleared); a pool whose inbox is a link is then one line, not one per
+    rescan (2 s) for as long as it stays so."""
+
+    def __init__(self) -> None:
+        self._said: dict[tuple[str, str], str] = {}
+
+    def first(self, event: str, subject: str, cause: str) -> bool:
+        """Whether to log this failure (noted as said, if so)."""
+        key = (event, subject)
+        if self._said.get(key) == cause:
+            return False
+        self._said[key] = cause
+        return True
+
+    def cleared(self, event: str, subject: str) -> None:
+        """The failure is over (the step that failed has succeeded): the next one is logged."""
+        self._said.pop((event, subject), None)
 
 
 class _Tee:

@@ -2,10 +2,12 @@
 stopped answering held, and choosing which member a pool's mail wakes.
 
 A member's claim expires when its heartbeat is older than `--reclaim-after` (default the
-liveness window), or when its session has been gone for a minute while the pool's tmux
-server answers (a server that does not answer says nothing about the session).  Each
-copy goes back by `Inbox.give_back` under the member's lock, logged `reclaimed`; the
-member is left a note (`H/reclaimed`) its next finish reads, `RECLAIMED: …`.
+liveness window) — with no heartbeat, or one from the future, that long after the copy's
+`dequeued_at` — or when its session has been gone for a minute while the pool's tmux
+server answers (a server that does not answer says nothing about the session).  It is
+decided under the member's lock, from the heartbeat read there; each copy goes back by
+`Inbox.give_back`, logged `reclaimed`; the member is left a note (`H/reclaimed`) its
+next finish reads, `RECLAIMED: …`.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from handoffd.queue import pool as pools
 from handoffd.queue.inbox import Busy, Inbox
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from structlog.typing import FilteringBoundLogger
 
     from handoffd.core.config import Role
+
+FAILED = "reclaim_failed"  # the log's event when what a member holds cannot be given back
 
 
 class Keeper:
@@ -34,12 +38,15 @@ class Keeper:
     session has been seen gone, and when each member was last woken for its pool."""
 
     def __init__(self, root: str, log: FilteringBoundLogger, after: float = limits.RECLAIM_AFTER):
+        from handoffd.core.log import Repeats  # the daemon's alone: a helper reads notes here
+
         self.root = root
         self.log = log
         self.after = after
         self.gone_since: dict[str, float] = {}
         self.woken_at: dict[str, float] = {}
         self.asked: dict[str, object] = {}  # member -> its in_process/ stamp when woken
+        self.repeats = Repeats()  # the `reclaim_failed` lines said, by member
 
     def seen(self, member: str, gone: bool, answers: bool, now: float) -> None:
         """One look at a member's pane: gone (its server answering) starts its clock."""
@@ -53,33 +60,53 @@ class Keeper:
         cards = []
         for row in pools.pools(roles):
             for member in pools.members(row.name, roles):
-                beat = heartbeat.read(member.handoffs)
-                why = pools.reclaim_why(
-                    beat.at if beat else None, self.gone_since.get(member.name), now, self.after
-                )
-                if why is not None:
-                    cards += self.give_back(member, row, why, now)
+                # a first look, without its lock: a member with a fresh heartbeat (most,
+                # at most passes) or nothing in process is never locked; one with no
+                # heartbeat is decided copy by copy, under its lock
+                if self.decide(member, now)(None) is not None and holds(member):
+                    cards += self.give_back(member, row, None, now)
         return cards
 
-    def give_back(self, member: Role, row: Role, why: str, now: float) -> list[str]:
-        """Put `member`'s pool copies back into `row`'s `new/`; never raises (a member
-        busy or unreadable now is looked at again next pass)."""
-        at = hf.iso_now(now)
-        names: list[str] = []
+    def decide(self, member: Role, now: float) -> Callable[[float | None], str | None]:
+        """Why a copy `member` took at a time goes back now (`pool.reclaim_why`), or
+        None, from its heartbeat as it is on disk now, read once."""
+        beat = heartbeat.read(member.handoffs)
+        at, gone = (beat.at if beat else None), self.gone_since.get(member.name)
+        return lambda taken: pools.reclaim_why(at, taken, gone, now, self.after)
 
-        def note(name: str) -> None:
+    def give_back(self, member: Role, row: Role, why: str | None, now: float) -> list[str]:
+        """Put `member`'s pool copies whose claim has expired back into `row`'s `new/`
+        (given `why`, all of them, for that reason); never raises (a member busy or
+        unreadable now is looked at again next pass).
+
+        The decision is made once the member's lock is held, from its heartbeat read
+        there: a member that claimed a copy while the daemon waited for the lock renewed
+        its heartbeat first (docs/protocol.md §17), and keeps what it claimed."""
+        at = hf.iso_now(now)
+        given: list[tuple[str, str]] = []  # (card, why)
+
+        def note(name: str, why: str) -> None:
             card = f"{hf.name_id(name)}@{row.name}"
             add_note(member.handoffs, pools.note_line(card, row.name, at, why))
-            names.append(card)
+            given.append((card, why))
 
         try:
             with Inbox(member.handoffs, member.name, (row.name, row.handoffs)) as inbox:
-                inbox.give_back(row.path(Box.NEW), at, note)
+                expired = self.decide(member, now)
+
+                def because(handoff: hf.Handoff) -> str | None:
+                    return why or expired(hf.epoch(handoff.get(hf.DEQUEUED_AT)))
+
+                inbox.give_back(row.path(Box.NEW), at, because, note)
         except (Busy, Refusal, OSError) as error:
-            self.log.warning("reclaim_failed", member=member.name, error=str(error))
-        for card in names:
-            self.log.info("reclaimed", card=card, member=member.name, why=why)
-        return names
+            # the same failure again (a pool's inbox left a link) is said once, not per pass
+            if self.repeats.first(FAILED, member.name, str(error)):
+                self.log.warning(FAILED, member=member.name, error=str(error))
+        else:
+            self.repeats.cleared(FAILED, member.name)
+        for card, reason in given:
+            self.log.info("reclaimed", card=card, member=member.name, why=reason)
+        return [card for card, _ in given]
 
     def wake_one(self, pool: str, roles: Mapping[str, Role], idle: Mapping[str, float],
                  now: float) -> Role | None:  # fmt: skip
@@ -103,6 +130,19 @@ class Keeper:
         self.woken_at[chosen.name] = now
         self.asked[chosen.name] = stamp(chosen.path(Box.IN_PROCESS))
         return chosen
+
+
+def holds(member: Role) -> bool:
+    """Whether `member`'s `in_process/` may hold anything, seen without its lock: a member
+    with no heartbeat (one that never ran) and nothing in process is not locked at every
+    pass.  One that cannot be read is looked at under the lock, which says why."""
+    try:
+        with os.scandir(member.path(Box.IN_PROCESS)) as entries:
+            return any(True for _ in entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
 
 
 def add_note(handoffs: str, line: str) -> None:

@@ -33,10 +33,7 @@ def after_step(
     file even if only its time would change; `seen`, what the step listed and read, under
     the lock still held)."""
     if alive:
-        try:
-            heartbeat.renew(context.me.handoffs, context.agent, context.conversation)
-        except OSError:
-            pass  # a liveness hint: never fail the step that earned it
+        renew(context)
     if changed:  # also after a refusal: finishing may have completed work before refusing
         from handoffd.continuity import live
 
@@ -45,9 +42,22 @@ def after_step(
     return result
 
 
+def renew(context: Context) -> None:
+    """Renew the role's heartbeat (docs/protocol.md §8); never fails the step that earned it."""
+    try:
+        heartbeat.renew(context.me.handoffs, context.agent, context.conversation)
+    except OSError:
+        pass  # a liveness hint
+
+
 def locked(context: Context, step: Step, *, alive: bool, force: bool = False) -> Result:
     """Run `step` holding the role's inbox lock; a refusal or an I/O error is its result;
     `force` rewrites the live file after a step that succeeded.
+
+    A role that shows life (`alive`) renews its heartbeat as soon as it holds the lock,
+    before the step renames anything: a copy it claims from its pool is never seen in
+    process beside a heartbeat older than the claim, which the daemon would take for an
+    expired one and give back while the agent works on it (docs/protocol.md §17).
 
     The live file is rewritten before the lock is let go, from what the step listed and
     read (`Inbox.seen`), so no folder is listed twice: two helpers of one role write it
@@ -55,6 +65,8 @@ def locked(context: Context, step: Step, *, alive: bool, force: bool = False) ->
     changes are made durable first: the live file never says more than the disk holds."""
     try:
         with Inbox(context.me.handoffs, context.me.name, pool_of(context)) as inbox:
+            if alive:
+                renew(context)
             try:
                 result = step(context, inbox)
             except (LinkedFolder, Busy):

@@ -20,6 +20,7 @@ from handoffd.core import durable, safeio
 NAME = "heartbeat"
 IDLE = "idle"  # H/idle: its mtime is the role's last "I am idle" (docs/protocol.md §14)
 LIMIT = 4096  # two short lines; never read more of it
+AHEAD = 60.0  # seconds: a time of life further ahead of the clock than this counts as none
 
 
 class Heartbeat:
@@ -34,6 +35,14 @@ class Heartbeat:
 
     def __repr__(self) -> str:
         return f"Heartbeat({self.agent!r}, {self.conversation!r}, at={self.at})"
+
+
+def counted(at: float | None, now: float) -> float | None:
+    """A heartbeat's time (or a claim's) as it counts at `now`: None when there is none,
+    or when it is more than `AHEAD` seconds in the future (docs/protocol.md §17) — a clock
+    stepped back, or a time planted (`touch -d 2030…`), would otherwise look fresh for
+    ever.  The one place that says so: the daemon's reclaim and the board's claim ask here."""
+    return None if at is None or at - now > AHEAD else at
 
 
 def content(agent: str, conversation: str) -> bytes:

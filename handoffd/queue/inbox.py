@@ -604,17 +604,24 @@ class Inbox:
             self._changed(work.path)
         return targets
 
-    def give_back(self, pool_new: str, at: str, note: Callable[[str], None]) -> list[str]:
-        """Put every copy this member claimed from its pool back into the pool's `new/`
-        (docs/protocol.md §17), stamped `reclaimed_at`, `reclaimed_from` and without
-        `dequeued_at` and `claimed_by`; returns their paths there.  Direct mail stays.
+    def give_back(
+        self,
+        pool_new: str,
+        at: str,
+        why: Callable[[hf.Handoff], str | None],
+        note: Callable[[str, str], None],
+    ) -> list[str]:
+        """Put every copy this member claimed from its pool that `why` gives a reason for
+        back into the pool's `new/` (docs/protocol.md §17), stamped `reclaimed_at`,
+        `reclaimed_from` and without `dequeued_at` and `claimed_by`; returns their paths
+        there.  Direct mail stays.
 
         Rewritten in place first (under this member's lock, so none of its helpers is
         touching it), then one rename: a rewrite after the rename would race the other
         members' claims, and could leave a second copy behind the one claimed.  A crash
         between leaves a copy in process without `dequeued_at`, which a take resumes and
-        stamps, and the daemon's next pass gives back.  `note(name)` is told of each copy
-        before it moves, for the member's `RECLAIMED:` line."""
+        stamps, and the daemon's next pass gives back.  `note(name, why)` is told of each
+        copy before it moves, for the member's `RECLAIMED:` line."""
         listing = self.listing()
         paths = listing.files + [p for batch in listing.batches for p in self.batch_items(batch)]
         moved = []
@@ -628,7 +635,10 @@ class Inbox:
             target = os.path.join(pool_new, _name(path))
             if os.path.lexists(target):
                 continue  # a copy of that name waits already: never replaced
-            note(_name(path))
+            reason = why(item.handoff)  # asked before anything changes: dequeued_at goes
+            if reason is None:
+                continue
+            note(_name(path), reason)
             for key in (hf.DEQUEUED_AT, hf.CLAIMED_BY):
                 _drop(item.handoff, key)
             item.handoff.set(hf.RECLAIMED_AT, at)

@@ -5,10 +5,12 @@ A pool is a roles.tsv row whose column 10 is `pool:<n>`; its members are rows wh
 one rename into its own `in_process/` (`inbox`), and the daemon puts back what a member
 that stopped answering held (`reclaim`).  What is decided here reads no file and no clock:
 which rows belong together, which copy is a pool's, which member to wake, whether a claim
-has expired, and the note a reclaimed member is told.  Helpers import this module: `os` only.
+has expired, and the note a reclaimed member is told.
 """
 
 from __future__ import annotations
+
+from handoffd.queue import heartbeat
 
 TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
 if TYPE_CHECKING:
@@ -21,6 +23,7 @@ NOTE = "reclaimed"  # H/reclaimed: the member's lines `RECLAIMED:` is made from
 NOTE_LIMIT = 64 * 1024  # bytes: never read more of a member's note
 # Why a claim went back: the `why` of the log event and of the RECLAIMED line.
 EXPIRED, SESSION_GONE = "heartbeat expired", "session gone"
+NO_HEARTBEAT, AHEAD = "no heartbeat", "heartbeat in the future"  # expired from `dequeued_at`
 
 
 def pool_of(role: Role, roles: Mapping[str, Role]) -> Role | None:
@@ -47,23 +50,33 @@ def is_pool_copy(headers: Mapping[str, str], member: Role) -> bool:
     return bool(member.pool) and headers.get("recipient") == member.pool
 
 
-def expired(heartbeat_at: float | None, now: float, after: float) -> bool:
-    """Whether a member's claim has expired: its heartbeat older than `after` seconds (a
-    member with no heartbeat at all holds nothing it claimed through a helper)."""
-    return heartbeat_at is not None and now - heartbeat_at > after
+def alive_at(heartbeat_at: float | None, taken_at: float | None, now: float) -> float | None:
+    """When a member's claim on a copy last showed life: its heartbeat as it counts
+    (`heartbeat.counted`); with none (or one from the future), when it took the copy (its
+    `dequeued_at`, counted alike); None when neither is known."""
+    beat = heartbeat.counted(heartbeat_at, now)
+    return beat if beat is not None else heartbeat.counted(taken_at, now)
 
 
 def reclaim_why(
-    heartbeat_at: float | None, gone_since: float | None, now: float, after: float
+    heartbeat_at: float | None,
+    taken_at: float | None,
+    gone_since: float | None,
+    now: float,
+    after: float,
 ) -> str | None:
-    """Why a member's in-process pool copies go back to the pool now, or None: its
-    heartbeat expired, or its session has been gone `GONE_FOR` seconds (`gone_since` is
-    only given while the pool's tmux server answers)."""
+    """Why a member's copy taken at `taken_at` goes back to the pool now, or None: its
+    session has been gone `GONE_FOR` seconds (`gone_since` is only given while the pool's
+    tmux server answers), or its claim has shown no life for `after` seconds
+    (`alive_at`: a copy whose member has no heartbeat expires `after` its taking)."""
     if gone_since is not None and now - gone_since >= GONE_FOR:
         return SESSION_GONE
-    if expired(heartbeat_at, now, after):
-        return EXPIRED
-    return None
+    alive = alive_at(heartbeat_at, taken_at, now)
+    if alive is not None and now - alive <= after:
+        return None
+    if heartbeat_at is None:
+        return NO_HEARTBEAT
+    return EXPIRED if heartbeat.counted(heartbeat_at, now) is not None else AHEAD
 
 
 def wake_order(
