@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from handoffd.core.handoff import Handoff
 from handoffd.queue import blocks
-from handoffd.queue.inbox import Item
+from handoffd.queue.items import Item
 
 
 def item(path: str, body: str = "body\n", **headers: str) -> Item:

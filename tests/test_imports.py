@@ -199,7 +199,8 @@ NO_TASK = {
     "handoffd.core", "handoffd.core.config", "handoffd.core.durable", "handoffd.core.handoff",
     "handoffd.core.outcome", "handoffd.core.safeio",
     "handoffd.ops", "handoffd.ops.context", "handoffd.ops.queue", "handoffd.ops.steps",
-    "handoffd.queue", "handoffd.queue.heartbeat", "handoffd.queue.inbox",
+    "handoffd.queue", "handoffd.queue.heartbeat", "handoffd.queue.inbox", "handoffd.queue.items",
+    "handoffd.queue.lock",
 }  # fmt: skip
 FINISH = NO_TASK | {"handoffd.queue.blocks"}  # and the blocks it prints (its inbox then empty)
 # and the scan of the work in process, for the live file, with a look in each taken card's

@@ -15,8 +15,9 @@ import pytest
 
 from handoffd.core import handoff as hf
 from handoffd.core.outcome import Refusal
-from handoffd.queue import inbox
-from handoffd.queue.inbox import Inbox, Listing
+from handoffd.queue import inbox, items
+from handoffd.queue.inbox import Inbox
+from handoffd.queue.items import Listing
 from tests.conftest import HANG, Project, snapshot
 
 STAMP = "20260615T140531Z"
@@ -71,7 +72,7 @@ def refusal(call: object) -> Refusal:
     ],
 )
 def test_task_mode_refuses_a_batch_in_process(finishing: bool, message: str) -> None:
-    error = refusal(lambda: inbox.current_task(Listing(["/f"], ["/b"]), finishing=finishing))
+    error = refusal(lambda: items.current_task(Listing(["/f"], ["/b"]), finishing=finishing))
     assert (error.code, error.message, error.paths) == (2, message, ["/b"])
 
 
@@ -83,7 +84,7 @@ def test_task_mode_refuses_a_batch_in_process(finishing: bool, message: str) -> 
     ],
 )
 def test_task_mode_refuses_several_tasks_in_process(finishing: bool, message: str) -> None:
-    error = refusal(lambda: inbox.current_task(Listing(["/a", "/b"], []), finishing=finishing))
+    error = refusal(lambda: items.current_task(Listing(["/a", "/b"], []), finishing=finishing))
     assert (error.code, error.message, error.paths) == (2, message, ["/a", "/b"])
 
 
@@ -95,7 +96,7 @@ def test_task_mode_refuses_several_tasks_in_process(finishing: bool, message: st
     ],
 )
 def test_batch_mode_refuses_a_single_task_in_process(finishing: bool, message: str) -> None:
-    error = refusal(lambda: inbox.current_batch(Listing(["/f"], ["/b"]), finishing=finishing))
+    error = refusal(lambda: items.current_batch(Listing(["/f"], ["/b"]), finishing=finishing))
     assert (error.code, error.message, error.paths) == (2, message, ["/f"])
 
 
@@ -107,15 +108,15 @@ def test_batch_mode_refuses_a_single_task_in_process(finishing: bool, message: s
     ],
 )
 def test_batch_mode_refuses_several_batches_in_process(finishing: bool, message: str) -> None:
-    error = refusal(lambda: inbox.current_batch(Listing([], ["/a", "/b"]), finishing=finishing))
+    error = refusal(lambda: items.current_batch(Listing([], ["/a", "/b"]), finishing=finishing))
     assert (error.code, error.message, error.paths) == (2, message, ["/a", "/b"])
 
 
 def test_one_item_or_none_in_process_is_the_current_work() -> None:
-    assert inbox.current_task(Listing(["/f"], []), finishing=True) == "/f"
-    assert inbox.current_task(Listing([], []), finishing=False) is None
-    assert inbox.current_batch(Listing([], ["/b"]), finishing=True) == "/b"
-    assert inbox.current_batch(Listing([], []), finishing=False) is None
+    assert items.current_task(Listing(["/f"], []), finishing=True) == "/f"
+    assert items.current_task(Listing([], []), finishing=False) is None
+    assert items.current_batch(Listing([], ["/b"]), finishing=True) == "/b"
+    assert items.current_batch(Listing([], []), finishing=False) is None
 
 
 def test_a_refusal_renders_its_line_then_one_dash_line_per_path() -> None:
@@ -349,18 +350,18 @@ NAME = "50_20260615T140531Z_000042_from_architect_to_coder_QA.handoff"
     "ident", ["20260615T140531Z_000042_from_architect", NAME, NAME.removesuffix(".handoff")]
 )
 def test_a_file_is_named_by_its_id_its_name_or_its_stem(ident: str) -> None:
-    assert inbox.names_match(NAME, ident)
+    assert items.names_match(NAME, ident)
 
 
 def test_a_prefix_of_an_id_names_nothing() -> None:
-    assert not inbox.names_match(NAME, "20260615T140531Z_000042_from_arch")
+    assert not items.names_match(NAME, "20260615T140531Z_000042_from_arch")
 
 
 def test_current_work_is_either_shape_and_refuses_two() -> None:
-    assert inbox.current_work(Listing(["/f"], [])) == "/f"
-    assert inbox.current_work(Listing([], ["/b"])) == "/b"
-    assert inbox.current_work(Listing([], [])) is None
-    error = refusal(lambda: inbox.current_work(Listing(["/f"], ["/b"])))
+    assert items.current_work(Listing(["/f"], [])) == "/f"
+    assert items.current_work(Listing([], ["/b"])) == "/b"
+    assert items.current_work(Listing([], [])) is None
+    error = refusal(lambda: items.current_work(Listing(["/f"], ["/b"])))
     assert (error.code, error.paths) == (2, ["/f", "/b"])
 
 

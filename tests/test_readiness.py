@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from handoffd.core import handoff as hf
-from handoffd.queue.inbox import IS_BLOCKED, ON_DEPENDENCIES, Inbox, Item, not_ready, not_ready_line
+from handoffd.queue.inbox import Inbox
+from handoffd.queue.items import IS_BLOCKED, ON_DEPENDENCIES, Item, not_ready, not_ready_line
 from tests.conftest import Project
 from tests.test_board_commands import name, put, run
 

@@ -18,7 +18,7 @@ from handoffd.core import handoff as hf
 from handoffd.daemon.reclaim import Keeper, add_note
 from handoffd.ops import queue
 from handoffd.ops.context import Context
-from handoffd.queue import heartbeat, inbox, pool
+from handoffd.queue import heartbeat, inbox, lock, pool
 from testbed.project import helper_env, make_pool_project
 from tests.fault_support import RecordingLog
 from tests.test_pool import COMPLETED, IN_PROCESS, NEW, pool_copy, pool_inbox, run_as
@@ -303,9 +303,9 @@ def test_the_reclaim_is_decided_again_under_the_members_lock(tmp_path, monkeypat
     copy = pool_copy(proj, 1)
     age_heartbeat(proj, "cleaner-2", 7200)
     keeper, given = Keeper(str(proj.root), RecordingLog(), after=60.0), []
-    waiting, real_hold = threading.Event(), inbox.hold
+    waiting, real_hold = threading.Event(), lock.hold
 
-    def hold(fd, seconds=inbox.LOCK_WAIT):
+    def hold(fd, seconds=lock.LOCK_WAIT):
         waiting.set()  # the daemon has looked at the heartbeat and waits for the lock
         return real_hold(fd, seconds)
 

@@ -30,7 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
 
-    from handoffd.queue.inbox import Done
+    from handoffd.queue.items import Done
 else:  # the C module itself: `signal` wraps it in enums, and `enum` alone costs a hook a
     import _signal as signal  # third of its start-up (docs/performance.md)
 
@@ -189,7 +189,7 @@ def _first_ready(
     and headers.  A file of the role's own it cannot read is the helper's to report: it
     counts as ready.  One of the pool's (a path in `pooled`) is skipped, as every member
     skips it (§17): the board says what is wrong with it."""
-    from handoffd.queue.inbox import Item, not_ready
+    from handoffd.queue.items import Item, not_ready
 
     done: Done | None = None
     for entry in waiting:

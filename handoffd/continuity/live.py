@@ -25,7 +25,7 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from handoffd.queue.inbox import Seen
+    from handoffd.queue.items import Seen
 
     Edit = Callable[[dict[str, list[str]]], None]
 
@@ -335,7 +335,7 @@ def refresh(
     a stale view never lands last.  (Not the live file's own folder: the main checkout's
     `.swarmforge/` is the project's, which the daemon keeps locked for as long as it
     runs.)"""
-    from handoffd.queue.inbox import hold
+    from handoffd.queue.lock import hold
 
     os.makedirs(role.handoffs, exist_ok=True)
     fd = os.open(role.handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -17,7 +17,7 @@ from handoffd.core.config import Box, Role
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: helpers import this module
 if TYPE_CHECKING:
     from handoffd.queue import scan
-    from handoffd.queue.inbox import Seen
+    from handoffd.queue.items import Seen
     from handoffd.queue.reports import Report
 
 

@@ -26,7 +26,7 @@ from handoffd.delivery.delivery import FIRST_RETRY, LAST_RETRY, Courier
 from handoffd.delivery.watch import Watcher
 from handoffd.harness.roles import Harnesses
 from handoffd.queue import heartbeat, pool
-from handoffd.queue.inbox import Item, not_ready
+from handoffd.queue.items import Item, not_ready
 from handoffd.queue.scan import State, listing
 from handoffd.remote import held
 from handoffd.wakeups import panes, wake, waker, wakeup

@@ -21,7 +21,8 @@ from handoffd.core.config import Box
 from handoffd.core.outcome import Refusal
 from handoffd.queue import heartbeat
 from handoffd.queue import pool as pools
-from handoffd.queue.inbox import Busy, Inbox
+from handoffd.queue.inbox import Inbox
+from handoffd.queue.lock import Busy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

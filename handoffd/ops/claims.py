@@ -13,7 +13,8 @@ from handoffd.ops.queue import finish_step, take_step
 from handoffd.ops.steps import after_step, and_then, locked, own_id
 from handoffd.ops.table import REPORT_LIMIT, REPORT_TOO_LARGE
 from handoffd.queue import heartbeat as beat
-from handoffd.queue.inbox import BLOCKED, Inbox, current_batch, current_task, current_work
+from handoffd.queue.inbox import Inbox
+from handoffd.queue.items import BLOCKED, current_batch, current_task, current_work
 
 MAX_REASON = hf.REASON_LIMIT
 STATUSES = ("RUNNING", "BLOCKED", "DONE")

@@ -135,7 +135,7 @@ def card_hint(root: str, roles: dict[str, config.Role], ident: str) -> str:
     refusal pays for this scan."""
     from handoffd.board import cards
     from handoffd.core.terminal import escape
-    from handoffd.queue.inbox import names_match
+    from handoffd.queue.items import names_match
     from handoffd.queue.scan import State
     from handoffd.snapshot.snapshot import take_snapshot as scan
 

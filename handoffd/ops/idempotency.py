@@ -38,7 +38,7 @@ from handoffd.ops.context import Context
 from handoffd.queue import outbox
 from handoffd.queue.checks import MAX_BYTES
 from handoffd.queue.draft import Draft
-from handoffd.queue.inbox import Busy, hold
+from handoffd.queue.lock import Busy, hold
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -21,7 +21,8 @@ from handoffd.core.outcome import Exit, Refusal, Result
 from handoffd.ops.context import Context
 from handoffd.ops.table import ANSWER_LIMIT, ANSWER_TOO_LARGE
 from handoffd.queue import reports
-from handoffd.queue.inbox import BLOCKED, Inbox
+from handoffd.queue.inbox import Inbox
+from handoffd.queue.items import BLOCKED
 from handoffd.queue.scan import State
 
 TYPE_CHECKING = False
@@ -164,7 +165,7 @@ def _answer(
     lock cannot be had (a linked folder, a busy lock) is looked up without it, as before:
     a card that names no copy is unknown first."""
     from handoffd.board import cards
-    from handoffd.queue.inbox import Busy, LinkedFolder
+    from handoffd.queue.lock import Busy, LinkedFolder
     from handoffd.snapshot.snapshot import take_role
 
     try:
@@ -258,7 +259,7 @@ def _guarded(role: Role) -> Inbox:
     """The role's lock, refusing folders behind a link: a rename into one would carry the
     original out of the project."""
     from handoffd.core.config import Box
-    from handoffd.queue.inbox import refuse_linked
+    from handoffd.queue.lock import refuse_linked
 
     boxes = (Box.OUTBOX, Box.FAILED, Box.DISMISSED)
     refuse_linked(role.handoffs, boxes, "nothing was moved")

@@ -17,7 +17,8 @@ from handoffd.core import handoff as hf
 from handoffd.core.outcome import Exit, Refusal, Result, failure
 from handoffd.ops.context import Context
 from handoffd.ops.steps import after_step, and_then, locked
-from handoffd.queue.inbox import BLOCKED, Inbox, Item, dependencies, not_ready_line
+from handoffd.queue.inbox import Inbox
+from handoffd.queue.items import BLOCKED, Item, dependencies, not_ready_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

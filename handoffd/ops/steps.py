@@ -6,13 +6,14 @@ from __future__ import annotations
 from handoffd.core.outcome import Refusal, Result, failure
 from handoffd.ops.context import Context
 from handoffd.queue import heartbeat
-from handoffd.queue.inbox import Busy, Inbox, LinkedFolder
+from handoffd.queue.inbox import Inbox
+from handoffd.queue.lock import Busy, LinkedFolder
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs ~15 ms
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from handoffd.queue.inbox import Seen
+    from handoffd.queue.items import Seen
 
     Step = Callable[[Context, Inbox], Result]
 

@@ -12,7 +12,7 @@ from handoffd.core.handoff import (
     TYPE,
     Handoff,
 )
-from handoffd.queue.inbox import DEFAULT_PRIORITY, Item
+from handoffd.queue.items import DEFAULT_PRIORITY, Item
 
 TYPE_CHECKING = False  # helpers import this module: no `typing` at run time
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from handoffd.core import handoff as hf
 from handoffd.core.config import Box, Role
 from handoffd.core.outcome import OUTBOX_BUSY_MESSAGE, Exit
 from handoffd.queue.draft import Draft, dependencies
-from handoffd.queue.inbox import Busy, hold, refuse_linked
+from handoffd.queue.lock import Busy, hold, refuse_linked
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: swarm_handoff imports this module
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def next_sequence(handoffs: str) -> int:
 
 def _lock(handoffs: str) -> int:
     """Take the worktree's queueing lock (see `next_sequence`); close the fd to release.
-    Waited on as long as a role's inbox lock at most (`inbox.hold`): a process that keeps
+    Waited on as long as a role's inbox lock at most (`lock.hold`): a process that keeps
     it longer is refused `OUTBOX_BUSY`, never waited on for ever."""
     fd = os.open(handoffs, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     if not hold(fd):
@@ -190,7 +190,7 @@ def publish(sender: Role, name: str, data: bytes) -> str | None:
 def _ready(sender: Role) -> int:
     """The sender's folders made durable and its queueing lock taken, what a dead writer
     left swept; returns the lock (close it to release).  Refuses an outbox that is no
-    folder of its own (`inbox.refuse_linked`)."""
+    folder of its own (`lock.refuse_linked`)."""
     refuse_linked(sender.handoffs, (Box.OUTBOX, Box.DRAFTS), "nothing was queued")
     durable.makedirs(sender.path(Box.DRAFTS))
     durable.makedirs(sender.path(Box.OUTBOX))

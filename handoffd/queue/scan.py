@@ -206,7 +206,7 @@ def handed(
     loaded: Iterable[str] = State.OPEN,
 ) -> list[Entry] | None:
     """`scan_role(role, states)` from what a step under the role's lock listed (`folders`:
-    each folder's visible entries, by name, as `inbox.Seen` keeps them) and read (`read`:
+    each folder's visible entries, by name, as `items.Seen` keeps them) and read (`read`:
     path -> content); a folder it did not list is listed now, a file in `loaded` states it
     did not read is read now (the others' headers on first ask).  None when one of them
     has gone since (the caller scans again).  Under the lock the step's record is the

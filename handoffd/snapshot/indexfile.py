@@ -116,7 +116,7 @@ def locked(folder: str) -> Iterator[bool]:
     nothing to write either (each write then fails, harmlessly).  Yields whether the lock
     is held: one another process keeps for seconds is not waited on for ever (a cache is
     never worth a hung view), and the caller then writes nothing."""
-    from handoffd.queue.inbox import hold
+    from handoffd.queue.lock import hold
 
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | OPEN)

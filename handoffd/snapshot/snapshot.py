@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from handoffd.core.lifecycle import DaemonState
-    from handoffd.queue.inbox import Seen
+    from handoffd.queue.items import Seen
     from handoffd.queue.reports import Head, Report
     from handoffd.remote.held import Held
 

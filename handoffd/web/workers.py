@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from handoffd.queue.inbox import LOCK_WAIT
+from handoffd.queue.lock import LOCK_WAIT
 
 ACTION_WORKERS = 8  # threads of the operator's actions, apart from the pages' pool
 BOARD_BUSY = "every worker of the board's actions stayed busy; try again"
