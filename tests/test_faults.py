@@ -21,8 +21,9 @@ import pytest
 from handoffd.core import handoff as hf
 from handoffd.core import lifecycle
 from handoffd.core.config import Box
+from handoffd.core.limits import LAST_RETRY
 from handoffd.delivery import journal
-from handoffd.delivery.delivery import JOURNAL, LAST_RETRY
+from handoffd.delivery.delivery import JOURNAL
 from tests.conftest import Project, make_project, wait_for
 from tests.daemon_support import finish, inbox, read_log, running_pid, spawn, terminate
 from tests.fault_support import (

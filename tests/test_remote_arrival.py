@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from handoffd.core import handoff as hf
+from handoffd.core import limits
 from handoffd.remote import arrival
 from handoffd.remote.arrival import Refused, classify, same_copy
 from tests.test_remote_receive import copy
@@ -115,4 +116,4 @@ def test_a_copy_differing_in_a_header_its_sender_wrote_or_its_body_is_another() 
 
 def test_a_deferred_message_waits_twice_as_long_each_time_up_to_a_minute() -> None:
     assert [arrival.retry_in(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 4.0]
-    assert arrival.retry_in(50) == arrival.LAST_RETRY == 60.0
+    assert arrival.retry_in(50) == limits.LAST_RETRY == 60.0

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from handoffd.core import handoff as hf
-from handoffd.delivery import delivery, journal
+from handoffd.delivery import files, journal
 from handoffd.delivery.delivery import JOURNAL
 from handoffd.remote import settings
 from handoffd.remote.server import Server
@@ -82,7 +82,7 @@ def test_a_duplicate_answer_for_a_copy_never_published_before_is_a_conflict_not_
     sent = send_note(a, "coder", "cleaner", "conflicted")
     original = Path(a.roles["coder"].path("outbox", sent))
     pinned = "2026-12-01T12:00:00.123456Z"
-    expected = delivery.stamped(hf.parse(original.read_bytes(), sent), "cleaner", pinned)
+    expected = files.stamped(hf.parse(original.read_bytes(), sent), "cleaner", pinned)
     burned = settings.msg_id(hf.name_id(sent), "cleaner", expected)
     burn(nats_server, a, burned)
     daemon, log = open_daemon(a.root)

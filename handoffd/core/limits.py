@@ -10,3 +10,10 @@ IDLE_AFTER = 2.0  # seconds a pane stays unchanged before it counts as idle (§1
 IDLE_WAIT = 300.0  # seconds after which a wake-up is typed into a pane that never goes quiet
 STALL_WAKES = 3  # unanswered wake-ups after which a waiting card turns red (§14)
 RECLAIM_AFTER = LIVENESS_WINDOW  # seconds without a heartbeat before a claim goes back (§17)
+FIRST_RETRY, LAST_RETRY = 0.5, 60.0  # seconds a deferred delivery waits, doubling in between
+
+
+def retry_delay(attempt: int) -> float:
+    """Seconds before the `attempt`-th retry (1 first): doubling from FIRST_RETRY, capped
+    at LAST_RETRY, for an original, a message from another host and a failing pass alike."""
+    return float(min(FIRST_RETRY * 2 ** max(attempt - 1, 0), LAST_RETRY))

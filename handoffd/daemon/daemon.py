@@ -22,7 +22,7 @@ from handoffd.core import handoff as hf
 from handoffd.core.config import Box, Role, linked_folders
 from handoffd.core.lifecycle import daemon_path, notify
 from handoffd.daemon.reclaim import Keeper
-from handoffd.delivery.delivery import FIRST_RETRY, LAST_RETRY, Courier
+from handoffd.delivery.delivery import Courier
 from handoffd.delivery.watch import Watcher
 from handoffd.harness.roles import Harnesses
 from handoffd.queue import heartbeat, pool
@@ -231,7 +231,7 @@ class Daemon:
                 continue
             timeout = self._timeout(time.monotonic(), watchdog)
             if failures:  # a pass failing again at once must not spin: back off
-                timeout = max(timeout, min(FIRST_RETRY * 2**failures, LAST_RETRY))
+                timeout = max(timeout, limits.retry_delay(failures + 1))
                 timeout = min(timeout, watchdog) if watchdog else timeout
             self.poke.wait(timeout)
 

@@ -29,18 +29,18 @@ import os
 import stat
 import time
 
-from handoffd.core import config, durable, lifecycle, safeio
+from handoffd.core import config, durable, lifecycle, limits
 from handoffd.core import handoff as hf
 from handoffd.core.config import SWARMFORGE, Box, Role, linked_folders
 from handoffd.core.durable import PERMANENT, reason_of
-from handoffd.delivery import journal, settle
+from handoffd.delivery import files, journal, settle
 from handoffd.delivery.journal import Entry
 from handoffd.queue import checks, failed, outbox
 from handoffd.remote import held
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable
     from typing import TypeVar
 
     T = TypeVar("T")
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 
 JOURNAL = os.path.join(SWARMFORGE, "daemon", "handoffd.journal")
 BATCH_LIMIT = 256  # originals per pass: bounds the work a SIGTERM waits for
-COPY_LIMIT = checks.MAX_BYTES + 4096  # an original and the stamps a copy adds to it
-FIRST_RETRY, LAST_RETRY = 0.5, 60.0  # seconds; doubling in between
 SENDING = (Box.OUTBOX, Box.SENT, Box.FAILED)
 
 
@@ -153,11 +151,11 @@ class Courier:
 
     def _pending(self, roles: dict[str, Role] | None = None) -> list[Entry]:
         """The committed entries not yet finished; a corrupt journal is set aside, and so is
-        one naming a path no pass of ours would (see `_check_paths`)."""
+        one naming a path no pass of ours would (see `files.check_paths`)."""
         try:
             entries = journal.load(self.journal)
             if entries and roles is not None:
-                _check_paths(self.journal, entries, roles)
+                files.check_paths(self.journal, entries, roles)
         except journal.Corrupt as error:
             # Nothing can be replayed from it; set it aside for a person and go on, rather
             # than stop every delivery.  Staged copies it named are swept at start-up.
@@ -165,7 +163,7 @@ class Courier:
             os.rename(self.journal, os.path.join(os.path.dirname(self.journal), aside))
             self.log.error("journal_corrupt", error=str(error), kept_as=aside)
             return []
-        self._written = _signature(entries or [])
+        self._written = files.signature(entries or [])
         for entry in entries or []:
             if entry.remote and entry.stamp is None:  # journalled by a release without stamps
                 entry.stamp = hf.iso_now()  # from now on fixed: the journal is rewritten
@@ -193,9 +191,9 @@ class Courier:
         for entry in landed:
             self.log.info(
                 "delivered", file=os.path.basename(entry.original), sender=entry.sender,
-                recipients=_local(entry),
+                recipients=files.local(entry),
             )  # fmt: skip
-        return {name for entry in landed for name in _local(entry)}
+        return {name for entry in landed for name in files.local(entry)}
 
     # --- copies for other hosts (docs/protocol.md §15) ----------------------------------
 
@@ -239,7 +237,7 @@ class Courier:
         entry.stamp = hf.iso_now()
         try:
             journal.commit(self.journal, pending, atomic=True)
-            self._written = _signature(pending)
+            self._written = files.signature(pending)
         except OSError as error:  # the old stamp stays burned in memory (Outgoing.taken)
             self.log.warning("journal_not_rewritten", error=str(error))
         roles = ", ".join(role for role, _ in taken)
@@ -254,7 +252,7 @@ class Courier:
             self._unreachable(entry.original, entry.unacked, now)
             return
         try:
-            copies = _remote_copies(entry)
+            copies = files.remote_copies(entry)
         except (OSError, checks.Refused, hf.HandoffError) as error:
             self._postpone(entry.original, f"cannot read the original again: {error}", now)
             return
@@ -342,7 +340,7 @@ class Courier:
         self.settling, self._unsure, wall = {}, {}, self.clock()
         chosen: list[tuple[str, Role, str]] = []
         self.backlog = False
-        for item in _in_turn(queues):  # settled files only, so a flood's checks stay bounded
+        for item in files.in_turn(queues):  # settled files only, so a flood's checks stay bounded
             if len(chosen) == BATCH_LIMIT:
                 self.backlog = True
                 break
@@ -399,7 +397,7 @@ class Courier:
             self._fail(sender, path, problem, now)
             return None
         try:
-            identity = _identity(path)
+            identity = files.identity(path)
             data = checks.read_entry(path)
             handoff, recipients, roles = self._inspect(data, name, sender, roles)
         except checks.Refused as refusal:
@@ -421,9 +419,9 @@ class Courier:
         try:
             for recipient in recipients:
                 if recipient in here:
-                    copies.append(_stage_copy(handoff, roles[recipient], name))
+                    copies.append(files.stage_copy(handoff, roles[recipient], name))
         except OSError as error:
-            _unstage(copies)
+            files.unstage(copies)
             self._defer(path, error, now, sender)
             return None
         return Entry(sender.name, path, identity, sender.path(Box.SENT), copies, recipients,
@@ -449,12 +447,12 @@ class Courier:
         """Make the staged copies and the journal durable: the pass's point of no return.
         The journal still lists `keep` (unfinished entries of earlier passes)."""
         try:
-            _sync(_parents(staged for e in entries for staged, _ in e.copies))
+            files.sync(files.parents(staged for e in entries for staged, _ in e.copies))
             self._moved(journal.commit(self.journal, [*(keep or []), *entries], atomic=bool(keep)))
-            self._written = _signature([*(keep or []), *entries])
+            self._written = files.signature([*(keep or []), *entries])
         except OSError as error:
             for entry in entries:
-                _unstage(entry.copies)
+                files.unstage(entry.copies)
                 self._defer(entry.original, error, now)
             return False
         return True
@@ -473,27 +471,31 @@ class Courier:
                 now_in_view = [self._reveal(staged, final) for staged, final in entry.copies]
                 if any(now_in_view):
                     landed.append(entry)
-                if entry.unacked and _archived(entry):
+                if entry.unacked and files.archived(entry):
                     # archived only once every remote copy was acknowledged: a crash after the
                     # archive, before the journal was trimmed, left stale acknowledgements
                     entry.acked = list(entry.remote)
                 (waiting if entry.unacked else revealed).append(entry)
             except OSError as error:
                 self._stuck(entry, error, now, unfinished)
-        unsynced = _sync(_parents(final for e in revealed + waiting for _, final in e.copies))
+        unsynced = files.sync(
+            files.parents(final for e in revealed + waiting for _, final in e.copies)
+        )
         for entry in waiting:
             self._send_remote(entry, now)
             unfinished.append(entry)
         archived = []
         for entry in revealed:
             try:
-                if unsynced.intersection(_parents(final for _, final in entry.copies)):
+                if unsynced.intersection(files.parents(final for _, final in entry.copies)):
                     raise OSError(errno.EIO, "the recipient's new/ could not be flushed")
-                _archive(entry)
+                files.archive(entry)
                 archived.append(entry)
             except OSError as error:
                 self._stuck(entry, error, now, unfinished)
-        unsynced = _sync(_parents(e.original for e in archived) + [e.sent for e in archived])
+        unsynced = files.sync(
+            files.parents(e.original for e in archived) + [e.sent for e in archived]
+        )
         for entry in archived:
             if unsynced.intersection([os.path.dirname(entry.original), entry.sent]):
                 self._stuck(entry, OSError(errno.EIO, "its archive could not be flushed"), now,
@@ -511,13 +513,13 @@ class Courier:
                 self._moved(journal.clear(self.journal))
             except OSError as error:  # a FIFO planted there, say: the next commit replaces it
                 self.log.warning("journal_not_rewritten", error=str(error))
-            self._written = _signature([])
+            self._written = files.signature([])
             return
-        if _signature(remaining) == self._written:
+        if files.signature(remaining) == self._written:
             return  # entries waiting on the stream: the journal already says just this
         try:
             journal.commit(self.journal, remaining, atomic=True)
-            self._written = _signature(remaining)
+            self._written = files.signature(remaining)
         except OSError as error:
             self.log.warning("journal_not_rewritten", error=str(error))
 
@@ -543,7 +545,7 @@ class Courier:
             # A name in new/ is still unread: an earlier handoff of that name, or one put
             # back by `release`.  The same copy presented again is dropped; a different
             # file gets a distinct name (as archives do), so nobody's mail is lost.
-            if _same_copy(staged, final):
+            if files.same_copy(staged, final):
                 durable.unlink_quietly(staged)
                 self.log.warning("duplicate_skipped", file=final)
                 return False
@@ -581,7 +583,7 @@ class Courier:
         It waits since its first deferral, for the latest `reason`."""
         previous = self.retries.get(path)
         attempts = previous.attempts + 1 if previous else 1
-        delay: float = min(FIRST_RETRY * 2 ** (attempts - 1), LAST_RETRY)
+        delay = limits.retry_delay(attempts)
         since = previous.since if previous else self.clock()
         self.retries[path] = Retry(attempts, now + delay, reason, since)
         return delay
@@ -589,160 +591,3 @@ class Courier:
     def held(self) -> dict[str, tuple[float, str]]:
         """Each original waiting in an outbox for a retry: since when, and why."""
         return {path: (retry.since, retry.reason) for path, retry in self.retries.items()}
-
-
-# --- file steps -------------------------------------------------------------------------
-
-
-def _check_paths(path: str, entries: list[Entry], roles: dict[str, Role]) -> None:
-    """Refuse (`journal.Corrupt`) a journal any of whose entries names a path no pass of
-    ours would have written: an original outside its sender's outbox, an archive other
-    than its sender's `sent/`, a copy outside its recipient's `new/`, a role roles.tsv
-    does not know.  The journal is a file under `.swarmforge/` like any other, and one
-    planted there must not make the daemon rename a file anywhere else."""
-    for entry in entries:
-        problem = _path_problem(entry, roles)
-        if problem:
-            raise journal.Corrupt(f"{path}: the entry of {entry.original!r} {problem}")
-
-
-def _path_problem(entry: Entry, roles: dict[str, Role]) -> str | None:
-    sender = roles.get(entry.sender)
-    here = [r for r in entry.recipients if r not in entry.remote]  # others' copies: no path
-    known = all(r in roles for r in entry.recipients)
-    if sender is None or not known or len(entry.copies) != len(here):
-        return "names a role roles.tsv does not know, or copies that are not its recipients'"
-    name = os.path.basename(entry.original)
-    if not _in(entry.original, sender.path(Box.OUTBOX)) or name in ("", ".", ".."):
-        return "is not in its sender's outbox"
-    if os.path.normpath(entry.sent) != os.path.normpath(sender.path(Box.SENT)):
-        return "is not archived into its sender's sent/"
-    for (staged, final), recipient in zip(entry.copies, here, strict=True):
-        role = roles.get(recipient)
-        new = role.path(Box.NEW) if role else ""
-        hidden = os.path.basename(staged).startswith(".") and staged.endswith(".tmp")
-        if not (role and _in(staged, new) and hidden and final == os.path.join(new, name)):
-            return f"has a copy outside {recipient}'s new/"
-    return None
-
-
-def _in(path: str, folder: str) -> bool:
-    """Whether `path` names an entry right inside `folder` (not deeper, not above)."""
-    return os.path.dirname(os.path.normpath(path)) == os.path.normpath(folder)
-
-
-def _stage_copy(handoff: hf.Handoff, recipient: Role, name: str) -> tuple[str, str]:
-    """Write the recipient's stamped copy as a hidden, fsynced temp file in its new/."""
-    new = recipient.path(Box.NEW)
-    if not os.path.isdir(recipient.worktree):
-        raise FileNotFoundError(errno.ENOENT, "recipient worktree is missing", recipient.worktree)
-    durable.makedirs(new)  # a copy in a folder a power cut forgets would be lost with it
-    staged = durable.temp_name(new, name)
-    durable.create(staged, stamped(handoff, recipient.name))
-    return staged, os.path.join(new, name)
-
-
-def stamped(handoff: hf.Handoff, recipient: str, at: str | None = None) -> bytes:
-    """The bytes of `recipient`'s copy: the original with `recipient` and `enqueued_at`
-    (`at`, else now)."""
-    copy = hf.Handoff(list(handoff.headers), handoff.body)
-    copy.set(hf.RECIPIENT, recipient)
-    copy.set(hf.ENQUEUED_AT, at or hf.iso_now())
-    return copy.render()
-
-
-def _remote_copies(entry: Entry) -> dict[str, bytes]:
-    """The stamped copies of the entry's unacknowledged remote recipients, made from the
-    original still in its outbox (it is archived only once they are acknowledged)."""
-    if _identity(entry.original) != entry.identity:
-        raise FileNotFoundError(errno.ENOENT, "the original was replaced", entry.original)
-    name = os.path.basename(entry.original)
-    handoff = hf.parse(checks.read_entry(entry.original), name)
-    return {role: stamped(handoff, role, entry.stamp) for role in entry.unacked}
-
-
-def _archived(entry: Entry) -> bool:
-    """Whether the entry's original has left its outbox (it is in sent/ now)."""
-    try:
-        return _identity(entry.original) != entry.identity
-    except FileNotFoundError:
-        return True
-
-
-def _local(entry: Entry) -> list[str]:
-    return [name for name in entry.recipients if name not in entry.remote]
-
-
-def _signature(entries: list[Entry]) -> object:
-    return [(e.original, tuple(e.acked), e.stamp) for e in entries]
-
-
-def _unstage(copies: list[tuple[str, str]]) -> None:
-    for staged, _ in copies:
-        durable.unlink_quietly(staged)
-
-
-def _archive(entry: Entry) -> None:
-    """Move the original to sent/ under a free name, if it is still the file we delivered."""
-    try:
-        if _identity(entry.original) != entry.identity:
-            return
-    except FileNotFoundError:
-        return  # archived before a crash
-    if safeio.linked_folders(os.path.dirname(entry.sent), (os.path.basename(entry.sent),)):
-        # linked since the pass began: never carry the original out of the project
-        raise OSError(errno.ENOTDIR, "a symbolic link, not a folder; not followed", entry.sent)
-    durable.makedirs(entry.sent)
-    name = durable.free_name(entry.sent, os.path.basename(entry.original))
-    os.rename(entry.original, os.path.join(entry.sent, name))
-
-
-def _identity(path: str) -> tuple[int, int]:
-    info = os.lstat(path)
-    return info.st_dev, info.st_ino
-
-
-def _parents(paths: Iterable[str]) -> list[str]:
-    return [os.path.dirname(path) for path in paths]
-
-
-def _sync(directories: list[str]) -> set[str]:
-    """fsync each distinct directory once (the Dovecot trick: one flush per pass, not per
-    file); the directories that could not be flushed.  One that is gone has nothing left
-    to make durable."""
-    unsynced = set()
-    for directory in dict.fromkeys(directories):
-        try:
-            durable.fsync_dir(directory)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            unsynced.add(directory)
-    return unsynced
-
-
-def _same_copy(staged: str, final: str) -> bool:
-    """Whether two copies differ only in their `enqueued_at` stamp (one handoff, twice).
-    Both are read with the careful reader: whatever sits in `new/` under that name (a link,
-    a FIFO someone planted) is not our copy, and is never followed or opened."""
-    try:
-        ours, theirs = (safeio.read_regular(path, COPY_LIMIT) for path in (staged, final))
-    except OSError:
-        return False
-    staged_copy = _unstamped(ours)
-    return staged_copy is not None and staged_copy == _unstamped(theirs)
-
-
-def _unstamped(data: bytes) -> tuple[list[tuple[str, str]], str] | None:
-    """A copy's headers but its `enqueued_at`, and its body; None if it is no handoff."""
-    try:
-        handoff = hf.parse(data, "a copy")
-    except hf.HandoffError:
-        return None
-    return handoff.without(hf.ENQUEUED_AT), handoff.body
-
-
-def _in_turn(queues: list[list[T]]) -> Iterator[T]:
-    """One item from each queue in turn (round robin), each queue in its own order."""
-    for depth in range(max(map(len, queues), default=0)):
-        yield from (queue[depth] for queue in queues if len(queue) > depth)

@@ -12,14 +12,13 @@ of another host, since this host's own roles never send from elsewhere.
 
 from __future__ import annotations
 
-from handoffd.core import durable, terminal
+from handoffd.core import durable, limits, terminal
 from handoffd.core import handoff as hf
 from handoffd.core.config import valid_role_name
 from handoffd.queue import checks
 
 NAME = "Handoffd-Name"
 LIMIT = checks.MAX_BYTES + 4096  # an original's limit, and the headers stamping adds
-FIRST_RETRY, LAST_RETRY = 0.5, 60.0  # seconds a deferred message waits, doubling between
 
 
 class Refused(Exception):
@@ -92,7 +91,7 @@ def _name(name: str | None, role: str) -> hf.Name:
 
 def retry_in(deliveries: int) -> float:
     """Seconds before a deferred message is sent again, by how often it was delivered."""
-    return float(min(FIRST_RETRY * 2 ** max(deliveries - 1, 0), LAST_RETRY))
+    return limits.retry_delay(deliveries)
 
 
 # Headers in which the same handoff may differ: the sending daemon stamps `enqueued_at`
