@@ -460,3 +460,20 @@ def test_each_role_line_says_its_pane_since_when_and_its_last_wake_and_take() ->
         "cleaner  gone  last wake 3s ago  last take never",
         "x\\x1b    unknown  last wake never  last take never",  # a name from a file, escaped
     ]
+
+
+def test_a_role_line_says_when_its_harness_screen_is_not_recognised() -> None:
+    """Driven as generic (docs/protocol.md §17): the release is said, escaped as a file's."""
+    now = 1_800_000_000.0
+    rows: list[dict[str, object]] = [
+        {"role": "cleaner", "harness": "codex", "pane": "idle", "pane_since": hf.iso_now(now - 5),
+         "last_wake_at": None, "last_take_at": None, "unrecognised": "codex 0.150.0"},
+        {"role": "coder", "harness": "claude", "pane": "unknown", "pane_since": None,
+         "last_wake_at": None, "last_take_at": None, "unrecognised": "claude\x1b[2J"},
+    ]  # fmt: skip
+    assert board_status.role_lines(rows, now) == [
+        "cleaner  codex idle 5s  last wake never  last take never"
+        "  screen not recognised: codex 0.150.0",
+        "coder    claude unknown  last wake never  last take never"
+        "  screen not recognised: claude\\x1b[2J",
+    ]
