@@ -172,6 +172,8 @@ def release_of(root: str, role: config.Role, harness: str, agents: dict[str, str
         return None
     command = agents.get(role.agent, shlex.quote(role.agent))
     if (harness, command) not in asked:
+        if not asked:  # the answers' cache is the project's own, never committed
+            project.exclude_from_git(root, (f"{config.SWARMFORGE}/{releases.CACHE}",), [])
         env = {**os.environ, **session_environment(role)}
         asked[harness, command] = releases.learn(root, harness, command, env, role.worktree)
     return asked[harness, command]

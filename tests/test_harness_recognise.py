@@ -60,6 +60,10 @@ def test_a_busy_marker_or_a_ready_box_holding_text_restarts_the_60_s() -> None:
     assert seen.see(screen(CODEX_150_WORKING), CODEX, 1000.0, 1050.0)  # a turn runs
     assert seen.see(screen(CODEX_150_IDLE), CODEX, 1000.0, 1109.0)
     assert not seen.see(screen(CODEX_150_IDLE), CODEX, 1000.0, 1110.0)
+    # once driven as generic, a turn's busy marker does not bring the profile back: after
+    # the turn the pane would look busy to it again
+    assert not seen.see(screen(CODEX_150_WORKING), CODEX, 1000.0, 1200.0)
+    assert not seen.see(screen(CODEX_150_IDLE), CODEX, 1000.0, 1201.0)
     typed = CODEX_IDLE.replace(f"{DIM}Ask Codex to do anything", "please refac")
     held = Recognition()  # a person types into 0.171's box from the start: recognised
     for at in (0.0, 59.0, 118.0, 177.0):
@@ -69,14 +73,28 @@ def test_a_busy_marker_or_a_ready_box_holding_text_restarts_the_60_s() -> None:
     assert not unready.see(screen(CODEX_150_TYPING), CODEX, 1000.0, 1000.0 + RECOGNISE_WITHIN)
 
 
-def test_once_seen_idle_a_pane_stays_recognised_and_a_new_pane_starts_afresh() -> None:
-    seen = Recognition()
-    assert seen.see(screen(CODEX_IDLE), CODEX, 1000.0, 1000.0)
-    assert seen.see(screen(CODEX_150_IDLE), CODEX, 1000.0, 2000.0)  # a dialog, say: its profile's
-    assert seen.see(screen(CODEX_150_IDLE), CODEX, 3000.0, 3000.0)  # a new pane: 60 s again
-    assert not seen.see(screen(CODEX_150_IDLE), CODEX, 3000.0, 3060.0)
-    assert seen.see(screen(CODEX_IDLE), CODEX, 3000.0, 3100.0)  # seen idle after all: its profile's
-    assert seen.see(screen(CODEX_150_IDLE), CODEX, 3000.0, 4000.0)
+def test_once_read_a_dialog_keeps_the_profile_but_a_box_never_ready_does_not() -> None:
+    """A dialog in the box's place (Claude Code's permission question) is waited on by the
+    profile however long it stands, never typed into as generic; Codex 0.150, idle for a
+    moment as it starts, then shows a box the profile never reads as ready: generic 60 s
+    later.  A new pane starts afresh; seen idle, a pane is the profile's again."""
+    claude, seen = profiles.PROFILES[CLAUDE], Recognition()
+    dialog = screen(
+        f"Do you want to proceed?\n\n{profiles.PROFILES[CLAUDE].prompt} 1. Yes\n  2. No"
+    )
+    assert seen.see(screen(CLAUDE_IDLE), claude, 1000.0, 1000.0)
+    for at in (1.0, 600.0, 3600.0):
+        assert seen.see(dialog, claude, 1000.0, 1000.0 + at)
+    assert seen.see(dialog, claude, 5000.0, 5000.0)  # a new pane: not read idle yet, 60 s
+    assert not seen.see(dialog, claude, 5000.0, 5000.0 + RECOGNISE_WITHIN)
+
+    old = Recognition()
+    assert old.see(screen(CODEX_IDLE), CODEX, 1000.0, 1000.0)  # its footer, for a moment
+    assert old.see(screen(CODEX_150_IDLE), CODEX, 1000.0, 1001.0)
+    assert old.see(screen(CODEX_150_IDLE), CODEX, 1000.0, 1000.0 + RECOGNISE_WITHIN - 0.1)
+    assert not old.see(screen(CODEX_150_IDLE), CODEX, 1000.0, 1000.0 + RECOGNISE_WITHIN)
+    assert old.see(screen(CODEX_IDLE), CODEX, 1000.0, 1100.0)  # idle after all: the profile's
+    assert old.see(screen(CODEX_150_IDLE), CODEX, 1000.0, 1100.0 + RECOGNISE_WITHIN - 0.1)
 
 
 # --- the waker on a real pane -----------------------------------------------------------
