@@ -10,7 +10,11 @@ ran; the next one is asked for as a shell tool call, and when all ran the model 
 rule's last words and ends its turn.  A text no rule matches gets a short answer.
 
 Every request is recorded (`requests`, and a JSON-lines file when asked), so a test can
-show that the harness made a model request, what it carried, and when.
+show that the harness made a model request, what it carried, and when.  A harness also
+asks the model things of its own — a title for the session, whether a prompt starts a new
+topic, which files a command touched (Claude Code asks those of a small model), a warm-up
+of a sub-agent — that are not turns of the agent: `side_request` tells them apart, they are
+answered with a fixed JSON text, never by a rule, and `turns` leaves them out.
 """
 
 from __future__ import annotations
@@ -27,6 +31,14 @@ ANTHROPIC, OPENAI = "anthropic", "openai"
 REPLY = "Nothing to do."  # the answer to a text no rule matches
 CLAUDE_SHELL = "Bash"  # Claude Code's shell tool
 CODEX_SHELL = "exec_command"  # Codex's shell tool (0.171.0: `cmd`, run in the user's shell)
+# The shell tools an agent's turn offers the model, by wire protocol (Codex 0.150 and 0.171
+# both call theirs `exec_command`; older ones `shell`)
+SHELLS = {ANTHROPIC: (CLAUDE_SHELL,), OPENAI: (CODEX_SHELL, "shell")}
+WARMUP = "Warmup"  # the whole prompt of Claude Code's sub-agent warm-ups (2.0)
+SIDE_ANSWERS = {  # what a side request is answered: the JSON each asks for, or near it
+    ANTHROPIC: json.dumps({"isNewTopic": False, "title": "Handoff work"}),
+    OPENAI: json.dumps({"title": "Handoff work"}),
+}
 
 
 @dataclass(frozen=True)
@@ -65,7 +77,7 @@ class Request:
     outputs: list[str]
     body: dict[str, Any]
     rule: str | None = None  # the `when` of the rule that answered, if any
-    side: bool = False  # a request of the harness's own (a title), not a turn of the agent
+    side: bool = False  # a request of the harness's own (`side_request`), not a turn
     done_at: float | None = None  # when its answer was sent whole
 
     def holds(self, text: str) -> bool:
@@ -238,7 +250,7 @@ class ModelServer:
         with self._lock:
             rule, outputs = turn.pick(r for r in self.rules if r.api in (None, api))
             self._calls += 1
-        side = api == OPENAI and _schema(body) is not None
+        side = side_request(api, body)
         if side:
             rule, outputs = None, []
         request = Request(api, time.time(), turn.texts, outputs, body,
@@ -251,6 +263,33 @@ class ModelServer:
     def call_id(self) -> str:
         with self._lock:
             return f"call_{self._calls:06d}"
+
+
+def side_request(api: str, body: dict[str, Any]) -> bool:
+    """Whether a request is the harness's own, not a turn of the agent.  An agent's turn
+    always offers the model its shell tool and asks for no schema; the harness's own
+    requests offer none (Claude Code's titles, topic and file-path checks on its small
+    model; Codex's title, which also asks for a JSON schema), or are a sub-agent's warm-up,
+    whose one message is `Warmup`."""
+    if api == OPENAI and _schema(body) is not None:
+        return True
+    if not set(SHELLS.get(api, ())) & set(_tool_names(body)):
+        return True
+    return api == ANTHROPIC and _warmup(body)
+
+
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return []
+    return [t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
+
+
+def _warmup(body: dict[str, Any]) -> bool:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or len(messages) != 1 or not isinstance(messages[0], dict):
+        return False
+    return _text_of(messages[0].get("content")).strip() == WARMUP
 
 
 def _schema(body: dict[str, Any]) -> object:
@@ -294,7 +333,7 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 time.sleep(rule.delay)
             words = (rule.say if rule else REPLY) if command is None else ""
             if request.side:
-                words = json.dumps({"title": "Handoff work"})
+                words = SIDE_ANSWERS[api]
             self._stream(events(body, words, command, server.call_id()))
             request.done_at = time.time()
 

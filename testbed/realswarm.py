@@ -47,12 +47,16 @@ def rules(slow: float = 2.0) -> list[Rule]:
 
 
 class RealSwarm:
-    """Roles `roles` (of AGENTS) each running its real harness, plus the sender's shell."""
+    """Roles `roles` (of AGENTS) each running its real harness, plus the sender's shell;
+    `versions` (role -> release) runs an older release of a role's harness than its pinned
+    one (`testbed/harnesses.tsv`)."""
 
-    def __init__(self, base: Path, server: ModelServer, roles: tuple[str, ...]) -> None:
+    def __init__(self, base: Path, server: ModelServer, roles: tuple[str, ...],
+                 versions: dict[str, str] | None = None) -> None:  # fmt: skip
         self.base = base
         self.server = server
         self.roles = roles
+        self.versions = dict(versions or {})
         self.root = base / "p"
         self.env = _env()
         self.homes = {role: base / f"home-{role}" for role in roles}
@@ -78,8 +82,11 @@ class RealSwarm:
         """`handoffd up` with each harness's command line; what it printed."""
         agents = []
         for role, home in self.homes.items():
-            command = (harnesses.claude_command(home, self.server.url)
-                       if AGENTS[role] == "claude" else harnesses.codex_command(home))  # fmt: skip
+            version = self.versions.get(role)
+            if AGENTS[role] == "claude":
+                command = harnesses.claude_command(home, self.server.url, version)
+            else:
+                command = harnesses.codex_command(home, version)
             agents += ["--agent", f"{AGENTS[role]}={command}"]
         self.up_output = self.handoffd("up", *agents, *options, str(self.root)).stdout
         self.socket = (self.root / ".swarmforge" / "tmux-socket").read_text().strip()

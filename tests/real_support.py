@@ -24,27 +24,40 @@ from testbed.realswarm import AGENTS, HOOK_REASON, SLOW, RealSwarm, rules
 from tests.conftest import wait_for
 
 __all__ = ["HOOK_REASON", "SLOW", "WAKE", "RealSwarm", "Request", "Rule", "a_persons_text",
-           "real", "real_swarm", "typed_exactly"]  # fmt: skip
+           "real", "real_swarm", "releases", "typed_exactly"]  # fmt: skip
 
 RULES = rules()
 
 
 def real(*names: str) -> pytest.MarkDecorator:
-    """Skip unless every harness of `names` is installed; mark the test slow."""
+    """Skip unless every harness of `names` is installed at its pinned release."""
     missing = [why for name in names if (why := harnesses.missing(name))]
     return pytest.mark.skipif(bool(missing), reason="; ".join(missing))
+
+
+def releases(name: str) -> list[Any]:
+    """Parameters of a test run against each release of harness `name` in
+    testbed/harnesses.tsv, its pinned one first: each skips unless it is installed."""
+    found = []
+    for pin in harnesses.releases(name):
+        why = harnesses.missing(name, pin.version)
+        skip = pytest.mark.skipif(bool(why), reason=why or "")
+        found.append(pytest.param(pin.version, id=f"{name}-{pin.version}", marks=skip))
+    return found
 
 
 @contextmanager
 def real_swarm(
     base: Path, roles: tuple[str, ...], before_up: Callable[[RealSwarm], None] | None = None,
     options: tuple[str, ...] = (), rules: list[Rule] | None = None,
+    versions: dict[str, str] | None = None,
 ) -> Iterator[RealSwarm]:  # fmt: skip
     """A swarm of `roles` (of coder: Claude Code, cleaner: Codex) and the sender's shell, up,
-    with the model scripted by `rules`; `before_up` runs once the project is laid out."""
+    with the model scripted by `rules`; `before_up` runs once the project is laid out;
+    `versions` runs a role's harness at another release than its pinned one."""
     with ModelServer(rules if rules is not None else RULES, log=str(base / "model.jsonl"),
                      bodies=True) as server:  # fmt: skip
-        swarm = RealSwarm(base, server, roles)
+        swarm = RealSwarm(base, server, roles, versions)
         try:
             swarm.init()
             if before_up is not None:
@@ -126,3 +139,36 @@ def a_persons_text(swarm: RealSwarm, role: str) -> None:
     assert not any(request.holds(HALF) for request in server.requests)
     [typed] = [w for w in swarm.wakes(role) if w.get("after_held")]
     assert typed["submitted"] is True and typed["forced"] is False
+
+
+def role_row(swarm: RealSwarm, role: str) -> dict[str, Any]:
+    """The role's row of `status --roles --json`."""
+    rows = json.loads(swarm.handoffd("status", "--roles", "--json", str(swarm.root)).stdout)
+    return next(row for row in rows if row["role"] == role)
+
+
+def round_trips(swarm: RealSwarm, role: str, api: str, names: list[str]) -> list[dict[str, Any]]:
+    """Each mail of `names` made exactly one round trip: one wake-up each, submitted and not
+    forced, one turn of the model started by each, each mail taken and finished once.  The
+    role's wake-ups, in order."""
+    wait(lambda: set(names) <= set(swarm.completed(role)), 150, f"{names} completed")
+    wakes = wait(lambda: (lambda w: w if len(w) >= len(names) else None)(swarm.wakes(role)),
+                 10, "the wake-ups logged")  # fmt: skip
+    assert len(wakes) == len(names), wakes
+    assert all((w["submitted"], w["forced"]) == (True, False) for w in wakes), wakes
+    started = [r for r in swarm.server.turns(api) if r.rule == WAKE and not r.outputs]
+    assert len(started) == len(names), [r.texts for r in started]
+    assert sorted(swarm.completed(role)) == sorted(names)
+    return wakes
+
+
+def idle_in_status(swarm: RealSwarm, role: str, timeout: float,
+                   unrecognised: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The role's `status` row once it shows the pane idle and, with `unrecognised`, says
+    its screen is not recognised (else that it says nothing of the kind)."""
+
+    def shown() -> dict[str, Any] | None:
+        row = role_row(swarm, role)
+        return row if (row["pane"], row.get("unrecognised")) == ("idle", unrecognised) else None
+
+    return wait(shown, timeout, f"status to show {role} idle, unrecognised: {unrecognised}")

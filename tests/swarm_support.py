@@ -162,3 +162,40 @@ def take_down(root: Path | str) -> None:
         kill_server(socket_of(root))
     except FileNotFoundError:
         pass
+
+
+# A stand-in for a release of Codex or Claude Code: it answers `--version` and `--help` as
+# that release does (its help listing only the options it takes), logs each call's words to
+# `<program>.calls`, exits 2 on `--no-daemon` when it does not take it (as Codex 0.150 does),
+# and otherwise runs `cat` (no model is asked here).
+STAND_IN = """#!/bin/sh
+echo "$*" >> "$0.calls"
+for word; do
+  case "$word" in
+    --version) echo '{said}'; exit 0 ;;
+    --help) printf 'Usage: {name} [OPTIONS] [PROMPT]\\n\\n  -c, --config <key=value>\\n{help}'
+            exit 0 ;;
+    --no-daemon) [ -n '{daemon}' ] || {{ echo "error: unexpected '$word'" >&2; exit 2; }} ;;
+  esac
+done
+exec cat
+"""
+
+
+def stand_in(folder: Path, name: str, version: str, no_daemon: bool) -> Path:
+    """`folder/<name>`, a stand-in for release `version` of harness `name` (`codex`, `claude`);
+    `no_daemon`: it takes `--no-daemon` (Codex 0.171), else it exits on it (Codex 0.150)."""
+    said = f"codex-cli {version}" if name == "codex" else f"{version} (Claude Code)"
+    help_text = "      --no-daemon\\n          Run without the shared background server\\n"
+    path = folder / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(STAND_IN.format(said=said, name=name, help=help_text if no_daemon else "",
+                                    daemon="yes" if no_daemon else ""))  # fmt: skip
+    path.chmod(0o755)
+    return path
+
+
+def calls(program: Path) -> list[str]:
+    """The words of each call of a stand-in, in order."""
+    log = Path(f"{program}.calls")
+    return log.read_text().splitlines() if log.exists() else []

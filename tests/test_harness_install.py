@@ -19,7 +19,7 @@ from handoffd.core import config
 from handoffd.daemon import swarm
 from handoffd.harness import install, pane, settings
 from tests.conftest import plant
-from tests.swarm_support import command_env, handoffd, socket_of, take_down
+from tests.swarm_support import calls, command_env, handoffd, socket_of, stand_in, take_down
 
 CONFIG = "window coder claude master task\nwindow cleaner codex cleaner task\n"
 # stand-ins: the harnesses' names, a plain program in their panes (no model is asked here)
@@ -172,8 +172,11 @@ def test_codex_gets_its_own_server_notify_and_mcp_on_its_command_line_and_nothin
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    result = handoffd("up", *AGENTS, "--mcp", str(root), env=command_env(HOME=str(home)))
+    codex = stand_in(tmp_path / "bin", "codex", "0.171.0", no_daemon=True)
+    agents = (*AGENTS, "--agent", f"codex={codex}")
+    result = handoffd("up", *agents, "--mcp", str(root), env=command_env(HOME=str(home)))
     assert result.returncode == 0, result.stderr
+    assert "release: cleaner: codex 0.171.0\n" in result.stdout
     started = pane_field(root, "swarmforge-cleaner", "#{pane_start_command}")
     words = shlex.split(shlex.split(started)[0])  # tmux shows the command line quoted
     assert words[:2] == ["exec", "env"] and "--no-daemon" in words
@@ -186,8 +189,31 @@ def test_codex_gets_its_own_server_notify_and_mcp_on_its_command_line_and_nothin
                       "env": {"SWARMFORGE_ROLE": "cleaner"}}  # fmt: skip
     assert os.listdir(home) == []  # nothing under ~/.codex, nor ~/.claude*
     assert not (root / ".worktrees" / "cleaner" / ".claude").exists()
-    recorded = pane.read(socket_of(root), "swarmforge-cleaner", 10).harness
-    assert recorded == "codex"
+    recorded = pane.read(socket_of(root), "swarmforge-cleaner", 10)
+    assert (recorded.harness, recorded.version) == ("codex", "0.171.0")
+
+
+def test_a_codex_release_without_no_daemon_starts_without_it_and_help_is_asked_once(
+    root: Path, tmp_path: Path
+) -> None:
+    """Codex 0.150 exits at once on `--no-daemon` (`up` used to say DIED: fix their command
+    lines, of a command line that was fine): `up` asks the release first, passes only what
+    it takes, says what it left out, and records the release for `status`."""
+    codex = stand_in(tmp_path / "bin", "codex", "0.150.0", no_daemon=False)
+    agents = (*AGENTS[:-2], "--agent", f"codex=env HOME={tmp_path} {codex}")
+    result = handoffd("up", *agents, str(root))
+    assert result.returncode == 0, result.stderr
+    assert "DIED" not in result.stderr
+    assert ("release: cleaner: codex 0.150.0; not passed: --no-daemon (this release does not "
+            "take it)") in result.stdout.splitlines()  # fmt: skip
+    started = pane_field(root, "swarmforge-cleaner", "#{pane_start_command}")
+    assert "--no-daemon" not in started and "notify=" in started
+    assert pane_field(root, "swarmforge-cleaner", "#{pane_dead}") == "0"
+    assert pane.read(socket_of(root), "swarmforge-cleaner", 10).version == "0.150.0"
+    take_down(root)
+    assert handoffd("up", *agents, str(root)).returncode == 0
+    asked = [words for words in calls(codex) if words in ("--version", "--help")]
+    assert asked == ["--version", "--help", "--version"]  # its help once: cached by release
 
 
 def test_codexs_command_line_values_are_toml_for_any_project_path() -> None:

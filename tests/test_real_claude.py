@@ -20,10 +20,13 @@ from tests.real_support import (
     RealSwarm,
     Rule,
     a_persons_text,
+    idle_in_status,
     no_line_typed_into,
     outputs_hold,
     real,
     real_swarm,
+    releases,
+    round_trips,
     turn,
     typed_exactly,
     wait,
@@ -44,6 +47,28 @@ def settled(swarm: RealSwarm, name: str) -> None:
     """The role took `name` and finished it, and its harness is idle again."""
     wait(lambda: name in swarm.completed("coder"), 60, f"{name} completed")
     swarm.wait_idle("coder")
+
+
+@pytest.mark.parametrize("version", releases("claude"))
+def test_each_claude_code_release_starts_under_up_and_takes_mail_once(
+    tmp_path: Path, version: str
+) -> None:
+    """`up` starts the release and installs its hooks; mail queued before `up` makes
+    exactly one round trip, typed once its screen shows it idle (every release from 2.0
+    draws the box the profile reads), and `status` shows the role idle."""
+    queued: dict[str, str] = {}
+
+    def before_up(swarm: RealSwarm) -> None:
+        queued["name"] = swarm.send("coder", "queued before up")
+
+    with real_swarm(tmp_path, ("coder",), before_up, versions={"coder": version}) as swarm:
+        assert f"release: coder: claude {version}" in swarm.up_output, swarm.up_output
+        assert "hooks: coder: changed: " in swarm.up_output
+        [wake] = round_trips(swarm, "coder", CLAUDE, [queued["name"]])
+        assert wake["via"] == "typed"
+        assert all(typed_exactly(r, WAKE) for r in swarm.server.turns(CLAUDE) if r.rule == WAKE
+                   and not r.outputs)  # fmt: skip
+        idle_in_status(swarm, "coder", 30)
 
 
 def test_claude_code_takes_mail_queued_before_up_each_idle_wake_up_resume_and_mcp(

@@ -18,10 +18,13 @@ from tests.real_support import (
     RealSwarm,
     Rule,
     a_persons_text,
+    idle_in_status,
     no_line_typed_into,
     outputs_hold,
     real,
     real_swarm,
+    releases,
+    round_trips,
     turn,
     typed_exactly,
     wait,
@@ -30,6 +33,44 @@ from tests.real_support import (
 TYPED = ("typed", True, False)  # a wake-up's via, submitted and forced
 pytestmark = [pytest.mark.slow, real("codex")]
 CODEX = "openai"
+
+
+# Releases whose screen the Codex profile does not read: 0.150 draws 0.171's footer only
+# for a moment as it starts, then none (docs/protocol.md §17)
+UNRECOGNISED = {"0.150.0"}
+
+
+@pytest.mark.parametrize("version", releases("codex"))
+def test_each_codex_release_starts_under_up_and_takes_each_mail_once(
+    tmp_path: Path, version: str
+) -> None:
+    """`up` starts the release with only the flags it takes (0.150 exits on `--no-daemon`),
+    and mail queued before `up` makes exactly one round trip, typed once the screen shows
+    Codex idle.  A release whose screen the profile does not read: `status` says so within
+    60 s of the turn, and shows the pane idle; mail sent then is typed as into any program
+    once the pane is quiet, and makes one round trip too."""
+    queued: dict[str, str] = {}
+
+    def before_up(swarm: RealSwarm) -> None:
+        queued["name"] = swarm.send("cleaner", "queued before up")
+
+    with real_swarm(tmp_path, ("cleaner",), before_up, versions={"cleaner": version}) as swarm:
+        assert f"release: cleaner: codex {version}" in swarm.up_output, swarm.up_output
+        [first] = round_trips(swarm, "cleaner", CODEX, [queued["name"]])
+        if version not in UNRECOGNISED:
+            assert first["via"] == "typed"
+            assert all(typed_exactly(r, WAKE) for r in swarm.server.turns(CODEX) if r.rule == WAKE
+                       and not r.outputs)  # fmt: skip
+            idle_in_status(swarm, "cleaner", 30)
+            return
+        # typed by the profile if Codex was read in the moment it drew that footer, else
+        # as generic once 60 s passed
+        assert first.get("via") in ("typed", None), first
+        idle_in_status(swarm, "cleaner", 90, unrecognised=f"codex {version}")
+        later = swarm.send("cleaner", "sent once the screen is not recognised")
+        [_, second] = round_trips(swarm, "cleaner", CODEX, [queued["name"], later])
+        assert "via" not in second  # typed as into any program: §5's keys
+        idle_in_status(swarm, "cleaner", 30, unrecognised=f"codex {version}")
 
 
 def settled(swarm: RealSwarm, name: str) -> None:

@@ -471,3 +471,20 @@ def test_a_role_whose_input_box_holds_a_persons_text_says_so_on_its_line() -> No
     assert board_status.role_lines([row], now) == [
         "coder  claude busy 30s  input box holds text  last wake never  last take never"
     ]
+
+
+def test_a_role_line_says_when_its_harness_screen_is_not_recognised() -> None:
+    """Driven as generic (docs/protocol.md §17): the release is said, escaped as a file's."""
+    now = 1_800_000_000.0
+    rows: list[dict[str, object]] = [
+        {"role": "cleaner", "harness": "codex", "pane": "idle", "pane_since": hf.iso_now(now - 5),
+         "last_wake_at": None, "last_take_at": None, "unrecognised": "codex 0.150.0"},
+        {"role": "coder", "harness": "claude", "pane": "unknown", "pane_since": None,
+         "last_wake_at": None, "last_take_at": None, "unrecognised": "claude\x1b[2J"},
+    ]  # fmt: skip
+    assert board_status.role_lines(rows, now) == [
+        "cleaner  codex idle 5s  last wake never  last take never"
+        "  screen not recognised: codex 0.150.0",
+        "coder    claude unknown  last wake never  last take never"
+        "  screen not recognised: claude\\x1b[2J",
+    ]

@@ -129,6 +129,8 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
         })  # fmt: skip
         if role.pool:
             rows[-1]["pool"] = role.pool
+        if isinstance(seen.get("unrecognised"), str):  # driven as generic (§17)
+            rows[-1]["unrecognised"] = seen["unrecognised"]
     return rows
 
 
@@ -161,7 +163,8 @@ def _numbers(*values: object) -> list[float]:
 
 
 def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
-    """`<role>  <idle 2m | busy 14m | gone | unknown>  last wake 3m ago  last take 1m ago`."""
+    """`<role>  <idle 2m | busy 14m | gone | unknown>  last wake 3m ago  last take 1m ago`,
+    then `  screen not recognised: codex 0.150.0` for a harness driven as generic."""
     width = max((len(str(row["role"])) for row in rows), default=0)
     lines = []
     for row in rows:
@@ -177,8 +180,10 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
             pane = f"{row['harness']} {pane}"  # Claude Code or Codex (docs/protocol.md §16)
         if row.get("box_holds_text") is True:  # a person at work: no wake-up goes in (§17)
             pane += f"  {BOX_HOLDS_TEXT}"
-        lines.append(f"{escape(str(row['role'])):<{width}}  {pane}  last wake {wake}  "
-                     f"last take {take}")  # fmt: skip
+        line = f"{escape(str(row['role'])):<{width}}  {pane}  last wake {wake}  last take {take}"
+        if row.get("unrecognised"):
+            line += f"  screen not recognised: {escape(str(row['unrecognised']))}"
+        lines.append(line)
     return lines
 
 

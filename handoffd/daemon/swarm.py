@@ -17,7 +17,7 @@ from importlib import resources
 import libtmux
 
 from handoffd.core import config, lifecycle, project
-from handoffd.harness import install, pane, profiles, settings
+from handoffd.harness import install, pane, profiles, releases, settings
 from handoffd.wakeups.wake import read_socket
 
 BIN = os.path.dirname(sys.executable)
@@ -127,7 +127,8 @@ def up(
     if said is not None:
         said += install_hooks(root, list(roles.values()), harnesses)
     server = libtmux.Server(socket_path=socket, config_file=tmux_config)
-    started = []
+    started: list[str] = []
+    asked: Asked = {}
     for role in roles.values():
         if not role.session:
             continue
@@ -136,7 +137,11 @@ def up(
             continue  # running: left alone
         if server.has_session(role.session, exact=True):
             _tmux(socket, None, "kill-session", "-t", f"={role.session}")  # a dead pane
-        extra = install.arguments(harnesses[role.name], root, role, mcp)
+        release = release_of(root, role, harnesses[role.name], commands, asked)
+        if release is not None and said is not None:
+            said.append(release_line(role, release))
+        accepts = release.accepts if release is not None else frozenset()
+        extra = install.arguments(harnesses[role.name], root, role, mcp, accepts)
         server.new_session(
             session_name=role.session,
             start_directory=role.worktree,
@@ -144,7 +149,8 @@ def up(
             environment=session_environment(role),
             attach=False,
         )
-        pane.record(socket, role.session, harnesses[role.name])
+        version = release.version if release is not None else None
+        pane.record(socket, role.session, harnesses[role.name], version=version)
         started.append(role.session)
     if lifecycle.holder(root) is None:
         try:
@@ -152,6 +158,38 @@ def up(
         except lifecycle.AlreadyRunning:
             pass  # another start won the race since we looked: one daemon runs, as wanted
     return socket, started
+
+
+Asked = dict[tuple[str, str], releases.Release]  # (harness, command line) -> its release
+
+
+def release_of(root: str, role: config.Role, harness: str, agents: dict[str, str],
+               asked: Asked) -> releases.Release | None:  # fmt: skip
+    """The release of Claude Code or Codex the role's command runs (None for any other
+    harness), asked of the program once per command line and `up` (docs/protocol.md §17,
+    "Releases move")."""
+    if harness not in profiles.PROFILES:
+        return None
+    command = agents.get(role.agent, shlex.quote(role.agent))
+    if (harness, command) not in asked:
+        if not asked:  # the answers' cache is the project's own, never committed
+            project.exclude_from_git(root, (f"{config.SWARMFORGE}/{releases.CACHE}",), [])
+        env = {**os.environ, **session_environment(role)}
+        asked[harness, command] = releases.learn(root, harness, command, env, role.worktree)
+    return asked[harness, command]
+
+
+def release_line(role: config.Role, release: releases.Release) -> str:
+    """`release: cleaner: codex 0.150.0; not passed: --no-daemon (this release does not take
+    it)`: what `up` learned of a role's harness, and each optional flag it left out."""
+    said = f"release: {role.name}: {release.name()}"
+    if release.trouble is not None:
+        said += f" ({'unknown release: ' if release.version is None else ''}{release.trouble})"
+    dropped = release.dropped()
+    if dropped:
+        why = "" if release.trouble else " (this release does not take it)"
+        said += f"; not passed: {', '.join(dropped)}{why}"
+    return said
 
 
 def wake_waiting(root: str, sessions: list[str]) -> list[str]:

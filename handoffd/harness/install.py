@@ -5,9 +5,10 @@
   from its `.mcp.json`: both are merged by key (`settings.update`), handoffd's own hook
   entries recognised by their command and replaced, never added twice.
 - Codex takes both on its command line (`-c` overrides): nothing is written into
-  `~/.codex`.  It runs `--no-daemon`: Codex 0.171 otherwise runs every session's commands
-  in one shared background server, with the environment of whichever session started it,
-  so a second role's agent would act as the first role.  Its hooks are not installed:
+  `~/.codex`.  It runs `--no-daemon` where its release takes it (`releases`): Codex 0.171
+  otherwise runs every session's commands in one shared background server, with the
+  environment of whichever session started it, so a second role's agent would act as the
+  first role; Codex 0.150 knows no such flag and exits on it.  Its hooks are not installed:
   Codex runs hooks given on its command line only once trusted, which is stored in
   `~/.codex` or skipped for every hook at once; its `notify` program needs no trust.
 
@@ -134,12 +135,14 @@ def approve_mcp(role: Role) -> None:
     settings.update(role.worktree, HOOKS_FILE, approve)
 
 
-def codex_arguments(root: str, role: Role, mcp: bool) -> list[str]:
-    """What `up` adds to Codex's command line: its own server per session, the notify
-    program, and with `mcp` handoffd's MCP server (`-c` values are TOML; a JSON string or
-    list of strings is one)."""
+def codex_arguments(root: str, role: Role, mcp: bool,
+                    accepts: frozenset[str] = frozenset()) -> list[str]:  # fmt: skip
+    """What `up` adds to Codex's command line: its own server per session (when its
+    release `accepts` `--no-daemon`), the notify program, and with `mcp` handoffd's MCP
+    server (`-c` values are TOML; a JSON string or list of strings is one)."""
     notify = [HANDOFFD, "hook", "stop", "--root", root]
-    args = ["--no-daemon", "-c", f"notify={toml(notify)}"]
+    args = ["--no-daemon"] if "--no-daemon" in accepts else []
+    args += ["-c", f"notify={toml(notify)}"]
     if mcp:
         entry, key = mcp_entry(root, role), f"mcp_servers.{MCP_NAME}"
         env = f"{{SWARMFORGE_ROLE = {toml(role.name)}}}"  # a TOML inline table
@@ -157,10 +160,12 @@ def toml(value: object) -> str:
     return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
-def arguments(harness: str, root: str, role: Role, mcp: bool) -> str:
-    """The words `up` puts after the harness's program on the session's command line."""
+def arguments(harness: str, root: str, role: Role, mcp: bool,
+              accepts: frozenset[str] = frozenset()) -> str:  # fmt: skip
+    """The words `up` puts after the harness's program on the session's command line; of
+    the optional ones (`releases.OPTIONAL`), those its release `accepts`."""
     if harness == profiles.CODEX:
-        return " ".join(shlex.quote(arg) for arg in codex_arguments(root, role, mcp))
+        return " ".join(shlex.quote(arg) for arg in codex_arguments(root, role, mcp, accepts))
     return ""
 
 

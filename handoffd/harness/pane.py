@@ -1,35 +1,42 @@
 """One read of a role's pane for the daemon: its screen with colours, its title, whether its
-program still runs, when its session was made and which harness `up` recorded for it, in
-one tmux call with a timeout.
+program still runs, when its session was made and which harness (and release of it) `up`
+recorded for it, in one tmux call with a timeout.
 
 `up` records a role's harness on its session as the user option `@handoffd-harness`
-(docs/protocol.md §16): the daemon cannot see `up`'s `--agent NAME=COMMAND`, and the
-option goes where the pane goes (a session made again by `up` is recorded again).
+(docs/protocol.md §16), and the release it learned as `@handoffd-version`: the daemon
+cannot see `up`'s `--agent NAME=COMMAND`, and the options go where the pane goes (a
+session made again by `up` is recorded again).
 """
 
 from __future__ import annotations
 
 import subprocess
 
+from handoffd.harness import releases
 from handoffd.harness.profiles import Screen
 
 OPTION = "@handoffd-harness"
-META = f"#{{pane_dead}} #{{session_created}} #{{cursor_y}} #{{{OPTION}}}|#{{pane_title}}"
+VERSION = "@handoffd-version"
+META = (f"#{{pane_dead}} #{{session_created}} #{{cursor_y}} #{{{OPTION}}} #{{{VERSION}}}"
+        "|#{pane_title}")  # fmt: skip
 
 
 class Pane:
-    """What one read saw; `dead` when the pane's program has exited."""
+    """What one read saw; `dead` when the pane's program has exited; `version` the release
+    `up` recorded (None: none, or not one it would record)."""
 
-    __slots__ = ("created", "cursor_y", "dead", "harness", "screen")
+    __slots__ = ("created", "cursor_y", "dead", "harness", "screen", "version")
 
     def __init__(
-        self, screen: Screen, dead: bool, created: float | None, cursor_y: int, harness: str
-    ) -> None:
+        self, screen: Screen, dead: bool, created: float | None, cursor_y: int, harness: str,
+        version: str | None = None,
+    ) -> None:  # fmt: skip
         self.screen = screen
         self.dead = dead
         self.created = created
         self.cursor_y = cursor_y
         self.harness = harness
+        self.version = version
 
     @property
     def content(self) -> str:
@@ -53,14 +60,18 @@ def parse(output: str) -> Pane:
     """The pane from tmux's answer: the META line, then the screen."""
     meta, _, captured = output.partition("\n")
     fields, _, title = meta.partition("|")
-    dead, created, cursor, harness = [*fields.split(" "), "", "", "", ""][:4]
+    dead, created, cursor, harness, version = [*fields.split(" "), "", "", "", "", ""][:5]
     screen = Screen.parse(captured.removesuffix("\n"), title)
     when = float(created) if created.isdigit() else None
-    return Pane(screen, dead == "1", when, int(cursor) if cursor.isdigit() else -1, harness)
+    return Pane(screen, dead == "1", when, int(cursor) if cursor.isdigit() else -1, harness,
+                releases.shown(version))  # fmt: skip
 
 
-def record(socket: str, session: str, harness: str, timeout: float = 10.0) -> None:
-    """Record `harness` on `session` for the daemon (best effort: an older session keeps
-    the harness its agent name says)."""
-    subprocess.run(["tmux", "-S", socket, "set-option", "-t", f"={session}:", OPTION, harness],
-                   capture_output=True, timeout=timeout, check=False)  # fmt: skip
+def record(socket: str, session: str, harness: str, timeout: float = 10.0,
+           version: str | None = None) -> None:  # fmt: skip
+    """Record `harness` on `session` for the daemon, and with `version` the release `up`
+    learned (best effort: an older session keeps the harness its agent name says)."""
+    command = ["tmux", "-S", socket, "set-option", "-t", f"={session}:", OPTION, harness]
+    if version is not None:
+        command += [";", "set-option", "-t", f"={session}:", VERSION, version]
+    subprocess.run(command, capture_output=True, timeout=timeout, check=False)

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import threading
 import time
 
@@ -30,13 +31,16 @@ FIELDS = ("session", "pane", "since", "last_wake_at", "last_idle_at", "last_take
 TIMES = FIELDS[2:6]
 HARNESSES = ("claude", "codex", "generic")  # docs/protocol.md §16
 HELD = "held"  # a harness's verdict: its input box holds a person's text (§17)
+# a known harness whose screen its profile does not recognise, and its release (§17)
+UNRECOGNISED = re.compile(r"(claude|codex)( \d[0-9A-Za-z.+-]{0,39})?")
 
 
 class Seen:
     """One role's pane as last read: a digest of its content and what that says."""
 
     __slots__ = ("changed_at", "digest", "first_at", "harness", "held", "last_idle_at",
-                 "last_take_at", "last_wake_at", "looks", "pane", "session", "since")  # fmt: skip
+                 "last_take_at", "last_wake_at", "looks", "pane", "session", "since",
+                 "unrecognised")  # fmt: skip
 
     def __init__(self, session: str) -> None:
         self.session = session
@@ -51,13 +55,18 @@ class Seen:
         self.last_take_at: float | None = None  # when the daemon saw its in_process/ change
         self.harness = "generic"  # what runs in it (docs/protocol.md §16)
         self.held = False  # its input box holds text handoffd did not type (§17)
+        # `codex 0.150.0` while its screen is not recognised: it is driven as generic (§17)
+        self.unrecognised: str | None = None
 
     def still_since(self) -> float:
         """Since when the content is known to be unchanged (its first read, if no change seen)."""
         return self.changed_at if self.changed_at is not None else self.first_at
 
     def row(self) -> dict[str, object]:
-        return {field: getattr(self, field) for field in FIELDS}
+        row = {field: getattr(self, field) for field in FIELDS}
+        if self.unrecognised is not None:
+            row["unrecognised"] = self.unrecognised
+        return row
 
 
 class Panes:
@@ -72,12 +81,15 @@ class Panes:
     def observe(
         self, role: str, session: str, content: str | None, answers: bool, now: float,
         idle_mark: float | None = None, verdict: str | None = None, harness: str = "generic",
+        unrecognised: str | None = None,
     ) -> Seen:  # fmt: skip
         """Record one read of `role`'s pane (`content` None: it could not be read, and
         `answers` says whether the tmux server did); returns the role's view.  A known
         harness gives its own `verdict` (idle, busy or starting, docs/protocol.md §16),
         which stands instead of §14's quiet time; `held` (its box holds a person's text)
-        counts as busy and is kept beside it, for `status`."""
+        counts as busy and is kept beside it, for `status`; one whose screen its profile
+        does not recognise (`unrecognised`: `codex 0.150.0`, docs/protocol.md §17) gives
+        none."""
         with self._lock:
             seen = self._seen.setdefault(role, Seen(session))
             if seen.session != session:  # roles.tsv names another session: start afresh
@@ -85,6 +97,8 @@ class Panes:
             if seen.harness != harness:
                 seen.harness, self._dirty = harness, True
             self._hold(seen, verdict == HELD and content is not None)
+            if seen.unrecognised != unrecognised:
+                seen.unrecognised, self._dirty = unrecognised, True
             if content is None:
                 seen.digest, seen.looks = None, 0
                 self._set(seen, GONE if answers else UNKNOWN, None)
@@ -220,6 +234,9 @@ def _checked(raw: object) -> dict[str, object] | None:
     harness = raw.get("harness")
     row["harness"] = harness if harness in HARNESSES else "generic"
     row["held"] = raw.get("held") is True
+    unrecognised = raw.get("unrecognised")
+    if isinstance(unrecognised, str) and UNRECOGNISED.fullmatch(unrecognised):
+        row["unrecognised"] = unrecognised
     latest = time.time() + SKEW
     for field in TIMES:
         value = raw.get(field)

@@ -15,6 +15,7 @@ import time
 from handoffd.core import limits
 from handoffd.harness import pane, profiles
 from handoffd.harness.marks import Marks
+from handoffd.harness.recognise import Recognition
 from handoffd.harness.typist import DeadPane, Typist
 from handoffd.wakeups import panes
 from handoffd.wakeups.wake import (
@@ -81,6 +82,7 @@ class Waker:
         # (role, harness `up` recorded on its session) -> its harness (docs/protocol.md §16)
         self.harness_of = harness_of or (lambda role, recorded: recorded)
         self._profiles: dict[str, profiles.Profile | None] = {}  # role -> as last read
+        self._recognition: dict[str, Recognition] = {}  # role -> its screens as its profile sees
         self._pending: dict[str, dict[str, str]] = {}  # role -> {text: session}, in order
         self._looks: dict[str, str] = {}  # role -> session: read its pane once, for status
         self._running: set[str] = set()  # roles whose thread is alive
@@ -208,7 +210,11 @@ class Waker:
         seen = self._read(role, session)
         prof = self._profiles.get(role)
         if prof is not None and seen is not None and seen.pane not in (panes.GONE, panes.UNKNOWN):
-            return self._await_harness(role, session)
+            waited, forced = self._await_harness(role, session)
+            known = self._profiles.get(role) is not None
+            if known or self._closing.is_set() or not self._asked(role):
+                return waited, forced
+            seen = self._read(role, session)  # its screen is not recognised: wait as generic
         if self.idle_after <= 0:
             return 0.0, False
         started = time.monotonic()
@@ -293,14 +299,23 @@ class Waker:
             seen = None
         answers = seen is not None or server_answers(socket, self.timeout)
         kind = self.harness_of(role, seen.harness if seen is not None else "")
-        prof = self._profiles[role] = profiles.profile(kind)
+        prof = profiles.profile(kind)
         content = None if seen is None or seen.dead else seen.content
-        verdict = None
+        verdict, unrecognised = None, None
         if prof is not None and seen is not None and content is not None:
-            verdict = profiles.state(seen.screen, prof, self._ours(role))
+            if self._recognised(role, seen, prof):
+                verdict = profiles.state(seen.screen, prof, self._ours(role))
+            else:  # driven as generic (docs/protocol.md §17), and `status` says why
+                prof, unrecognised = None, " ".join(filter(None, (kind, seen.version)))
+        self._profiles[role] = prof
         view = self.panes.observe(role, session, content, answers, time.time(),
-                                  self.idle_mark(role), verdict, kind)  # fmt: skip
+                                  self.idle_mark(role), verdict, kind, unrecognised)  # fmt: skip
         return seen, prof, view, verdict
+
+    def _recognised(self, role: str, seen: pane.Pane, prof: profiles.Profile) -> bool:
+        """Whether the profile of the role's harness recognises its pane's screen."""
+        recognition = self._recognition.setdefault(role, Recognition())
+        return recognition.see(seen.screen, prof, seen.created, time.time())
 
     def _harness_look(
         self, role: str, session: str
