@@ -147,17 +147,21 @@ def role_row(swarm: RealSwarm, role: str) -> dict[str, Any]:
     return next(row for row in rows if row["role"] == role)
 
 
-def round_trips(swarm: RealSwarm, role: str, api: str, names: list[str]) -> list[dict[str, Any]]:
+def round_trips(
+    swarm: RealSwarm, role: str, api: str, names: list[str], exact: bool = True
+) -> list[dict[str, Any]]:
     """Each mail of `names` made exactly one round trip: one wake-up each, submitted and not
     forced, one turn of the model started by each, each mail taken and finished once.  The
-    role's wake-ups, in order."""
+    role's wake-ups, in order.  Not `exact` (a pane driven as generic, whose quiet time is
+    all it has to go on): a wake-up more may come, typed into the quiet pane, never one
+    forced; each mail is still taken and finished exactly once."""
     wait(lambda: set(names) <= set(swarm.completed(role)), 150, f"{names} completed")
     wakes = wait(lambda: (lambda w: w if len(w) >= len(names) else None)(swarm.wakes(role)),
                  10, "the wake-ups logged")  # fmt: skip
-    assert len(wakes) == len(names), wakes
+    assert len(wakes) == len(names) or (not exact and len(wakes) == len(names) + 1), wakes
     assert all((w["submitted"], w["forced"]) == (True, False) for w in wakes), wakes
     started = [r for r in swarm.server.turns(api) if r.rule == WAKE and not r.outputs]
-    assert len(started) == len(names), [r.texts for r in started]
+    assert len(started) == len(wakes), [r.texts for r in started]
     assert sorted(swarm.completed(role)) == sorted(names)
     return wakes
 
