@@ -116,3 +116,14 @@ def settle(root: Path) -> None:
     past = time.time() - 60
     for folder, _, _ in os.walk(root):
         os.utime(folder, (past, past))
+
+
+def day(project: Project, now: float) -> None:
+    """A busy day for the charts: `worked`, and QA done with one to three copies an hour
+    over the last 24, its waits and work growing through the day."""
+    worked(project, now)
+    for hour in range(24):
+        for n in range(1 + hour % 3):
+            start = now - (24 - hour) * HOUR + n * 600 + 60
+            lay(project, "coder", "QA", "completed", start, start + 20 + hour * 30,
+                start + 120 + hour * 60)  # fmt: skip

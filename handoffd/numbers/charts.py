@@ -58,7 +58,7 @@ def svg(kind: str, values: list[float | None], role: str) -> str:
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     step = plot_w / HOURS
     label = f"{TITLES[kind]} — {role}, last 24 h"
-    base, top_text = TOP + plot_h, _shown(scale, kind)
+    base, top_text = TOP + plot_h, _axis(scale, kind) if scale else ""
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" data-kind="{kind}" '
         f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
@@ -97,10 +97,20 @@ def _ceiling(top: float, kind: str) -> float:
         return 0.0
     if kind == "completed":
         return float(max(1, int(-(-top // 1))))
-    for nice in (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400):
+    for nice in (1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, 14400, 86400):
         if top <= nice:
             return float(nice)
     return top
+
+
+def _axis(value: float, kind: str) -> str:
+    """The axis' top, short: `3`, `30s`, `10m`, `2h`."""
+    if kind == "completed":
+        return f"{value:g}"
+    for unit, size in (("h", 3600), ("m", 60)):
+        if value >= size:
+            return f"{value / size:g}{unit}"
+    return f"{value:g}s"
 
 
 def _shown(value: float, kind: str) -> str:
