@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import Project, wait_for
 from tests.numbers_support import lay, worked
 from tests.swarm_support import command_env
+from tests.test_docs import OPERATIONS
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = [
@@ -39,6 +40,14 @@ scrape_configs:
     static_configs:
       - targets: ["{target}"]
 """
+
+
+# docs/operations.md's three queries, "Watching the swarm"
+DASHBOARD = (
+    'sum by (role) (handoffd_cards{state=~"waiting|blocked"})',
+    "histogram_quantile(0.9, sum by (role, le) (rate(handoffd_wait_seconds_bucket[1h])))",
+    "handoffd_stalled == 1 or handoffd_oldest_waiting_seconds > 1800",
+)
 
 
 def free_port() -> int:
@@ -119,6 +128,10 @@ def target(base: str) -> dict[str, Any]:
     found = api(base, "targets")["activeTargets"]
     assert len(found) <= 1, found
     return dict(found[0]) if found else {}
+
+
+def test_the_queries_shown_are_the_ones_tried() -> None:
+    assert all(query in OPERATIONS.read_text() for query in DASHBOARD)
 
 
 def test_a_real_prometheus_scrapes_the_board_and_stores_the_known_work(

@@ -26,7 +26,7 @@ from handoffd.queue import scan
 from handoffd.queue.scan import Entry, State
 from handoffd.snapshot.snapshot import Snapshot
 
-OPERATOR = "operator"  # the pseudo-role of docs/protocol.md §18: a mailbox, no pane
+OPERATOR = "operator"  # the person running the swarm: a mailbox, no pane
 # The board's states as the numbers name them (`handoffd_cards{state}`).
 QUEUED, FAILED, BLOCKED, WAITING, IN_PROCESS = (
     "queued",
@@ -50,7 +50,7 @@ class Mailbox(Role):
 
 
 def operator_mailbox(root: str) -> Mailbox | None:
-    """The operator's mailbox where its folder is a real folder (§18 makes it), else None:
+    """The operator's mailbox where its folder is a real folder (`init` makes it), else None:
     read by its path alone, so the numbers count it whoever made it."""
     mailbox = Mailbox(OPERATOR, OPERATOR, root)
     try:
