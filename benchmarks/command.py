@@ -13,6 +13,7 @@ from benchmarks.board import Board
 from benchmarks.digest import Digest
 from benchmarks.harness import HarnessScenario
 from benchmarks.hosts import Hosts
+from benchmarks.metrics import Metrics
 from benchmarks.panes import Panes
 from benchmarks.pool import Pool
 from benchmarks.queue import Pickup, Queue
@@ -21,11 +22,12 @@ from benchmarks.startup import StartupScenario
 from benchmarks.web import Web
 from handoffd.adapters.commands import Number
 
-ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes", "harness", "pool")
+ONE_OF = ("board", "digest", "web", "metrics", "pickup", "startup", "hosts", "panes", "harness",
+          "pool")  # fmt: skip
 SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     "queue": Queue, "board": Board, "digest": Digest, "web": Web, "pickup": Pickup,
     "startup": StartupScenario, "hosts": Hosts, "panes": Panes, "harness": HarnessScenario,
-    "pool": Pool,
+    "pool": Pool, "metrics": Metrics,
 }  # fmt: skip
 
 
@@ -59,6 +61,8 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
 @click.option("--board", is_flag=True, help="Only the board: status --json against its floor.")
 @click.option("--digest", is_flag=True, help="Only the digest scenario (docs/protocol.md §11).")
 @click.option("--web", is_flag=True, help="Only the web board: its page against status --json.")
+@click.option("--metrics", is_flag=True,
+              help="Only the swarm's numbers: /metrics against status --json.")  # fmt: skip
 @click.option("--pickup", is_flag=True, help="Only section 3: pickup latency of both writers.")
 @click.option("--startup", is_flag=True, help="Only section 4: helper start-up against python.")
 @click.option(

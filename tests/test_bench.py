@@ -203,7 +203,10 @@ def test_hosts_measures_cross_host_pickup_beside_local_pickup_and_the_drain(tmp_
 def test_one_scenario_at_a_time_and_the_refusal_says_which_flags(tmp_path):
     result = bench("--board", "--web", "--dir", str(tmp_path), timeout=30)
     assert result.returncode == 2 and result.stdout == ""
-    flags = "--board, --digest, --web, --pickup, --startup, --hosts, --panes, --harness, --pool"
+    flags = (
+        "--board, --digest, --web, --metrics, --pickup, --startup, --hosts, --panes, "
+        "--harness, --pool"
+    )
     assert f"give at most one of {flags}" in result.stderr
     assert list(tmp_path.iterdir()) == []  # refused before anything was built
 
@@ -223,6 +226,22 @@ def test_the_board_scenario_prints_its_table_and_its_figures(tmp_path: Path) -> 
     assert "target <= 2.0x" in result.stdout and "target <= 1.2x" in result.stdout
     assert "PASS" not in result.stdout and "MISS" not in result.stdout  # quick: no verdict
     assert list(tmp_path.iterdir()) == []  # its projects are removed afterwards
+
+
+def test_the_metrics_scenario_prints_its_table_with_the_target_and_its_figures(
+    tmp_path: Path,
+) -> None:
+    result = bench("--metrics", "--quick", "--dir", str(tmp_path), "--json",
+                   str(tmp_path / "figures.json"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    figures = json.loads((tmp_path / "figures.json").read_text())["metrics"]
+    for key in ("status_json_ms", "metrics_ms", "metrics_command_ms", "numbers_page_ms",
+                "first_read_ms", "metrics_vs_status", "metrics_bytes"):  # fmt: skip
+        assert figures[key] > 0, key
+    assert (figures["open_cards"], figures["history"]) == (60, 500)
+    assert "/metrics vs status --json" in result.stdout and "target <= 2.0x" in result.stdout
+    assert "PASS" not in result.stdout and "MISS" not in result.stdout  # quick: no verdict
+    assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]
 
 
 def test_the_web_scenario_prints_its_table_with_the_target_and_its_figures(tmp_path: Path):

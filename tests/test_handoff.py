@@ -404,3 +404,20 @@ def test_a_copy_number_is_split_from_the_name_it_was_added_to(name: str, split: 
     """One owner for the `….2.handoff` tail an archive or an arrival adds: the name it
     arrived under, and the tail as found (a peer's own tail is said, never taken for none)."""
     assert hf.split_copy(name) == ("50_20260101T000000000000Z_000001_from_a_to_b.handoff", split)
+
+
+def test_a_reopen_keeps_the_life_it_ends_and_a_hand_edited_count_is_not_believed() -> None:
+    copy = hf.Handoff([("enqueued_at", "2026-01-01T00:00:00Z"),
+                       ("dequeued_at", "2026-01-01T00:01:00Z"),
+                       ("completed_at", "2026-01-01T00:11:00.5Z")], "")  # fmt: skip
+    assert hf.life_spans(copy) == "60.000/600.500"
+    copy.set("reopened_spans", "60.000/600.500")
+    copy.set("reopened_at", "2026-01-01T01:00:00Z")
+    copy.set("dequeued_at", "2026-01-01T01:00:30Z")
+    copy.headers = [h for h in copy.headers if h[0] != "completed_at"]
+    assert hf.life_spans(copy) == "60.000/600.500,30.000/-"  # its wait from the reopen
+    assert hf.spans("1/2,x,nan/inf,-/3,1e99/-1") == [(1.0, 2.0), (None, None), (None, 3.0),
+                                                     (None, None)]  # fmt: skip
+    assert len(hf.spans(",".join(["1/1"] * 500))) == hf.SPANS_KEPT
+    assert hf.reopen_count("3", None) == 3 and hf.reopen_count(None, "2026-01-01T00:00:00Z") == 1
+    assert hf.reopen_count("9" * 40, "x") == 1 and hf.reopen_count("-2", None) == 0

@@ -32,7 +32,7 @@ LAYERS = (
     ("delivery",),  # outbox -> new/, the journal, the watches
     ("snapshot",),  # the whole project read once
     ("board",),  # the projection and the terminal's board
-    ("digest",),
+    ("digest", "numbers"),  # threads' digests; the swarm's numbers
     ("daemon",),  # the loop, the bridge to other hosts, reclaiming, up and down, the audit
     ("ops",),  # the table of operations
     ("adapters",),  # commands, console scripts, hooks, MCP, the web's actions

@@ -338,3 +338,33 @@ def test_an_answer_carrying_markup_never_runs_on_any_page(project: Project, page
         assert payload in page.locator("#latest-report").inner_text()
         page.wait_for_timeout(300)
     assert page.dialogs == []
+
+
+def test_the_numbers_page_draws_its_table_and_charts_with_no_script(
+    project: Project, browser: Any, tmp_path: Any
+) -> None:
+    """`/numbers` at 1280x800 with scripts off: the table's rows and each role's three
+    charts are on the page, drawn by the server (docs/protocol.md §19)."""
+    import time
+
+    from tests.numbers_support import day
+
+    day(project, time.time())
+    context = browser.new_context(viewport={"width": 1280, "height": 800},
+                                  java_script_enabled=False)  # fmt: skip
+    tab = context.new_page()
+    with serving(project.root) as url:
+        tab.goto(url + "/numbers")
+        assert tab.locator("table.stats tbody tr").count() == 4  # three roles and the total
+        assert tab.locator("tr[data-role=total] td[data-count=completed]").inner_text() == "54"
+        charts = tab.locator("svg.chart")
+        assert charts.count() == 9
+        box = charts.first.bounding_box()
+        assert box is not None and box["width"] >= 300 and box["height"] >= 100
+        assert tab.locator("[data-charts=QA] svg[data-kind=completed] rect").count() == 24
+        shot = tmp_path / "numbers.png"
+        tab.screenshot(path=str(shot))
+        assert shot.stat().st_size > 10_000
+        if os.environ.get("HANDOFFD_SCREENSHOTS"):  # a person looks at it
+            tab.screenshot(path=os.path.join(os.environ["HANDOFFD_SCREENSHOTS"], "numbers.png"))
+    context.close()

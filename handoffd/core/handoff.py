@@ -33,6 +33,13 @@ RECIPIENT = "recipient"  # the one role a copy is for (a pool's, §17): the daem
 CREATED_AT, ENQUEUED_AT, DEQUEUED_AT = "created_at", "enqueued_at", "dequeued_at"
 COMPLETED_AT, RELEASED_AT, REOPENED_AT = "completed_at", "released_at", "reopened_at"
 REOPENED_BY, REOPENED_REASON = "reopened_by", "reopened_reason"  # who and why (§15)
+# How many times a copy was reopened: the takes and completions a reopen wipes the stamps
+# of stay counted (docs/protocol.md §19), since the file is the only record of them.
+REOPENS = "reopens"
+# ...and each earlier life's wait and work (`<seconds>/<seconds>`, comma-separated, the
+# newest SPANS_KEPT), which the reopen wipes the stamps of: the numbers' durations too
+# only ever grow (§19).
+REOPENED_SPANS, SPANS_KEPT = "reopened_spans", 50
 # A pool's copy (§17): who claimed it, and when and from whom it was taken back.
 CLAIMED_BY, RECLAIMED_AT, RECLAIMED_FROM = "claimed_by", "reclaimed_at", "reclaimed_from"
 REASON_LIMIT = 200  # characters of a `blocked_reason`: one line the board and live file show
@@ -481,6 +488,54 @@ def label(headers: dict[str, str]) -> str:
 
 
 # --- §2 times ---------------------------------------------------------------------------
+
+
+def reopen_count(count: str | None, reopened_at: str | None) -> int:
+    """How many times a copy was reopened, as its headers say: its `reopens` count (at
+    most a million: a hand-written figure is not believed past it), else one if it carries
+    a `reopened_at` (reopened before the count was kept), else none."""
+    if count is not None and count.isdigit() and len(count) <= 6:
+        return int(count)
+    return 1 if reopened_at else 0
+
+
+def life_spans(headers: Handoff) -> str:
+    """`reopened_spans` with the life a reopen now ends added: its wait (since it arrived,
+    or was last reopened, until taken) and its work (until completed); `-` for one whose
+    stamps are missing."""
+    start = epoch(headers.get(REOPENED_AT)) or epoch(headers.get(ENQUEUED_AT))
+    taken, done = epoch(headers.get(DEQUEUED_AT)), epoch(headers.get(COMPLETED_AT))
+    wait = _span(start, taken)
+    work = _span(taken, done)
+    kept = [f"{_seconds(a)}/{_seconds(b)}" for a, b in spans(headers.get(REOPENED_SPANS))]
+    return ",".join([*kept, f"{_seconds(wait)}/{_seconds(work)}"][-SPANS_KEPT:])
+
+
+def spans(value: str | None) -> list[tuple[float | None, float | None]]:
+    """The earlier lives a `reopened_spans` header holds, each (wait, work) in seconds;
+    a part that is not one is left out (a hand-edited header is not believed)."""
+    found: list[tuple[float | None, float | None]] = []
+    for part in (value or "").split(",")[-SPANS_KEPT:]:
+        wait, slash, work = part.partition("/")
+        if slash:
+            found.append((_number(wait), _number(work)))
+    return found
+
+
+def _span(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None or end < start else end - start
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if 0 <= value < 1e10 else None  # NaN and infinities fail both
 
 
 def epoch(stamp: str | None) -> float | None:

@@ -45,6 +45,34 @@ def status(
     return Result(Exit.OK, text, "", items)
 
 
+def metrics(context: Context) -> Result:
+    """The Prometheus text exposition of this host's part of the swarm (§19)."""
+    from handoffd.numbers import exposition, facts
+
+    return Result(Exit.OK, exposition.render(facts.gather(context.root, roles=context.roles)))
+
+
+def stats(
+    context: Context, since: str = "24h", role: str | None = None, json: bool = False
+) -> Result:
+    """The swarm's numbers per role over the last `since` (§19): a table, or its JSON."""
+    from handoffd.numbers import facts, stats
+
+    span = stats.span_seconds(since)
+    if span is None:
+        return refused(f"INVALID_SPAN: '{escape(since)}'; give a number and a unit, "
+                       "s, m, h, d or w (30m, 24h, 7d)")  # fmt: skip
+    found = facts.gather(context.root, roles=context.roles)
+    if role is not None and role not in found.roles:
+        return config_refusal(config.UnknownRole(role, context.roles))
+    start = found.now - span
+    rows = stats.rows(found, start, role, facts.spent(found, context.root, start))
+    shown = stats.as_json(found, rows, start, since)
+    if json:
+        return Result(Exit.OK, _dumps(shown) + "\n", "", shown)
+    return Result(Exit.OK, "\n".join(stats.render(rows, since)) + "\n", "", shown)
+
+
 def _all_hosts(context: Context, json: bool, show_all: bool = False) -> Result:
     """`status --all-hosts` (docs/protocol.md §15): every host's open cards, with `host`
     (and with `--all` this host's green ones)."""

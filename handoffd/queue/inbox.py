@@ -478,9 +478,12 @@ class Inbox:
         target = os.path.join(self.new, _name(path))
         self._moved(path, target)
         self._changed(path, target)
+        before = hf.reopen_count(item.handoff.get(hf.REOPENS), item.handoff.get(hf.REOPENED_AT))
+        item.handoff.set(hf.REOPENED_SPANS, hf.life_spans(item.handoff))  # before its stamps go
         for key in (hf.COMPLETED_AT, hf.DEQUEUED_AT, BLOCKED, hf.REOPENED_REASON, hf.REOPENED_BY):
             _drop(item.handoff, key)
         item.handoff.set(hf.REOPENED_AT, hf.iso_now(now))
+        item.handoff.set(hf.REOPENS, str(before + 1))
         if by:
             item.handoff.set(hf.REOPENED_BY, by)
         if reason:

@@ -89,6 +89,13 @@ def _ready(role: Role) -> bool:
         return False
 
 
+def index_file(role: Role, name: str) -> str | None:
+    """The path of file `name` in the role's index folder, made if missing; None when no
+    real folder can be had there (what else keeps caches beside the index's own files:
+    the swarm's numbers, `handoffd.numbers.stamps`)."""
+    return _path(role, name) if _ready(role) else None
+
+
 def load_index(role: Role) -> dict[str, tuple[str, str]]:
     """Every indexed history file: relative path -> (task or '', newest timestamp).  A
     batch dir's line, `<dir>/`, maps to (how many files it held, its mtime in ns)."""

@@ -492,6 +492,10 @@ def _mtime_ns(path: str) -> int:
         return -1
 
 
+# what another long-running reader keeps between reads the same way (the swarm's numbers)
+folders_unchanged, mtime_ns = _unchanged, _mtime_ns
+
+
 def linked_folders(role: Role, boxes: tuple[str, ...]) -> list[str]:
     """Which of `boxes` of `role`'s handoff directory lie behind a symbolic link, and each
     `inbox/in_process/batch_…` that is one: what `status` warns of.  A few `lstat`s; an

@@ -49,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from handoffd.board import cards, status
 from handoffd.core import config, limits
 from handoffd.core.outcome import INBOX_BUSY
+from handoffd.numbers import charts, exposition, facts, stamps, stats
 from handoffd.queue import scan
 from handoffd.remote import held
 from handoffd.snapshot.snapshot import GreenListing, Snapshot
@@ -317,6 +318,7 @@ class Board:
         self.loopback = loopback  # off loopback every page needs the key
         self.actions = actions  # `handoffd.adapters.web.Actions`, or None: no forms at all
         self.green = GreenListing()  # the archive's names, kept between requests
+        self.kept = stamps.Kept()  # history's stamps for the numbers, likewise
         self.keys = keys
         self.window_s = window_s
         self.clock = clock
@@ -519,6 +521,32 @@ class Board:
             shown = [{**card, "host": here} for card in shown] + self.others()[0]
         return JSONResponse(shown, headers={"Cache-Control": "no-store"})
 
+    # --- the swarm's numbers (docs/protocol.md §19) -------------------------------------
+
+    def read_numbers(self) -> facts.Facts:
+        try:
+            return facts.gather(self.root, self.clock(), kept=self.kept)
+        except config.ConfigError as error:
+            raise HTTPException(503, f"Cannot read the project: {error}") from None
+
+    def metrics(self, request: Request) -> Response:
+        """The Prometheus text exposition, what `handoffd metrics` prints."""
+        text = exposition.render(self.read_numbers())
+        headers = {"Content-Type": exposition.CONTENT_TYPE, "Cache-Control": "no-store"}
+        return Response(text, headers=headers)
+
+    def numbers(self, request: Request) -> Response:
+        """The last 24 hours' table and each role's charts, drawn here as SVG."""
+        found = self.read_numbers()
+        since = found.now - stats.UNIT["h"] * charts.HOURS
+        rows = stats.rows(found, since, None, facts.spent(found, self.root, since))
+        drawn = {role: [Markup(charts.svg(kind, values[kind], role)) for kind in charts.KINDS]
+                 for role, values in charts.series(found).items()}  # fmt: skip
+        assert found.board is not None
+        return self.render("numbers.html", request=request, rows=rows, charts=drawn,
+                           span=stats.DEFAULT_SPAN, title="Numbers — handoffd",
+                           **self.chrome(found.board, found.now))  # fmt: skip
+
     # --- an operator's actions (docs/protocol.md §13) -------------------------------------
 
     async def act(self, request: Request) -> Response:
@@ -649,6 +677,8 @@ def create_app(
         Route("/card/{card}", pages.card),
         Route("/card/{card}/{action}", pages.act, methods=["GET", "POST"]),
         Route("/api/cards", pages.api_cards),
+        Route("/metrics", pages.metrics),
+        Route("/numbers", pages.numbers),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: pages.error})

@@ -15,6 +15,7 @@ from handoffd.board.cards import Board, Card, epoch
 from handoffd.board.cards import excerpt as shown_part
 from handoffd.core import handoff as hf
 from handoffd.core.terminal import has_control
+from handoffd.numbers.stats import duration as stats_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,6 +74,11 @@ def valid_name(name: str) -> bool:
 def duration(seconds: float | None) -> str:
     """A readable span: `45 s`, `12 min`, `2 h 03 min`, `3 d 4 h`."""
     return colour.ago(seconds, colour.SPELLED)
+
+
+def span(seconds: float | None) -> str:
+    """A duration of the numbers page, as `handoffd stats` writes it (`-` for none)."""
+    return stats_duration(seconds)
 
 
 def ago(moment: object, now: float) -> str:
