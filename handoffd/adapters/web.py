@@ -42,6 +42,7 @@ def agents(card: Card) -> bool:
     are replied to or acknowledged (docs/protocol.md §18), never blocked or released."""
     return card.state in COPIES and card.role != config.OPERATOR
 
+
 OFFERS: dict[str, Callable[[Card], bool]] = {  # what each word of an `offer` matches
     "red": lambda card: card.colour == colour.RED and agents(card),
     "blocked": lambda card: bool(card.blocked_reason) and agents(card),
