@@ -100,6 +100,7 @@ def queue_text(
     from handoffd.queue import outbox
 
     me = operator(context)
+    text = text.replace("\r\n", "\n")  # a handoff's lines end in LF (§2); a browser sends CRLF
     checked = check(context, to, text, fields)
     checked.body = text if text.endswith("\n") else text + "\n"
     checked.extra += [(hf.SENT_BY, who), *(extra or ())]
