@@ -256,8 +256,12 @@ def test_work_handed_to_the_operator_is_listed_and_replied_to_in_its_thread(
     taken = project.run("ready_for_next", role="cleaner").out
     assert "FROM: operator\n" in taken and "SENT_BY: alice\n" in taken
     assert taken.endswith("Yes, go on.\n")
+    assert "from operator (alice)" in project.run("resume", role="cleaner").out
     digest = op(project, "digest", hf.path_id(str(reply)))[1]
     assert hf.path_id(str(copy)) in digest.split("receipt: ")[1]  # the thread it answers
+    assert " operator (alice) → cleaner note" in digest
+    back = op(project, "digest", hf.path_id(str(copy)))[1]  # and the card finds its reply
+    assert hf.path_id(str(reply)) in back.split("receipt: ")[1]
 
 
 def test_ack_closes_a_card_without_a_reply(project: Project) -> None:
