@@ -367,3 +367,22 @@ def test_a_round_trip_operator_to_coder_and_back_on_tmux(project: Project, tmux:
         handoffd("stop", str(project.root))
     assert all(e.get("role") != "operator" for e in events(project, "wake"))
     assert box(project, "sent") and box(project, "inbox/completed")
+
+
+def test_an_agent_hands_work_to_the_operator_through_send_handoff_and_the_mcp_tool(
+    project: Project, tmp_path: Path
+) -> None:
+    from tests.mcp_support import agent, text
+
+    draft = project.draft("type: note\nto: operator\npriority: 50\nmessage: by command\n")
+    done = project.run("handoffd", "send-handoff", str(draft), role="QA")
+    assert done.code == 0, done.err
+    with agent(project, "cleaner", tmp_path / "mcp.log") as cleaner:
+        said = cleaner.call("send_handoff", type="note", to="operator", priority="50",
+                            message="by tool")  # fmt: skip
+        assert not said.is_error and text(said).startswith("HANDOFF QUEUED: "), text(said)
+        names = {tool.name for tool in cleaner.tools()}
+        assert not names & {"send", "inbox", "reply", "ack"}  # an agent never acts as one
+    deliver(project)
+    listed = op(project, "inbox")[1]
+    assert "by command" in listed and "by tool" in listed
