@@ -386,3 +386,24 @@ def test_an_agent_hands_work_to_the_operator_through_send_handoff_and_the_mcp_to
     deliver(project)
     listed = op(project, "inbox")[1]
     assert "by command" in listed and "by tool" in listed
+
+
+@pytest.mark.parametrize("what", ["fifo", "link", "huge", "binary"])
+def test_a_hostile_file_in_the_operators_outbox_is_refused_or_skipped_never_followed(
+    project: Project, tmp_path: Path, what: str
+) -> None:
+    outbox = project.root / OPERATOR_H / "outbox"
+    outbox.mkdir(parents=True, exist_ok=True)
+    name = "50_20260101T000000Z_000001_from_operator_to_coder.handoff"
+    if what in ("fifo", "link"):
+        plant(outbox / name, what, tmp_path)
+    elif what == "huge":
+        (outbox / name).write_bytes(b"id: x\nfrom: operator\n\n" + b"a" * (128 * 1024))
+    else:
+        (outbox / name).write_bytes(b"id: \xff\nfrom: operator\nto: coder\n\nbody\n")
+    done = handoffd("run", "--once", str(project.root), timeout=HANG)
+    assert done.returncode == 0, done.stderr
+    assert list((project.handoffs("coder") / "inbox" / "new").glob("*.handoff")) == []
+    if what in ("huge", "binary"):
+        assert box(project, "failed") and (project.root / OPERATOR_H / "failed" / f"{name}.error")
+    assert handoffd("status", "--root", str(project.root), timeout=HANG).returncode == 0

@@ -64,7 +64,15 @@ def send(
     words = said if said is not None else text
     fields = {hf.TASK: task, hf.PRIORITY: priority, hf.COMMIT: commit,
               hf.BLOCKED_REASON: blocked, hf.DEPENDS_ON: _joined(depends_on)}  # fmt: skip
-    return queue_text(context, recipients(to, context.roles), words, fields, operator_name(by))
+    return queue_text(context, recipients(to, context.roles), words, fields, _who(context, by))
+
+
+def _who(context: Context, by: str | None) -> str:
+    """`operator_name`, its refusal said as §3's report, as every refusal of `send` is."""
+    try:
+        return operator_name(by)
+    except Refusal as refusal:
+        raise invalid(context, [refusal.message.partition(": ")[2] + "."]) from None
 
 
 def recipients(to: str, roles: dict[str, Role]) -> str:
@@ -297,7 +305,7 @@ def reply(
     if said is not None and text:
         raise invalid(context, ["Give the text as TEXT or with --file, not both."])
     words = said if said is not None else text
-    who = operator_name(by)
+    who = _who(context, by)
     found = _open_card(context, card)
     fields = {hf.TASK: found.headers.get(hf.TASK), hf.PRIORITY: found.priority}
     sent = queue_text(context, found.sender, words, fields, who, [(hf.IN_REPLY_TO, found.id)])
