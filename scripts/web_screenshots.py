@@ -6,7 +6,8 @@ trips and stay up with the daemon), adds two roles nobody drives (`lead`, `QA`) 
 with dependencies, work taken and reported on in Markdown, a blocked card.  Then it
 serves the board on a free loopback port and has headless Chromium (Debian's) shoot the
 open cards, one card and the archive at a laptop's 1366x768, then opens the URL with the
-board's key and shoots the blocked card's page with an answer typed into its form.  Run
+board's key and shoots the blocked card's page with an answer typed into its form, and the
+open page with a card for the operator and its Send work panel.  Run
 from the checkout:
 
     .venv/bin/python scripts/web_screenshots.py [OUT_DIR]
@@ -105,6 +106,8 @@ def morning(swarm: Swarm) -> tuple[str, str]:
     schema = swarm.send("lead", to="QA", task="migrate the schema to v4", priority="60")
     swarm.send("QA", to="lead", task="integration tests for v4", depends_on=schema)
     swarm.send("QA", to="lead", task="review: CLI help texts")
+    swarm.send("QA", to="operator", type="note",
+               message="Needs a person: approve dropping Python 3.9 from the 0.4 release?")
     swarm.delivered()
     swarm.helper("QA", "ready_for_next")
     swarm.helper("QA", "handoffd", "report", "--status", "RUNNING", "--file", "-",
@@ -137,6 +140,11 @@ def shoot(url: str, keyed: str, card: str, blocked: str, out: str) -> None:
             "The password is in the team vault under staging/db; it rotates at noon."
         )
         page.screenshot(path=os.path.join(out, "web-answer.png"))
+        page.goto(url + "/")  # the For you section, and the Send work panel opened
+        page.click("#send-work summary")
+        page.locator('form.send input[name=to][value="QA"]').check()
+        page.locator("form.send textarea").fill("Write the release notes for 0.4.")
+        page.screenshot(path=os.path.join(out, "web-for-you.png"))
         browser.close()
 
 

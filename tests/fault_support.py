@@ -99,6 +99,8 @@ class Scene:
             shutil.rmtree(role.handoffs, ignore_errors=True)
             os.makedirs(os.path.dirname(role.handoffs), exist_ok=True)  # same start every time
         shutil.rmtree(self.project.root / ".swarmforge" / "daemon", ignore_errors=True)
+        # the operator's mailbox too, which the daemon makes on its first pass (§18)
+        shutil.rmtree(self.project.root / config.OPERATOR_DIR, ignore_errors=True)
         architect = self.roles["architect"]
         os.makedirs(architect.path(Box.DRAFTS))
         Path(architect.handoffs, "sequence").write_text("000001\n")

@@ -458,7 +458,9 @@ def test_the_forms_are_made_from_the_table() -> None:
     """One form per operation with a `form`, its field the operation's own parameter."""
     from handoffd.adapters.web import FORMS
 
-    assert sorted(FORMS) == ["answer", "block", "dismiss", "release", "reopen", "retry", "unblock"]
+    assert sorted(FORMS) == ["ack", "answer", "block", "dismiss", "release", "reopen", "reply",
+                             "retry", "unblock"]  # fmt: skip
+    assert [f.name for f in FORMS["reply"].fields] == ["text"] and FORMS["ack"].fields == []
     assert [f.name for f in FORMS["answer"].fields] == ["text"]
     assert [f.name for f in FORMS["block"].fields] == ["reason"]
     assert FORMS["retry"].fields == [] and callable(forms)

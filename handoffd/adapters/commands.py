@@ -162,6 +162,8 @@ def option_of(param: Param) -> dict[str, Any]:
         options.pop("metavar")
     elif param.kind in (spec.INT, spec.FLOAT):
         options.update(type=_number(param), show_default=True)
+    elif param.kind == spec.NAMES:  # given once per name (`--depends-on ID`…)
+        options["multiple"] = True
     if param.default is not None:
         options["default"] = param.default
     return options

@@ -35,14 +35,27 @@ if TYPE_CHECKING:
 ACTIONS = {op.form: op for op in OPS if op.form}
 FIELDS = ("text", "reason")  # the form fields an operation may take (docs/protocol.md §13)
 COPIES = (State.NEW, State.IN_PROCESS)
+
+
+def agents(card: Card) -> bool:
+    """An open copy of an agent's, which §13's actions act on: the operator's own copies
+    are replied to or acknowledged (docs/protocol.md §18), never blocked or released."""
+    return card.state in COPIES and card.role != config.OPERATOR
+
+
 OFFERS: dict[str, Callable[[Card], bool]] = {  # what each word of an `offer` matches
-    "red": lambda card: card.colour == colour.RED and card.state in COPIES,
-    "blocked": lambda card: bool(card.blocked_reason) and card.state in COPIES,
-    "open": lambda card: card.state in COPIES,
-    "in_process": lambda card: card.state == State.IN_PROCESS,
+    "red": lambda card: card.colour == colour.RED and agents(card),
+    "blocked": lambda card: bool(card.blocked_reason) and agents(card),
+    "open": agents,
+    "in_process": lambda card: card.state == State.IN_PROCESS and agents(card),
     "failed": lambda card: card.state == State.FAILED,
     "completed": lambda card: card.state == State.COMPLETED,
+    # a copy waiting in the operator's inbox (docs/protocol.md §18): Reply, Acknowledge
+    "for_you": lambda card: card.role == config.OPERATOR and card.state in COPIES,
 }
+LABELS = {"ack": "Acknowledge"}  # a button's word where the action's name is short for it
+SEND = "send"  # the board's Send work form (docs/protocol.md §18): `POST /send`
+SEND_FIELDS = ("to", "task", "priority", "depends_on", "text")
 WEB_LOG = os.path.join(config.SWARMFORGE, "daemon", "web.log")
 
 
@@ -66,7 +79,7 @@ class Form:
 
     def __init__(self, op: Op) -> None:
         self.action = op.form
-        self.label = op.form.capitalize()
+        self.label = LABELS.get(op.form, op.form.capitalize())
         self.help = op.help
         self.fields = [Field(p) for p in op.arguments("cli") if p.name in FIELDS]
 
@@ -151,6 +164,29 @@ class Actions:
         # the command names the file it was given; the person chose a card
         return Result(result.code, result.out, result.err.replace(found.entry.name, card),
                       result.data)  # fmt: skip
+
+    def send(self, fields: dict[str, list[str]]) -> Result:
+        """The Send work form: `handoffd send` on its fields (`to` and `depends_on` given once
+        per value or comma-separated; a dependency named by its card), logged."""
+        from handoffd.ops.table import BY_NAME
+
+        op = BY_NAME[SEND]
+        values: dict[str, object] = {"by": self.by}
+        to = ",".join(part for value in fields.get("to", []) for part in value.split(",") if part)
+        values["to"] = to
+        depends = [value.rpartition("@")[0] or value for value in fields.get("depends_on", [])
+                   if value]  # fmt: skip
+        if depends:
+            values["depends_on"] = depends
+        for name in ("task", "priority", "text"):
+            given = (fields.get(name) or [""])[0]
+            if given:
+                values[name] = given
+        result = invoke(op, values, within_limits, root=self.root)
+        said = "ok" if result.ok else (result.err.strip().splitlines() or ["refused"])[0]
+        cards = result.data.get("cards", []) if isinstance(result.data, dict) else []
+        self.log(action=SEND, card=",".join(cards) or to, by=self.by, result=said)
+        return result
 
     def log(self, **fields: str) -> None:
         """One line in the daemon's log format: never raises, never follows a link, the

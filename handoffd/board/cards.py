@@ -151,6 +151,11 @@ class Card:
         return parts.sender if parts else ""
 
     @property
+    def shown_sender(self) -> str:
+        """The sender as the views name it: `operator (<name>)` for the operator's (§18)."""
+        return hf.sender_shown(self.sender, self.headers)
+
+    @property
     def recipients(self) -> list[str]:
         return recipients(self.entry)
 

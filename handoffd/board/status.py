@@ -109,6 +109,8 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
     for name, role in snapshot.roles.items():
         if only is not None and only not in (name, role.pool):
             continue
+        if role.is_operator:  # a person, not a pane: its own line (`operator_line`)
+            continue
         if role.is_pool:
             rows.append(pool_row(snapshot, role))
             continue
@@ -132,6 +134,17 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
         if isinstance(seen.get("unrecognised"), str):  # driven as generic (§17)
             rows[-1]["unrecognised"] = seen["unrecognised"]
     return rows
+
+
+def operator_line(shown: list[cards.Card]) -> str | None:
+    """`for the operator: <n> waiting (oldest <span>)` (docs/protocol.md §18): the copies in
+    the operator's inbox, which no pane is woken for; None while none waits."""
+    waiting = [card for card in shown
+               if card.role == config.OPERATOR and card.state == scan.State.NEW]  # fmt: skip
+    if not waiting:
+        return None
+    oldest = max(card.age_s or 0.0 for card in waiting)
+    return f"for the operator: {len(waiting)} waiting (oldest {colour.ago(oldest)})"
 
 
 def pool_row(snapshot: Snapshot, row: config.Role) -> dict[str, object]:
@@ -218,7 +231,8 @@ def render(
     cycles = [escape(cycle) for cycle in result.cycles]  # the ids are the files' own words
     glance = role_lines(roles(result.snapshot, only), now)
     head = f"{daemon_line(result.snapshot.daemon, now, result.snapshot.held)} · {tally}"
-    lines = [head, *glance, *cycles, *(warnings or [])]
+    mail = operator_line(result.cards)
+    lines = [head, *([mail] if mail else []), *glance, *cycles, *(warnings or [])]
     if not result.cards:
         return [*lines, "no cards" if show_all else "no open cards"]
     rows = [_row(card) for card in result.cards]
@@ -233,7 +247,7 @@ def _row(card: cards.Card) -> list[str]:
         task = task[: TASK_WIDTH - 1] + "…"
     cells = [
         card.card,
-        card.sender or "-",
+        card.shown_sender or "-",
         ",".join(card.recipients) or "-",
         card.priority,
         card.headers.get(hf.TYPE) or "-",

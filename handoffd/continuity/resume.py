@@ -245,7 +245,8 @@ def last_handoff(role: Role) -> tuple[str, str]:
     parts, entry = max(named, key=lambda pe: (pe[0].timestamp, pe[0].seq, pe[1].name))
     headers = entry.headers
     if entry.state == scan.State.COMPLETED:
-        who, stamp = f"received {hf.label(headers)} from {headers.get(hf.SENDER)}", hf.COMPLETED_AT
+        sender = hf.sender_shown(headers.get(hf.SENDER) or "", headers)  # `operator (<name>)`
+        who, stamp = f"received {hf.label(headers)} from {sender}", hf.COMPLETED_AT
         waiting_for = ""
     else:
         waiting_for = ",".join(hf.comma_list(headers.get(hf.RECIPIENTS) or "") or parts.recipients)

@@ -65,8 +65,12 @@ class Summary:
 def in_flight(entry: scan.Entry) -> str:
     """A copy in process in a line: `<card>, <what it is about>, taken <when>`."""
     taken = entry.headers.get(hf.DEQUEUED_AT)
-    return f"{entry.card}, {hf.label(entry.headers)}" + (
-        f", taken {hf.short_time(taken)}" if taken else ""
+    sender = entry.headers.get(hf.SENDER) or ""
+    given = hf.sender_shown(sender, entry.headers)  # the person who gave it (§18)
+    return (
+        f"{entry.card}, {hf.label(entry.headers)}"
+        + (f", from {given}" if given != sender else "")
+        + (f", taken {hf.short_time(taken)}" if taken else "")
     )
 
 

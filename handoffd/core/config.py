@@ -32,12 +32,23 @@ FORMAT_POOLS = "#handoffd-roles 3"
 POOL_ROW = "pool:"
 POOLS = os.path.join(SWARMFORGE, "pools")  # a pool's own H: P/.swarmforge/pools/<pool>/
 HOSTS = " hosts="
+# The person running the swarm (docs/protocol.md §18): a reserved name, never a role of
+# roles.tsv, always a sender and a recipient, with a handoff directory of its own under the
+# project (`P/.swarmforge/operator/handoffs/`, §1's folders) and no pane to wake.
+OPERATOR = "operator"
+OPERATOR_DIR = os.path.join(SWARMFORGE, OPERATOR, "handoffs")
 # Said after every roles.tsv error: a person must know how to get back to a working swarm.
 REPAIR = (
     "\nRepair roles.tsv by hand, or regenerate it from the swarm configuration with "
     "`handoffd init` in the project's root."
 )
 _ROLE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
+
+
+RESERVED = (
+    f"'{OPERATOR}' is a reserved name (the person running the swarm: its mailbox is "
+    f"{OPERATOR_DIR}/), never a role; give the role another name"
+)
 
 
 class ConfigError(Exception):
@@ -54,8 +65,9 @@ class UnknownRole(ConfigError):
 
 
 def role_hint(name: str, known: Iterable[str]) -> str:
-    """` (known roles: cleaner, coder; did you mean cleaner?)`, or '' with none known."""
-    roles = sorted(known)
+    """` (known roles: cleaner, coder; did you mean cleaner?)`, or '' with none known (the
+    operator is no role: never one of them)."""
+    roles = sorted(role for role in known if role != OPERATOR)
     if not roles:
         return ""
     near = nearest(name, roles)
@@ -149,9 +161,18 @@ class Role:
         return self.pool.startswith(POOL_ROW)
 
     @property
+    def is_operator(self) -> bool:
+        """Whether this is the operator's mailbox (docs/protocol.md §18): no roles.tsv row
+        can be (`parse_roles` refuses the name), so the name says it."""
+        return self.name == OPERATOR
+
+    @property
     def handoffs(self) -> str:
         """The role's handoff directory: always derived from its worktree in roles.tsv (a
-        pool's is `.swarmforge/pools/<pool>/` under the project, whose root it names)."""
+        pool's is `.swarmforge/pools/<pool>/` under the project, whose root it names; the
+        operator's `.swarmforge/operator/handoffs/` under the project's root)."""
+        if self.is_operator:
+            return os.path.join(self.worktree, OPERATOR_DIR)
         if self.is_pool:
             return os.path.join(self.worktree, POOLS, self.name)
         return os.path.join(self.worktree, SWARMFORGE, "handoffs")
@@ -162,6 +183,17 @@ class Role:
 
     def __repr__(self) -> str:
         return f"Role({self.name!r}, {self.worktree!r}, mode={self.mode!r})"
+
+
+def operator_role(root: str) -> Role:
+    """The operator's mailbox as a role of the project at `root`: local on every host (each
+    host has its own, §18), with no session, agent or worktree of its own."""
+    return Role(OPERATOR, OPERATOR, root, display=OPERATOR)
+
+
+def without_operator(roles: dict[str, Role]) -> dict[str, Role]:
+    """The roles of roles.tsv alone: those with a pane, an agent and a worktree."""
+    return {name: role for name, role in roles.items() if not role.is_operator}
 
 
 def valid_role_name(name: str) -> bool:
@@ -225,6 +257,8 @@ def _parse_row(
             f"{where}: invalid role name {name!r}: use letters, digits and '-' "
             "(no '_', '.' or '/'), starting with a letter or digit"
         )
+    if name == OPERATOR:
+        raise ConfigError(f"{where}: {RESERVED}")
     if host and hosts is None:
         raise ConfigError(
             f"{where}: column 8 of role '{name}' holds {host!r}, but this roles.tsv was "
@@ -256,6 +290,15 @@ def _pool_column(value: str) -> bool:
         size = value[len(POOL_ROW) :]
         return size.isdigit() and 2 <= int(size) <= 32
     return valid_role_name(value)
+
+
+def load_swarm(root: str) -> dict[str, Role]:
+    """The roles of roles.tsv, then the operator's mailbox, a sender and a recipient of every
+    project (docs/protocol.md §18): what the daemon delivers between, the board shows and an
+    operation's context knows (`load_roles` is the roles alone: those with a pane)."""
+    roles = load_roles(root)
+    roles[OPERATOR] = operator_role(root)
+    return roles
 
 
 def load_roles(root: str) -> dict[str, Role]:
@@ -349,6 +392,11 @@ def calling_role(roles: dict[str, Role], env_role: str | None, cwd: str | None =
     name = env_role or role_for_directory(roles, cwd or os.getcwd())
     if not name:
         raise ConfigError("Set SWARMFORGE_ROLE.")
+    if name == OPERATOR:  # a person, not an agent: `handoffd send`, `reply` and `ack` act for it
+        raise ConfigError(
+            f"{RESERVED}: an agent cannot act as the operator (the operator gives work with "
+            "`handoffd send` and answers its inbox with `handoffd reply` and `ack`)"
+        )
     if name not in roles:
         raise UnknownRole(name, roles)
     return roles[name]
@@ -362,6 +410,8 @@ def role_for_directory(roles: dict[str, Role], directory: str) -> str | None:
     here = _components(directory)
     best: tuple[int, str] | None = None
     for role in roles.values():
+        if role.is_operator:  # its "worktree" is the project's root, where no agent works
+            continue
         tree = _components(role.worktree)
         if here[: len(tree)] == tree and (best is None or len(tree) > best[0]):
             best = (len(tree), role.name)

@@ -17,7 +17,7 @@ import os
 import time
 
 from handoffd.core import durable, safeio
-from handoffd.core.config import valid_role_name
+from handoffd.core.config import OPERATOR, valid_role_name
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: every helper imports this module
 if TYPE_CHECKING:
@@ -42,6 +42,9 @@ REOPENS = "reopens"
 REOPENED_SPANS, SPANS_KEPT = "reopened_spans", 50
 # A pool's copy (§17): who claimed it, and when and from whom it was taken back.
 CLAIMED_BY, RECLAIMED_AT, RECLAIMED_FROM = "claimed_by", "reclaimed_at", "reclaimed_from"
+# The operator's handoffs (§18): who sent one, the card a reply answers, who closed a card.
+SENT_BY, IN_REPLY_TO = "sent_by", "in_reply_to"
+REPLIED_BY, ACKED_BY = "replied_by", "acked_by"
 REASON_LIMIT = 200  # characters of a `blocked_reason`: one line the board and live file show
 SEPARATOR = "\n\n"
 SUFFIX = ".handoff"
@@ -485,6 +488,13 @@ def label(headers: dict[str, str]) -> str:
     if message:
         return f'note "{message}"'
     return headers.get(ID) or "an untitled handoff"
+
+
+def sender_shown(sender: str, headers: dict[str, str]) -> str:
+    """How the views name a handoff's sender: `operator (<name>)` for one the operator sent
+    with its `sent_by` (docs/protocol.md §18), else the sender itself."""
+    who = headers.get(SENT_BY)
+    return f"{sender} ({who})" if who and sender == OPERATOR else sender
 
 
 # --- §2 times ---------------------------------------------------------------------------

@@ -37,7 +37,8 @@ BOXES = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETE
 # Runtime state, never committed; every worktree writes its own live file HANDOFF.md.
 EXCLUDES = (".worktrees/", ".swarmforge/roles.tsv", ".swarmforge/tmux-socket",
             ".swarmforge/daemon/", ".swarmforge/handoffs/", ".swarmforge/HANDOFF.md",
-            ".swarmforge/host", ".swarmforge/pools/", ".swarmforge/releases.json")  # fmt: skip
+            ".swarmforge/host", ".swarmforge/pools/", ".swarmforge/releases.json",
+            ".swarmforge/operator/")  # fmt: skip
 # Where a remote role's worktree column points: a path under the project that nothing
 # here ever creates or reads (the role's real worktree is on its own host).
 REMOTE = os.path.join(config.SWARMFORGE, "remote")
@@ -256,6 +257,8 @@ def _window(words: list[str], where: str, host: str = "") -> Window:
         raise SwarmConfigError(
             f"{where}: invalid role name '{role}': use letters, digits and '-', no '_', '.' or '/'"
         )
+    if role == config.OPERATOR:
+        raise SwarmConfigError(f"{where}: {config.RESERVED}")
     if not plain_name(worktree):
         raise SwarmConfigError(
             f"{where}: worktree name '{worktree}' must be a plain name git accepts as a branch"
@@ -472,6 +475,8 @@ def init(
                         exist_ok=True)  # fmt: skip
         if window.pool:  # the pool's own H: an inbox/new/ and nothing else
             os.makedirs(os.path.join(root, config.POOLS, window.pool, Box.NEW), exist_ok=True)
+    for box in (*BOXES, Box.OUTBOX):  # the operator's mailbox (docs/protocol.md §18)
+        os.makedirs(os.path.join(root, config.OPERATOR_DIR, box), exist_ok=True)
     swarmforge = os.path.join(root, config.SWARMFORGE)
     if remember is not None:
         _write_if_changed(stored_configuration(root), remember, changes)

@@ -150,11 +150,19 @@ def linked_handoffs(handoffs: str) -> str | None:
     trusted; `H` lies in it and is the agent's to replace like anything under it.  A
     directory not of the `<worktree>/.swarmforge/handoffs` shape is taken as given."""
     parent, name = os.path.split(os.path.normpath(handoffs))
+    above = os.path.dirname(parent)
+    if (
+        name == "handoffs"
+        and os.path.basename(parent) == "operator"
+        and (os.path.basename(above) == ".swarmforge")
+    ):  # the operator's `P/.swarmforge/operator/handoffs` (docs/protocol.md §18)
+        root = os.path.dirname(above)
+        found = linked_folders(root, (".swarmforge/operator/handoffs",))
+        return os.path.join(root, found[0]) if found else None
     if name != "handoffs" or os.path.basename(parent) != ".swarmforge":
         return None
-    worktree = os.path.dirname(parent)
-    found = linked_folders(worktree, (".swarmforge/handoffs",))
-    return os.path.join(worktree, found[0]) if found else None
+    found = linked_folders(above, (".swarmforge/handoffs",))
+    return os.path.join(above, found[0]) if found else None
 
 
 def read_fd(fd: int, limit: int) -> bytes:

@@ -63,7 +63,7 @@ def audit_hosts(roots: list[str]) -> Report:
     everyone: dict[str, Role] = {}
     for root in roots:
         here = config.this_host(root)
-        local = {n: r for n, r in config.load_roles(root).items() if config.is_local(r, here)}
+        local = {n: r for n, r in config.load_swarm(root).items() if config.is_local(r, here)}
         _gather(root, local, report)
         everyone.update(local)
     _match(everyone, report)

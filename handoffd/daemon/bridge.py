@@ -52,8 +52,10 @@ class Bridge:
         return now > self.started + CONNECT_GRACE
 
     def follow(self, local: dict[str, Role]) -> None:
-        """Read the subjects of this host's roles (roles.tsv may have changed)."""
-        self.link.consume([self.network.subject(name) for name in local])
+        """Read the subjects of this host's roles (roles.tsv may have changed): never the
+        operator's, whose mailbox every host has and no other host sends to (§18)."""
+        self.link.consume([self.network.subject(name) for name, role in local.items()
+                           if not role.is_operator])  # fmt: skip
 
     def close(self) -> None:
         self.link.close()

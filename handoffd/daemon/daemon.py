@@ -79,10 +79,10 @@ class Roles:
         A file read mid-write may lack roles, so only a read that adds roles replaces the
         current ones at once; any other change waits for the settled read of `get`.
         """
-        fresh = config.load_roles(self.root)
+        fresh = config.load_swarm(self.root)
         if set(self.current) < set(fresh):
             self.current = fresh
-            self.log.info("config_loaded", roles=sorted(fresh))
+            self.log.info("config_loaded", roles=_named(fresh))
         return {**self.current, **fresh}
 
     def forget(self) -> None:
@@ -103,14 +103,14 @@ class Roles:
             return self.current, False
         self._seen = seen
         try:
-            roles = config.load_roles(self.root)
-            if not roles:
+            roles = config.load_swarm(self.root)
+            if not config.without_operator(roles):
                 raise config.ConfigError(f"{self.path} lists no roles")
         except config.ConfigError as error:
-            self.log.error("config_error", error=str(error), kept=sorted(self.current))
+            self.log.error("config_error", error=str(error), kept=_named(self.current))
             return self.current, False
         self.current = roles
-        self.log.info("config_loaded", roles=sorted(self.current))
+        self.log.info("config_loaded", roles=_named(self.current))
         return self.current, True
 
 
@@ -306,9 +306,10 @@ class Daemon:
         self._wake_refused(self.courier.refused_senders, roles)
         if rescan:
             self._next_rescan = now + self.rescan_every
-            waiting = _pool_states({name: _mail_states(role) for name, role in local.items()},
-                                   local)  # fmt: skip
-            self._renotify(local, waiting, now)
+            awake = config.without_operator(local)  # no pane to wake for its inbox (§18)
+            waiting = _pool_states({name: _mail_states(role) for name, role in awake.items()},
+                                   awake)  # fmt: skip
+            self._renotify(awake, waiting, now)
             self._wake_asked(local)  # after re-notify, as ever
             self._look(local, {name for name, states in waiting.items() if State.NEW in states})
             self._watch_takes(local)
@@ -383,7 +384,8 @@ class Daemon:
         """One wake-up per recipient of this pass, but none for a role still sitting on an
         unanswered one: re-notify wakes that role when due (a burst types one line)."""
         roles = self.roles.current  # a recipient found by a re-read during the pass is here
-        stamps = {name: _taken_stamp(roles[name]) for name in names if name in roles}
+        stamps = {name: _taken_stamp(roles[name]) for name in names
+                  if name in roles and not roles[name].is_operator}  # fmt: skip
         due = [name for name, seen in stamps.items() if self.unanswered.due(name, seen)]
         for name in due:
             self.renotifier.woken(name, now)
@@ -525,7 +527,7 @@ class Daemon:
 
     def _wake_refused(self, senders: set[str], roles: dict[str, Role]) -> None:
         """Once per pass, tell each sender whose handoff went to failed/ where to look."""
-        for name in sorted(senders & roles.keys()):
+        for name in sorted(senders & config.without_operator(roles).keys()):
             text = wake.REFUSED.format(failed=roles[name].path(Box.FAILED))
             self.waker.wake([(name, roles[name].session)], text)
 
@@ -556,6 +558,11 @@ class Daemon:
             self.watcher.update(directories)
         except OSError as error:  # e.g. out of inotify watches: the rescan still finds work
             self.log.warning("watch_failed", error=str(error))
+
+
+def _named(roles: dict[str, Role]) -> list[str]:
+    """The roles of roles.tsv a log line names (the operator's mailbox is always there)."""
+    return sorted(config.without_operator(roles))
 
 
 def _own_file(path: str) -> bool:

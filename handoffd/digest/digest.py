@@ -28,6 +28,7 @@ from handoffd.core.handoff import (
     id_sender,
     id_stamp_of,
     iso_from_stamp,
+    sender_shown,
     short_time,
 )
 from handoffd.core.handoff import iso_seconds as iso
@@ -139,7 +140,8 @@ def handoff_rows(thread: Thread) -> list[str]:
         commit = f" {item.header(COMMIT)}" if item.header(COMMIT) else ""
         state = state_now(item, thread.errors)
         when = short_time(sent_at(item))
-        rows.append(f"- {when} {sender(item)} → {to} {kind}{commit} — {state}   [{item.id}]")
+        who = sender_shown(sender(item), item.headers)  # `operator (<name>)` (§18)
+        rows.append(f"- {when} {who} → {to} {kind}{commit} — {state}   [{item.id}]")
     return rows
 
 

@@ -63,7 +63,7 @@ def digest_of(
         return refused(f"BUDGET_TOO_SMALL: --max-lines must be at least {MIN_LINES}")
     snapshot = take_snapshot(root)
     key = f"task:{task}" if task is not None else threads.thread_key(snapshot, _id(ident or ""))
-    members = history.thread(snapshot, key) if key else []
+    members = threads.with_replies(snapshot, history.thread(snapshot, key)) if key else []
     if not members:
         missing = f"UNKNOWN_TASK: {task}" if task is not None else f"UNKNOWN_HANDOFF: {ident}"
         return refused(escape(missing), Exit.FAILED)

@@ -89,6 +89,31 @@ def thread_key(snapshot: Snapshot, ident: str) -> str | None:
     return None
 
 
+def with_replies(snapshot: Snapshot, files: list[Entry]) -> list[Entry]:
+    """`files` and the handoffs linked to them by `in_reply_to` (docs/protocol.md §18), both
+    ways and transitively: the card a reply answers, and the replies to any of them.  Only
+    the operator writes `in_reply_to`, so the replies are looked for among its originals
+    alone (its outbox, failed and sent), never in the whole history."""
+    from handoffd.core import config
+
+    found = {file.path: file for file in files}
+    operator = snapshot.roles.get(config.OPERATOR)
+    mine = [] if operator is None else [
+        *(e for e in snapshot.open if e.role == operator.name), *history.role_files(operator)
+    ]  # fmt: skip
+    replies = [e for e in mine if e.state in ORIGINAL_STATES]
+    while True:
+        ids = {file.name_id for file in found.values()}
+        wanted = {file.load().get(hf.IN_REPLY_TO) for file in found.values()} - ids - {None, ""}
+        wanted |= {e.name_id for e in replies if e.load().get(hf.IN_REPLY_TO) in ids} - ids
+        wanted.discard(None)
+        if not wanted:
+            return list(found.values())
+        for ident in sorted(str(i) for i in wanted):
+            for file in history.thread(snapshot, f"id:{ident}"):
+                found.setdefault(file.path, file)
+
+
 def build(key: str, files: list[Entry], snapshot: Snapshot) -> Thread:
     """The thread of `files`: headers read, grouped by id in time order, reports attached."""
     by_id: dict[str, list[Entry]] = {}

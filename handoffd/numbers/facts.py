@@ -26,7 +26,6 @@ from handoffd.queue import scan
 from handoffd.queue.scan import Entry, State
 from handoffd.snapshot.snapshot import Snapshot
 
-OPERATOR = "operator"  # the person running the swarm: a mailbox, no pane
 # The board's states as the numbers name them (`handoffd_cards{state}`).
 QUEUED, FAILED, BLOCKED, WAITING, IN_PROCESS = (
     "queued",
@@ -39,20 +38,10 @@ CARD_STATES = (QUEUED, FAILED, BLOCKED, WAITING, IN_PROCESS)
 STALLED = "not taken after "  # how §14's detail of a role not answering its wake-ups begins
 
 
-class Mailbox(Role):
-    """The operator's handoff directory, read as a role's: `P/.swarmforge/operator/handoffs/`."""
-
-    __slots__ = ()
-
-    @property
-    def handoffs(self) -> str:
-        return os.path.join(self.worktree, config.SWARMFORGE, OPERATOR, "handoffs")
-
-
-def operator_mailbox(root: str) -> Mailbox | None:
-    """The operator's mailbox where its folder is a real folder (`init` makes it), else None:
-    read by its path alone, so the numbers count it whoever made it."""
-    mailbox = Mailbox(OPERATOR, OPERATOR, root)
+def operator_mailbox(root: str) -> Role | None:
+    """The operator's mailbox (`config.operator_role`) where its folder is a real folder
+    (`init` makes it), else None: the numbers count it whoever made it."""
+    mailbox = config.operator_role(root)
     try:
         real = stat.S_ISDIR(os.lstat(mailbox.handoffs).st_mode)
     except OSError:
@@ -100,7 +89,8 @@ def gather(
     now = time.time() if now is None else now
     roles = config.load_roles(root) if roles is None else roles
     here = config.this_host(root)
-    local = {name: role for name, role in roles.items() if config.is_local(role, here)}
+    # the operator's mailbox is read below, where its folder is (the roles may name it)
+    local = {n: r for n, r in config.without_operator(roles).items() if config.is_local(r, here)}
     facts = Facts(now)
     shown = board.board(root, None, False, limits.LIVENESS_WINDOW, now, local)
     snapshot = shown.snapshot
@@ -126,8 +116,8 @@ def gather(
     return facts
 
 
-def _roles(facts: Facts, local: dict[str, Role], mailbox: Mailbox | None) -> None:
-    facts.roles = [*local, *([OPERATOR] if mailbox is not None else [])]
+def _roles(facts: Facts, local: dict[str, Role], mailbox: Role | None) -> None:
+    facts.roles = [*local, *([config.OPERATOR] if mailbox is not None else [])]
     facts.pools = [name for name, role in local.items() if role.is_pool]
     facts.panes = [name for name, role in local.items() if not role.is_pool]
 

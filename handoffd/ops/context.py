@@ -67,7 +67,7 @@ def resolve_context(
     is, while an operator's working directory (the project root is a worktree too) is
     only a guess at a role."""
     root = project_root(root)
-    roles = config.load_roles(root)
+    roles = config.load_swarm(root)
     if not needs_role:
         return Context(root, roles, colours=colours)
     named = role or os.environ.get("SWARMFORGE_ROLE") or card_role(card, roles)

@@ -313,11 +313,12 @@ def invalid(context: Context, errors: list[str], text: str, name: str) -> str:
         # The error line keeps the contract's exact words (agents match them); the
         # roles to choose from, and the nearest to each unknown one, close the usage
         # text, which is ours to write.
-        from handoffd.core.config import nearest
+        from handoffd.core.config import nearest, without_operator
 
-        near = [(n, m) for n in unknown if (m := nearest(n, context.roles))]
+        known = without_operator(context.roles)  # `operator` is a recipient, not a role
+        near = [(n, m) for n in unknown if (m := nearest(n, known))]
         meant = "".join(f" Did you mean '{m}' for '{n}'?" for n, m in near)
-        usage += f"\nKnown roles: {', '.join(sorted(context.roles))}.{meant}\n"
+        usage += f"\nKnown roles: {', '.join(sorted(known))}.{meant}\n"
     return f"HANDOFF INVALID: {name}\n\nErrors:\n{listed}\n{usage}".rstrip("\n")
 
 

@@ -109,6 +109,33 @@ INVALID_ANSWER = "INVALID_ANSWER"
 ANSWER_TOO_LARGE = INVALID_ANSWER + ": more than {limit} bytes; at most {limit}"
 ANSWER_TEXT = f"The answer, Markdown (1 byte to {ANSWER_LIMIT // 1024} KiB)."
 
+# --- the operator as a sender and a mailbox (docs/protocol.md §18) --------------------------
+
+SEND_LIMIT = 16 * 1024
+SEND_USAGE = (
+    "Usage: handoffd send TO [TEXT | --file F|-] [--task NAME] [--priority NN] "
+    "[--depends-on ID]... [--blocked REASON] [--commit SHA] [--by NAME] [--root ROOT]\n"
+    "TO: roles and pools, comma-separated, or all. Without --commit a note (its message the "
+    "text's first line); with --task and --commit a git_handoff."
+)
+SEND_TOO_LARGE = ("HANDOFF INVALID: handoffd send\n\nErrors:\n- The text is more than "
+                  "{limit} bytes, over the limit of {limit}.")  # fmt: skip
+WORK_TEXT = f"The work, as text (1 byte to {SEND_LIMIT // 1024} KiB); its first line is the note."
+REPLY_TEXT = f"The reply, as text (1 byte to {SEND_LIMIT // 1024} KiB)."
+SAID = "The text, inline (or give --file)."
+MAILBOX = "handoffd.ops.mailbox:"
+OPERATOR_CARD = Param("card", STR, "The card, <id>@operator, as `handoffd inbox` names it.",
+                      positional=True, required=True, metavar="CARD")  # fmt: skip
+
+
+def text_params(help: str) -> tuple[Param, Param]:
+    """The text of an operator's handoff: inline, or from `--file F|-`."""
+    said = Param("said", STR, SAID, positional=True, metavar="[TEXT]", tool=False,
+                 token="HANDOFF INVALID")  # fmt: skip
+    return said, Param("text", TEXT, help, limit=SEND_LIMIT, over=SEND_TOO_LARGE, default="",
+                       token="HANDOFF INVALID")  # fmt: skip
+
+
 QUEUE = "handoffd.ops.queue:"
 CLAIMS = "handoffd.ops.claims:"
 VIEWS = "handoffd.ops.views:"
@@ -278,6 +305,35 @@ OPS = (
        "Move a completed copy back into its role's new/ (orange until taken); wake the role.",
        (CARD, reason("Why it is reopened (kept as reopened_reason)."), BY, ROOT),
        needs="project", tool=False, form="reopen", offer=("completed",)),
+    # The operator's own: a person gives work and answers what agents hand to a person.
+    # No tool offers them: an agent that could send as the operator could forge its word.
+    Op("send", MAILBOX + "send",
+       "Give the swarm work: a note (or git handoff) from the operator to roles, pools or all.",
+       (Param("to", STR, "Recipients: roles and pools, comma-separated, or all.",
+              positional=True, required=True, metavar="TO"),
+        *text_params(WORK_TEXT),
+        Param("task", STR, "A task name (at most 80 characters): the thread it is filed under."),
+        Param("priority", STR, "Two digits, 00 (first) to 99.", default="50", metavar="NN"),
+        Param("depends_on", NAMES, "An id of an existing handoff this work waits for "
+              "(repeat for more).", metavar="ID"),
+        Param("blocked", STR, "Filed blocked from the start: why (one line).", metavar="REASON"),
+        Param("commit", STR, "With --task: a git_handoff of this commit of the main checkout.",
+              metavar="SHA"),
+        BY, ROOT),
+       needs="project", tool=False),
+    Op("inbox", MAILBOX + "inbox",
+       "What agents handed to the operator (<id>@operator), oldest first.",
+       (Param("all", FLAG, "The completed cards too.", default=False),
+        Param("json", FLAG, "The cards as a JSON list.", default=False), ROOT),
+       needs="project", tool=False, output=ITEMS),
+    Op("reply", MAILBOX + "reply",
+       "Reply to a card of the operator's inbox: a note back to its sender; the card is done.",
+       (OPERATOR_CARD, *text_params(REPLY_TEXT), BY, ROOT),
+       needs="project", tool=False, form="reply", offer=("for_you",)),
+    Op("ack", MAILBOX + "ack",
+       "Acknowledge a card of the operator's inbox without a reply: the card is done.",
+       (OPERATOR_CARD, BY, ROOT),
+       needs="project", tool=False, form="ack", offer=("for_you",)),
 )  # fmt: skip
 
 # --- the daemon's options: `run`, `start`, `up` and `demo` (docs/protocol.md §14, §17) ----

@@ -8,6 +8,7 @@ from handoffd.core.handoff import (
     REOPENED_BY,
     REOPENED_REASON,
     SENDER,
+    SENT_BY,
     TASK,
     TYPE,
     Handoff,
@@ -33,6 +34,8 @@ def task(item: Item, notes: list[str] | None = None) -> str:
     ]
     if h.get(TASK) is not None:
         lines.append(f"TASK_NAME: {h.get(TASK)}")
+    if h.get(SENT_BY) is not None:  # the person who gave the work (docs/protocol.md §18)
+        lines.append(f"SENT_BY: {h.get(SENT_BY)}")
     lines += notes or ()
     lines.append("PAYLOAD:")
     return "\n".join(lines) + "\n" + h.body

@@ -48,9 +48,11 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 
 class Draft:
     """A valid draft: its headers, recipients in order, the canonical commit and, for a
-    packet, the packet text verbatim."""
+    packet, the packet text verbatim.  The operator's handoffs (docs/protocol.md §18) add
+    headers no agent may write (`extra`: `sent_by`, `in_reply_to`, a note's `task`) and
+    give the whole text as the body."""
 
-    __slots__ = ("body", hf.COMMIT, "headers", "recipients")
+    __slots__ = ("body", hf.COMMIT, "extra", "headers", "recipients")
 
     def __init__(
         self,
@@ -63,6 +65,7 @@ class Draft:
         self.recipients = recipients
         self.commit = commit
         self.body = body
+        self.extra: list[tuple[str, str]] = []
 
 
 def check(

@@ -532,6 +532,23 @@ class Inbox:
             self._changed(item.path)
         return paths
 
+    def close(self, name: str, stamps: list[tuple[str, str]]) -> str:
+        """Complete the copy called `name` waiting in `new/` without taking it (the
+        operator's reply or acknowledgement, docs/protocol.md §18): stamped `completed_at`
+        and `stamps` in place, then moved to `completed/`; its path there.  A kill between
+        leaves it waiting with the stamps, which the next close sets again."""
+        paths = [path for path in self.waiting() if _name(path) == name]
+        if not paths:
+            raise FileNotFoundError(name)
+        item = self._read(paths[0])
+        for key, value in stamps:
+            item.handoff.set(key, value)
+        item = _complete(item, hf.iso_now())  # one rewrite, every stamp in it
+        target = os.path.join(self.completed, durable.free_name(self.completed, name))
+        self._moved(item.path, target)
+        self._changed(item.path, target)
+        return target
+
     def _new_batch_dir(self) -> str:
         """`batch_<time>_<n>`, unique across in_process/ and completed/; mkdir claims it."""
         stamp = hf.id_stamp()

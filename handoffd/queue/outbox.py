@@ -137,10 +137,13 @@ def compose(draft: Draft, sender: str, sequence: int, now: float) -> tuple[str, 
     else:
         headers.append((hf.MESSAGE, head[hf.MESSAGE]))
         body = head[hf.MESSAGE] + "\n"
+    if draft.body is not None:  # a packet's, or the operator's whole text (§18)
+        body = draft.body
     if hf.DEPENDS_ON in head:
         headers.append((hf.DEPENDS_ON, ",".join(dependencies(head[hf.DEPENDS_ON]))))
     if hf.BLOCKED_REASON in head:
         headers.append((hf.BLOCKED_REASON, head[hf.BLOCKED_REASON].strip()))
+    headers += draft.extra
     headers.append((hf.CREATED_AT, hf.iso_now(now)))
     name = hf.compose_name(head[hf.PRIORITY], ident, draft.recipients)
     return name, hf.Handoff(headers, f"{PREAMBLE}\n\n{body}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from handoffd.core import durable, limits, terminal
 from handoffd.core import handoff as hf
-from handoffd.core.config import valid_role_name
+from handoffd.core.config import OPERATOR, valid_role_name
 from handoffd.queue import checks
 
 NAME = "Handoffd-Name"
@@ -54,7 +54,7 @@ def classify(role: str | None, name: str | None, data: bytes, local: set[str]) -
     if role not in local:
         return None
     parts = _name(name, role)
-    if parts.sender in local:
+    if parts.sender in local and parts.sender != OPERATOR:  # each host has its own (§18)
         raise Refused(f"its sender {parts.sender} is a role of this host, not of another")
     if len(data) > LIMIT:
         raise Refused(f"larger than the {LIMIT}-byte limit of a copy")

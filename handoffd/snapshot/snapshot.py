@@ -347,7 +347,7 @@ def take_snapshot(
     # lifecycle's subprocess would cost each of them its imports of re and enum
     from handoffd.queue.reports import report_ids
 
-    roles = config.load_roles(root) if roles is None else roles
+    roles = config.load_swarm(root) if roles is None else roles
     snapshot = Snapshot(root, roles, time.time() if now is None else now, once)
     for role in roles.values():
         snapshot.open += scan_role(role, State.OPEN, once=once)

@@ -56,6 +56,8 @@ from handoffd.snapshot.snapshot import GreenListing, Snapshot
 from handoffd.web import views
 from handoffd.web.workers import BOARD_BUSY, Workers
 
+SEND = "send"  # the Send work form's action (`handoffd.adapters.web.SEND`)
+
 STATIC = os.path.join(os.path.dirname(__file__), "static")
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -392,7 +394,7 @@ class Board:
             return ""
         action, card = request.query_params.get("done", ""), request.query_params.get("card", "")
         signed = request.query_params.get("sig", "")
-        if action not in self.actions.names or not hmac.compare_digest(
+        if action not in (*self.actions.names, SEND) or not hmac.compare_digest(
             signed.encode("utf-8", "replace"), self.keys.sign(action, card).encode()
         ):
             return ""
@@ -457,10 +459,11 @@ class Board:
         act = self.acting(request)
         live = self.live(board, now, act, self.key_note(request), self.read_note(request))
         template = self.env.get_template("open.html")
+        waiting = len(views.for_you(board))
         return template.render(root=self.root, live=Markup(live), etag=_etag(live), act=act,
                                key_note="", read_note="",  # in the live part, which follows
-                               done_note=self.done_note(request),
-                               title=views.counts_title(board.counts()))  # fmt: skip
+                               done_note=self.done_note(request), board=board,
+                               title=views.counts_title(board.counts(), waiting))  # fmt: skip
 
     def open_cards(self, request: Request) -> Response:
         return HTMLResponse(self.open_html(request), headers={"Cache-Control": "no-store"})
@@ -587,6 +590,35 @@ class Board:
         return self.render("error.html", 409, code=409, message=message, moved=moved,
                            back=back, title="409 — handoffd")  # fmt: skip
 
+    async def send_work(self, request: Request) -> Response:
+        """`POST /send`, the Send work form (docs/protocol.md §18): `handoffd send` on its
+        fields, then the open cards (303) saying `Sent <card>` for each copy, or the
+        command's refusal (409).  Guarded as every action is (key, CSRF, Origin)."""
+        if self.actions is None or self.keys is None:
+            raise HTTPException(403, "This board takes no actions.")
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != FORM_TYPE:
+            raise HTTPException(415, f"The board's forms are sent as {FORM_TYPE}, not "
+                                f"{kind or 'without a Content-Type'}.")  # fmt: skip
+        pairs = await form_pairs(request)
+        fields: dict[str, list[str]] = {}
+        for key, value in pairs:
+            fields.setdefault(key, []).append(value)
+        if not self.keys.csrf_ok((fields.get("csrf") or [""])[0]):
+            raise HTTPException(403, "The form is stale or not this board's: reload the page.")
+        result = await self.workers.run(self.actions.send, fields)
+        if result is None or result.err.startswith(INBOX_BUSY + ":"):
+            said = result.err.strip() if result is not None else BOARD_BUSY
+            return PlainTextResponse(f"Service Unavailable: {said}\n", 503,
+                                     headers={"Retry-After": "5"})  # fmt: skip
+        if not result.ok:
+            message = (result.err or result.out).strip()
+            return self.render("error.html", 409, code=409, message=message, back="/",
+                               title="409 — handoffd")  # fmt: skip
+        sent = ",".join(result.data.get("cards", []) if isinstance(result.data, dict) else [])
+        query = urlencode({"done": SEND, "card": sent, "sig": self.keys.sign(SEND, sent)})
+        return Response(status_code=303, headers={"Location": f"/?{query}"})
+
     def moved(self, name: str, action: str) -> tuple[cards.Card | None, str]:
         """The card as it is now, and what became of it when it no longer offers `action`
         (a form shown before it moved: a card answered, finished or taken meanwhile)."""
@@ -628,9 +660,18 @@ class Acting:
 
 
 async def form_fields(request: Request) -> dict[str, str]:
-    """An url-encoded form's fields (the first of each name), read to `FORM_LIMIT`.  A
-    client that goes before its whole body came is answered 400 (to nobody), quietly: a
-    dropped connection is no error of the board's, and leaves no traceback."""
+    """An url-encoded form's fields (the first of each name), read to `FORM_LIMIT`."""
+    fields: dict[str, str] = {}
+    for key, value in await form_pairs(request):
+        fields.setdefault(key, value)
+    return fields
+
+
+async def form_pairs(request: Request) -> list[tuple[str, str]]:
+    """An url-encoded form's fields in order, a name as often as it was given, read to
+    `FORM_LIMIT`.  A client that goes before its whole body came is answered 400 (to
+    nobody), quietly: a dropped connection is no error of the board's, and leaves no
+    traceback."""
     body = b""
     try:
         async for chunk in request.stream():
@@ -639,13 +680,10 @@ async def form_fields(request: Request) -> dict[str, str]:
                 raise HTTPException(413, "The form is too large.")
     except ClientDisconnect:
         raise HTTPException(400, "The form was not sent whole: the connection closed.") from None
-    fields: dict[str, str] = {}
     # bytes that are not UTF-8 are kept (as lone surrogates) for the action to refuse with
     # the command's message, never turned into U+FFFD and stored
     text = body.decode("utf-8", "surrogateescape")
-    for key, value in parse_qsl(text, keep_blank_values=True, errors="surrogateescape"):
-        fields.setdefault(key, value)
-    return fields
+    return parse_qsl(text, keep_blank_values=True, errors="surrogateescape")
 
 
 def _etag(text: str) -> str:
@@ -676,6 +714,7 @@ def create_app(
         Route("/archive", pages.archive),
         Route("/card/{card}", pages.card),
         Route("/card/{card}/{action}", pages.act, methods=["GET", "POST"]),
+        Route("/send", pages.send_work, methods=["POST"]),
         Route("/api/cards", pages.api_cards),
         Route("/metrics", pages.metrics),
         Route("/numbers", pages.numbers),

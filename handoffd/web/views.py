@@ -14,6 +14,7 @@ from handoffd.board import colour
 from handoffd.board.cards import Board, Card, epoch
 from handoffd.board.cards import excerpt as shown_part
 from handoffd.core import handoff as hf
+from handoffd.core.config import OPERATOR
 from handoffd.core.terminal import has_control
 from handoffd.numbers.stats import duration as stats_duration
 
@@ -49,12 +50,17 @@ SINCE = {  # how the age of a card reads in each state
 DONE = {  # what a page says once an action succeeded, before the card's name (§15)
     "answer": "Answered", "block": "Blocked", "unblock": "Unblocked", "release": "Released",
     "retry": "Retried", "dismiss": "Dismissed", "reopen": "Reopened",
+    "reply": "Replied to", "ack": "Acknowledged", "send": "Sent",
 }  # fmt: skip
 
 
 def done_line(action: str, card: str) -> str:
-    """`Answered <card>`, and likewise for each action."""
-    return f"{DONE.get(action, action.capitalize() + ': done for')} {card}"
+    """`Answered <card>`, and likewise for each action; `Sent <card>` for each copy a
+    Send work form queued (its cards comma-separated)."""
+    word = DONE.get(action, action.capitalize() + ": done for")
+    if action == "send":
+        return " · ".join(f"{word} {one}" for one in card.split(",") if one)
+    return f"{word} {card}"
 
 
 def valid_name(name: str) -> bool:
@@ -140,9 +146,46 @@ def transitive(card: Card) -> list[Card]:
 
 
 def columns(board: Board) -> list[tuple[str, list[Card]]]:
-    """The open page's columns, red, yellow, orange, each with its cards in board order."""
+    """The open page's columns, red, yellow, orange, each with its cards in board order
+    (but those shown "For you", above them)."""
     shown = [colour.RED, colour.YELLOW, colour.ORANGE]
-    return [(name, [c for c in board.cards if c.colour == name]) for name in shown]
+    theirs = [c for c in board.cards if not is_for_you(c)]
+    return [(name, [c for c in theirs if c.colour == name]) for name in shown]
+
+
+def is_for_you(card: Card) -> bool:
+    """A copy in the operator's inbox, open (docs/protocol.md §18)."""
+    return card.role == OPERATOR and card.state in ("new", "in_process")
+
+
+def for_you(board: Board) -> list[Card]:
+    """The open page's "For you": what agents handed to the operator, oldest first."""
+    mine = [c for c in board.cards if is_for_you(c)]
+    return sorted(mine, key=lambda c: -(c.age_s or 0.0))
+
+
+def recipients(board: Board) -> list[tuple[str, str]]:
+    """(name, label) of each role and pool the Send work form offers, as roles.tsv lists
+    them (the operator itself is none of them); `all` is offered beside them."""
+    shown = []
+    for name, role in board.snapshot.roles.items():
+        if role.is_operator:
+            continue
+        kind = " (pool)" if role.is_pool else f" (in {role.pool})" if role.pool else ""
+        shown.append((name, name + kind))
+    return shown
+
+
+def open_ids(board: Board) -> list[tuple[str, str]]:
+    """(card, label) of each open card a new handoff may depend on, once per handoff."""
+    seen: set[str] = set()
+    shown = []
+    for card in board.cards:
+        if card.id in seen or card.colour == colour.GREEN:
+            continue
+        seen.add(card.id)
+        shown.append((card.card, f"{title(card)} @{card.role}"))
+    return shown
 
 
 def newest_first(cards: list[Card]) -> list[Card]:
@@ -169,10 +212,12 @@ def page_number(text: str | None) -> int | None:
     return number if number >= 1 else None
 
 
-def counts_title(counts: dict[str, int]) -> str:
-    """The browser tab's title: the reds first, so a glance at the tab bar is enough."""
+def counts_title(counts: dict[str, int], waiting: int = 0) -> str:
+    """The browser tab's title: the reds first, so a glance at the tab bar is enough; the
+    cards waiting for the operator (§18) are counted with them, as needing a person."""
     open_cards = counts[colour.RED] + counts[colour.YELLOW] + counts[colour.ORANGE]
-    lead = f"({counts[colour.RED]}) " if counts[colour.RED] else ""
+    needing = counts[colour.RED] + waiting
+    lead = f"({needing}) " if needing else ""
     return f"{lead}handoffd — {open_cards} open"
 
 

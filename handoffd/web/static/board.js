@@ -5,8 +5,8 @@
 // With the board's key the cards carry forms (an operator's actions).  On the open page a
 // form is sent in the background, so the page stays live and shows the change within a
 // second; a refusal is shown under the form as the command's own words.  The live part is
-// not swapped while someone types into one of its forms.  A new red card raises a browser
-// notification when the operator allowed them.
+// not swapped while someone types into one of its forms.  A new red card, or a new card
+// for the operator ("For you"), raises a browser notification when the operator allowed them.
 (function () {
   "use strict";
   var live = document.getElementById("live");
@@ -22,7 +22,8 @@
 
   function redCards() {
     var found = {};
-    live.querySelectorAll('[data-card][data-color="red"]').forEach(function (card) {
+    // red cards, and what agents handed to the operator ("For you"): both need a person
+    live.querySelectorAll('[data-card][data-color="red"], [data-for-you] [data-card]').forEach(function (card) {
       found[card.getAttribute("data-card")] = true;
     });
     return found;
