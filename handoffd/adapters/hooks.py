@@ -155,12 +155,10 @@ def spent(role: Role, data: dict[str, object]) -> None:
 def budget_holds(role: Role, project: str) -> bool:
     """Whether a budget of the role's (or its pool's) is spent: it takes no new work, so
     its Stop hook tells of none.  A project without budgets pays one small read."""
-    from handoffd.core import usage
-
-    text = usage.budget_text(project)
+    text = config.budget_text(project)
     if text is None:
         return False
-    from handoffd.core import tokens
+    from handoffd.core import tokens, usage
 
     budgets = tokens.budgets(text)
     return usage.holds(budgets, role, config.load_roles(project), time.time()) is not None

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import time
 
-from handoffd.board import cards, colour
+from handoffd.board import cards, colour, spending
 from handoffd.core import config, lifecycle, limits
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box
 from handoffd.core.terminal import escape
+from handoffd.core.tokens import Spent, Tally
 from handoffd.queue import scan
 from handoffd.remote import held
 from handoffd.snapshot.snapshot import Snapshot, linked_folders, take_snapshot
@@ -106,11 +107,13 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
             held.setdefault(entry.role, []).append(cards.epoch(entry.headers.get(hf.DEQUEUED_AT)))
     rows = []
     overrides = snapshot.harnesses() if snapshot.roles else {}
+    spent, found = spending.held(snapshot, snapshot.taken_at), spending.tally(snapshot)
     for name, role in snapshot.roles.items():
         if only is not None and only not in (name, role.pool):
             continue
         if role.is_pool:
             rows.append(pool_row(snapshot, role))
+            _spending(rows[-1], snapshot, found, spent.get(name))
             continue
         seen = snapshot.panes.get(name, {})
         woken = _numbers(*snapshot.wakes.get(name, ()), seen.get("last_wake_at"))
@@ -129,7 +132,20 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
         })  # fmt: skip
         if role.pool:
             rows[-1]["pool"] = role.pool
+        _spending(rows[-1], snapshot, found, spent.get(name))
     return rows
+
+
+def _spending(
+    row: dict[str, object], snapshot: Snapshot, found: Tally, spent: Spent | None
+) -> None:
+    """A role's tokens (a pool's: its members' together) and its budget (docs/protocol.md
+    §19), on its row; `budget` only where one is set."""
+    name = str(row["role"])
+    row["tokens"] = spending.role_tokens(snapshot, found, name).to_json()
+    budget = spending.budget_json(snapshot, name, spent)
+    if budget is not None:
+        row["budget"] = budget
 
 
 def pool_row(snapshot: Snapshot, row: config.Role) -> dict[str, object]:
@@ -166,7 +182,7 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
     lines = []
     for row in rows:
         if "members" in row:  # a pool's line, above its members'
-            lines.append(f"{escape(str(row['role'])):<{width}}  {pool_line(row)}")
+            lines.append(f"{escape(str(row['role'])):<{width}}  {pool_line(row)}{_held_note(row)}")
             continue
         pane = str(row["pane"])
         since = cards.epoch(row["pane_since"])
@@ -178,8 +194,16 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
         if row.get("box_holds_text") is True:  # a person at work: no wake-up goes in (§17)
             pane += f"  {BOX_HOLDS_TEXT}"
         lines.append(f"{escape(str(row['role'])):<{width}}  {pane}  last wake {wake}  "
-                     f"last take {take}")  # fmt: skip
+                     f"last take {take}{_held_note(row)}")  # fmt: skip
     return lines
+
+
+def _held_note(row: dict[str, object]) -> str:
+    """`  budget spent (<used>/<budget>)` while a budget holds the role (§19), else ''."""
+    budget = row.get("budget")
+    if not isinstance(budget, dict) or budget.get("spent") is not True:
+        return ""
+    return f"  budget spent ({budget['used']}/{budget['tokens']})"
 
 
 def pool_line(row: dict[str, object]) -> str:

@@ -213,9 +213,14 @@ class Spent:
         self.used = used
         self.resumes = resumes
 
+    @property
+    def resumes_s(self) -> int:
+        """The moment work resumes, rounded up to the second: said after it, never before."""
+        return -int(-self.resumes // 1)
+
     def line(self, iso: str) -> str:
         """`BUDGET_SPENT: <used> of <budget> tokens in the last <window>; work resumes
-        after <time>` (`iso`: the time `resumes` as a §2 timestamp)."""
+        after <time>` (`iso`: `resumes_s` as a §2 timestamp)."""
         return (f"BUDGET_SPENT: {self.used} of {self.budget.tokens} tokens in the last "
                 f"{self.budget.window}; work resumes after {iso}")  # fmt: skip
 

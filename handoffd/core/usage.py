@@ -13,7 +13,7 @@ harness, so every total stays what it was.
 
 Which budgets hold a role is read here too (`hold`): the project's stored configuration,
 read only when it names a budget at all — the one cheap look a helper of a project
-without budgets pays (`budget_text`).
+without budgets pays (`config.budget_text`).
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ LINE_LIMIT = 4096  # bytes of one record: a longer line is skipped
 KEEP = 86400.0  # seconds of turns a rotation keeps one by one: the longest budget window
 HARNESS_LIMIT = 32  # characters of a harness's name
 CARD_LIMIT = 512  # characters of a card's name (an id of at most 255, `@`, a role)
-CONF = os.path.join(".swarmforge", "swarmforge.conf")  # as `core.project` keeps it
-CONF_LIMIT = 1024 * 1024
 
 
 # --- one line -------------------------------------------------------------------------
@@ -176,20 +174,11 @@ def read_roles(roles: Iterable[Role]) -> dict[str, list[Spend]]:
 # --- budgets ----------------------------------------------------------------------------
 
 
-def budget_text(root: str) -> str | None:
-    """The stored swarm configuration, when it names a budget at all; None (also when it
-    cannot be read) for the project that sets none.  One bounded read of a small file:
-    all a helper of such a project pays."""
-    try:
-        data = safeio.read_regular(os.path.join(root, CONF), CONF_LIMIT)
-    except OSError:
-        return None
-    return data.decode("utf-8", "replace") if b"budget" in data else None
-
-
 def hold(root: str, role: Role, roles: dict[str, Role], now: float) -> tokens.Spent | None:
     """The budget that holds `role` now, if any: its own, or its pool's (which counts all
     its members' spending); the one that holds it longest."""
+    from handoffd.core.config import budget_text
+
     text = budget_text(root)
     if text is None:
         return None
