@@ -124,7 +124,7 @@ def append(handoffs: str, spend: Spend, now: float) -> None:
         fd, _ = durable.open_own(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
     try:
         if os.fstat(fd).st_size + len(line) > ROTATE_AT:
-            kept = compact([*read(handoffs), spend], now)
+            kept = compact([*read(handoffs), spend], now, ROTATE_AT // 2)
             durable.replace(target, b"".join(encode(one) for one in kept))
             return
         durable.write_all(fd, line)
@@ -133,7 +133,7 @@ def append(handoffs: str, spend: Spend, now: float) -> None:
         os.close(fd)
 
 
-def compact(spent: list[Spend], now: float, limit: int = ROTATE_AT // 2) -> list[Spend]:
+def compact(spent: list[Spend], now: float, limit: int) -> list[Spend]:
     """The records of a rotated file: the same totals in fewer lines.  The last `KEEP`
     seconds stay turn by turn (a budget's window reads them); older turns become one line
     per card and harness, dated at their latest turn.  Should that still pass `limit`
