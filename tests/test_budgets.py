@@ -133,8 +133,8 @@ def test_a_pools_budget_counts_all_its_members_and_holds_each(tmp_path: Path) ->
     assert not any(row.get("budget", {}).get("spent") for row in rows)
     spent(proj, "cleaner-2", (10, 0, 0, 0))
     out = proj.run("handoffd", "status", role=None, cwd=proj.root).out
-    assert [line for line in out.splitlines() if "budget spent (100/100)" in line
-            and line.split()[0] in ("cleaner", "cleaner-1", "cleaner-2")].__len__() == 3  # fmt: skip
+    held = [line.split()[0] for line in out.splitlines() if "budget spent (100/100)" in line]
+    assert held == ["cleaner", "cleaner-1", "cleaner-2"]
 
 
 def test_budget_lines_are_checked_by_init() -> None:
@@ -143,7 +143,7 @@ def test_budget_lines_are_checked_by_init() -> None:
     for line, said in [("budget nobody 5 per day", "names no role or pool"),
                        ("budget coder 5 per week", "per hour or per day"),
                        ("budget 'coder' 5 per day", "plain words"),
-                       ("budget coder 5 per day\nbudget coder 6 per day", "given twice")]:  # fmt: skip
+                       ("budget coder 5 per day\nbudget coder 6 per day", "twice")]:  # fmt: skip
         with pytest.raises(projects.SwarmConfigError, match=said):
             projects.parse_swarm(f"window coder a master\n{line}\n", "c")
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from handoffd.core import tokens, usage
 from handoffd.core import handoff as hf
+from handoffd.core import tokens, usage
 from handoffd.core.tokens import Spend
 from handoffd.harness import spend
 from tests.conftest import Project
@@ -183,8 +183,9 @@ def assistant(ident: str, counts: tuple[int, int, int, int], block: str = "text"
 
 def test_a_claude_code_message_written_as_several_lines_counts_once(tmp_path: Path) -> None:
     transcript = tmp_path / "t.jsonl"
+    first = (100, 20, 300, 40)
     lines = [json.dumps({"type": "user", "message": {"content": "hi"}}),
-             assistant("msg_1", (100, 20, 300, 40)), assistant("msg_1", (100, 20, 300, 40), "tool_use"),
+             assistant("msg_1", first), assistant("msg_1", first, "tool_use"),
              assistant("msg_2", (1, 2, 3, 4)), '{"type": "assistant", "message": {"id": "msg_3", '
              '"usage": {"input_tokens": 1e308}}}', "torn {"]  # fmt: skip
     transcript.write_text("\n".join(lines) + "\n")
@@ -220,8 +221,9 @@ def token_count(total: tuple[int, int, int, int]) -> str:
     usage_ = {"input_tokens": fresh + cached, "cached_input_tokens": cached,
               "cache_write_input_tokens": written, "output_tokens": output,
               "reasoning_output_tokens": 0, "total_tokens": fresh + cached + output}  # fmt: skip
-    return json.dumps({"timestamp": AT, "type": "event_msg", "payload": {
-        "type": "token_count", "info": {"total_token_usage": usage_, "last_token_usage": usage_}}})  # fmt: skip
+    info = {"total_token_usage": usage_, "last_token_usage": usage_}
+    return json.dumps({"timestamp": AT, "type": "event_msg",
+                       "payload": {"type": "token_count", "info": info}})  # fmt: skip
 
 
 THREAD = "01a24e29-1a01-79b1-b050-b04014a8c42e"
@@ -284,8 +286,9 @@ def test_the_stop_hook_records_the_turn_against_the_card_in_process_once(
         file.write(assistant("msg_b", (1, 0, 0, 0)) + "\n")
     claude_stop(project, transcript)
     assert usage_lines(project)[-1]["card"] is None  # nothing in process at the turn's end
-    status = json.loads(project.run("handoffd", "status", "--roles", "--json",
-                                    str(project.root), role=None, cwd=project.root).out)  # fmt: skip
+    shown = project.run("handoffd", "status", "--roles", "--json", str(project.root), role=None,
+                        cwd=project.root)  # fmt: skip
+    status = json.loads(shown.out)
     coder = next(row for row in status if row["role"] == "coder")
     assert coder["tokens"] == {"input": 101, "output": 20, "cache_read": 300, "cache_write": 40,
                                "turns": 2}  # fmt: skip
