@@ -191,3 +191,25 @@ def test_spent_with_a_pool_and_a_members_own_budget_holds_by_the_longer() -> Non
     a = tokens.Spent(tokens.Budget("a", 1, "hour"), 5, 100.0)
     b = tokens.Spent(tokens.Budget("b", 1, "day"), 5, 200.0)
     assert tokens.most_spent([a, None, b]) is b and tokens.most_spent([None]) is None
+
+
+def test_what_a_budget_leaves_is_its_tokens_less_what_its_window_used(project: Project) -> None:
+    from handoffd.board import spending
+    from handoffd.snapshot.snapshot import take_snapshot
+
+    conf(project, "budget coder 1000 per hour")
+    spent(project, "coder", (100, 200, 5000, 50))
+    spent(project, "coder", (999, 0, 0, 0), ago=4000)
+    snap = take_snapshot(str(project.root))
+    assert spending.budget_remaining(snap, time.time()) == {"coder": 650}
+
+
+def test_a_role_without_a_budget_pays_no_import_for_budgets(project: Project) -> None:
+    """The conf read is the one look: with no `budget` line, `ready_for_next` imports what
+    it imports in a project without a conf (tests/test_imports.py pins that list)."""
+    from tests.test_helpers import imported_by
+    from tests.test_imports import NO_TASK
+
+    conf(project, "window cleaner bot cleaner batch")
+    loaded = {m for m in imported_by(project, "ready_for_next") if m.startswith("handoffd")}
+    assert sorted(loaded) == sorted(NO_TASK)

@@ -111,3 +111,30 @@ def budget_json(snapshot: Snapshot, name: str, spent: Spent | None) -> dict[str,
         "used": spent.used if spent else None,
         "resumes_at": hf.iso_seconds(spent.resumes_s) if spent else None,
     }
+
+
+def budget_remaining(snapshot: Snapshot, now: float) -> dict[str, int]:
+    """`handoffd_tokens_budget_remaining{role}`: for each role (and pool) with a budget of
+    its own, the tokens it may still spend over its window now (0 while spent)."""
+    budgets = snapshot.budgets()
+    left = {}
+    for name, budget in budgets.items():
+        if name not in snapshot.roles:
+            continue
+        role = snapshot.roles[name]
+        records = _members(snapshot, name) if role.is_pool else snapshot.spending().get(name, [])
+        left[name] = max(0, budget.tokens - tokens.used(budget, records, now))
+    return left
+
+
+def unreported(snapshot: Snapshot, harness_of: dict[str, str]) -> dict[str, str]:
+    """The roles (role -> harness) whose agent ended turns (its Stop hook or notify ran:
+    `H/idle`) but whose harness left no record of tokens: `stats` says `tokens: not
+    reported by <harness>` for them.  `harness_of`: each role's harness, as `status` has it."""
+    spending = snapshot.spending()
+    return {
+        name: harness
+        for name, harness in harness_of.items()
+        if harness in ("claude", "codex") and snapshot.idle_at.get(name) is not None
+        and not spending.get(name)
+    }  # fmt: skip

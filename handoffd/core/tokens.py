@@ -246,6 +246,12 @@ def spent(budget: Budget, records: Iterable[Spend], now: float) -> Spent | None:
     return Spent(budget, used, now + budget.seconds)  # not reached: `inside` is not empty
 
 
+def used(budget: Budget, records: Iterable[Spend], now: float) -> int:
+    """The tokens `records` spent that `budget` counts, over its window ending at `now`."""
+    start = now - budget.seconds
+    return sum(one.budgeted for one in records if one.at > start)
+
+
 def most_spent(found: Iterable[Spent | None]) -> Spent | None:
     """Of the budgets that hold a role (its own, its pool's), the one that holds it
     longest; None when none does."""

@@ -93,8 +93,13 @@ def load_state(handoffs: str) -> State | None:
     return State(harness, source, dev, ino, offset, ids[-IDS_KEPT:], thread, totals)
 
 
-def save_state(handoffs: str, state: State) -> None:
-    durable.replace(os.path.join(handoffs, OFFSET), state.encode())
+def save_state(handoffs: str, state: State, before: State | None) -> None:
+    """Keep how far the record was read, when that changed.  Replaced atomically but not
+    fsynced: it is read again at the next turn's end, and `H/usage.jsonl` (fsynced) is
+    the record; a state lost to a power cut costs a turn read twice at worst."""
+    data = state.encode()
+    if before is None or before.encode() != data:
+        durable.replace(os.path.join(handoffs, OFFSET), data, sync=False)
 
 
 # --- reading only what is new -----------------------------------------------------------
@@ -324,7 +329,7 @@ def record_turn(role: Role, data: dict[str, object], deadline: float,
         at = time.time() if now is None else now
         spend = Spend(at, card_in_process(role), harness, counts)
         usage.append(role.handoffs, spend, at)
-    save_state(role.handoffs, kept)
+    save_state(role.handoffs, kept, state)
     return spend
 
 
