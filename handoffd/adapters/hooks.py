@@ -24,7 +24,7 @@ import time
 from handoffd.core import config, safeio
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box, Role
-from handoffd.core.quickjson import loads, quote
+from handoffd.core.quickjson import loads, quote  # JSON without `json`'s imports
 from handoffd.harness.marks import ANNOUNCED, ANNOUNCED_LIMIT, announce
 from handoffd.queue import heartbeat
 
@@ -285,6 +285,3 @@ def session_start(role: Role, root: str) -> str:
     context = "\n".join([*resume.climb(role, root).lines(), CONTINUE])
     return ('{"hookSpecificOutput": {"hookEventName": "SessionStart", '
             f'"additionalContext": {quote(context)}}}}}')  # fmt: skip
-
-
-# --- JSON, without the `json` module (a third of a hook's start-up): core.quickjson ------

@@ -11,9 +11,9 @@ append that would take it past `ROTATE_AT` first rewrites it shorter (`compact`)
 turns of the last day stay as they are, older ones are carried as one line per card and
 harness, so every total stays what it was.
 
-Which budgets hold a role is read here too (`hold`): the project's stored configuration,
-read only when it names a budget at all — the one cheap look a helper of a project
-without budgets pays (`config.budget_text`).
+Which budgets hold a role is decided here too (`holds`), over the budgets of the project's
+stored configuration — read only when it names a budget at all, the one cheap look a
+helper of a project without budgets pays (`config.budget_text`).
 """
 
 from __future__ import annotations
@@ -174,21 +174,12 @@ def read_roles(roles: Iterable[Role]) -> dict[str, list[Spend]]:
 # --- budgets ----------------------------------------------------------------------------
 
 
-def hold(root: str, role: Role, roles: dict[str, Role], now: float) -> tokens.Spent | None:
-    """The budget that holds `role` now, if any: its own, or its pool's (which counts all
-    its members' spending); the one that holds it longest."""
-    from handoffd.core.config import budget_text
-
-    text = budget_text(root)
-    if text is None:
-        return None
-    return holds(tokens.budgets(text), role, roles, now)
-
-
 def holds(
     budgets: dict[str, tokens.Budget], role: Role, roles: dict[str, Role], now: float
 ) -> tokens.Spent | None:
-    """`hold` with the budgets already read (the daemon and the board read them once)."""
+    """The budget that holds `role` now, if any, of `budgets` (the stored configuration's,
+    `config.budget_text`): its own, or its pool's, which counts all its members' spending;
+    the one that holds it longest."""
     found = []
     for name in (role.name, role.pool):
         budget = budgets.get(name) if name else None
