@@ -11,6 +11,9 @@
   typed in joins the turn, or is queued behind it), and forced wake-ups: must be 0.
 - The Stop hook's wall time, `handoffd hook stop` run as Claude Code runs it, half of the
   runs with mail waiting (it tells of it) and half without, the package byte-compiled.
+- The Stop hook's wall time with a 50 MB transcript (docs/protocol.md §19): the turn it
+  ends is read, not the file — and the first sight of such a file reads a bounded part of
+  it (the rest at the next turns); the tokens it records are checked against the file's.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from testbed.realswarm import AGENTS, BIN, HOOK_REASON, SLOW, RealSwarm, rules
 
 API = {"coder": "anthropic", "cleaner": "openai"}
 HOOK_TARGET_MS = 100.0  # the Stop hook's p99: what it may add to an agent's turn
+HOOK_LIMIT_MS = 1000.0  # what a hook may take at all (docs/protocol.md §16)
+TRANSCRIPT_MB = 50  # the long conversation's transcript the hook reads the last turn of
 SLOW_ANSWER = 1.5  # seconds each answer of a busy turn is held back
 WAIT = 90.0  # seconds any one step may take before the benchmark gives up
 NOTES = (
@@ -46,6 +51,8 @@ NOTES = (
     "typed into busy: mail lines found in a busy turn's requests, and forced wake-ups.",
     "Stop hook: `handoffd hook stop` wall time, stdin JSON, half with mail waiting, the",
     "  package byte-compiled; a bare interpreter's start-up measured beside it.",
+    f"{TRANSCRIPT_MB} MB transcript: the hook at the end of a turn of a conversation that",
+    "  long (its tokens checked); first sight: the hook's first read of such a file.",
 )
 
 
@@ -64,6 +71,8 @@ class Measured:
     forced: int = 0
     hook_ms: list[float] = field(default_factory=list)
     python_ms: list[float] = field(default_factory=list)  # `python -c pass`, interleaved
+    long_ms: list[float] = field(default_factory=list)  # the hook, a 50 MB transcript
+    first_ms: float = 0.0  # its first read of that transcript
 
 
 class Built:
@@ -104,6 +113,8 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
                 swarm.down()
             progress(f"the Stop hook, {sizes.hook_runs} runs")
             measured.hook_ms, measured.python_ms = stop_hook(swarm, sizes.hook_runs)
+            progress(f"the Stop hook at the end of a turn of a {TRANSCRIPT_MB} MB transcript")
+            measured.first_ms, measured.long_ms = long_transcript(swarm, sizes.hook_runs)
         return measured
 
     def figures(self, measured: Measured, sizes: HarnessSizes) -> dict[str, Any]:
@@ -119,6 +130,9 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
         found["stop_hook_p99_ms"] = percentile(measured.hook_ms, 0.99)
         found["python_p50_ms"] = percentile(measured.python_ms, 0.5)
         found["python_p99_ms"] = percentile(measured.python_ms, 0.99)
+        found["stop_hook_50mb_p50_ms"] = percentile(measured.long_ms, 0.5)
+        found["stop_hook_50mb_p99_ms"] = percentile(measured.long_ms, 0.99)
+        found["stop_hook_50mb_first_ms"] = measured.first_ms
         return found
 
     def targets(self, figures: Any) -> list[Target]:
@@ -127,7 +141,11 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
             Target("forced", figures["forced"], "<=", 0, " wake-ups", "g"),
             Target("stop_hook_p50", figures["stop_hook_p50_ms"], "<=", HOOK_TARGET_MS, " ms"),
             Target("stop_hook_p99", figures["stop_hook_p99_ms"], "<=", HOOK_TARGET_MS, " ms"),
-        ]
+            Target("stop_hook_50mb_p99", figures["stop_hook_50mb_p99_ms"], "<=", HOOK_TARGET_MS,
+                   " ms"),
+            Target("stop_hook_50mb_first", figures["stop_hook_50mb_first_ms"], "<=",
+                   HOOK_LIMIT_MS, " ms"),
+        ]  # fmt: skip
 
     def render(self, report: Report) -> str:
         m, row = report.figures, table.Rows(report)
@@ -146,7 +164,12 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
                 "  python -c pass beside it, p50 / p99",
                 f"{m['python_p50_ms']:.1f} / {m['python_p99_ms']:.1f} ms",
             ),
-        ]
+            row(f"Stop hook, {TRANSCRIPT_MB} MB transcript, p50 / p99",
+                f"{m['stop_hook_50mb_p50_ms']:.1f} / {m['stop_hook_50mb_p99_ms']:.1f} ms",
+                "stop_hook_50mb_p99"),
+            row("  its first sight of the transcript", f"{m['stop_hook_50mb_first_ms']:.1f} ms",
+                "stop_hook_50mb_first"),
+        ]  # fmt: skip
         return table.render(report, rows, NOTES)
 
 
@@ -241,3 +264,73 @@ def _draft(swarm: RealSwarm) -> Path:
     draft = swarm.base / "hook-draft.txt"
     draft.write_text("type: note\nto: coder\npriority: 50\nmessage: for the hook\n")
     return draft
+
+
+def long_transcript(swarm: RealSwarm, runs: int) -> tuple[float, list[float]]:
+    """The wall time (ms) of `handoffd hook stop` given a transcript of TRANSCRIPT_MB
+    megabytes: its first read of it (bounded: the rest follows at the next turns), then
+    `runs` turns' ends, each after one more turn written.  What the hook recorded must be
+    every token the transcript holds, each message once."""
+    transcript = swarm.base / "long-session.jsonl"
+    written = write_transcript(transcript, TRANSCRIPT_MB * 1024 * 1024)
+    command = [os.path.join(BIN, "handoffd"), "hook", "stop", "--root", str(swarm.root)]
+    data = json.dumps({"hook_event_name": "Stop", "stop_hook_active": False,
+                       "transcript_path": str(transcript),
+                       "cwd": str(swarm.worktree("coder"))}).encode()  # fmt: skip
+    env = {**swarm.env, "SWARMFORGE_ROLE": "coder"}
+    records = swarm.handoffs("coder") / "usage.jsonl"
+    before = len(records.read_text().splitlines()) if records.exists() else 0
+
+    def hook() -> float:
+        started = time.perf_counter()
+        subprocess.run(command, cwd=swarm.worktree("coder"), env=env, input=data,
+                       capture_output=True, timeout=10, check=True)  # fmt: skip
+        return (time.perf_counter() - started) * 1000
+
+    first = hook()
+    for _ in range(16):  # caught up: the whole file read
+        if _offset(swarm) >= transcript.stat().st_size:
+            break
+        hook()
+    times = []
+    for _ in range(runs):
+        written = [a + b for a, b in zip(written, write_transcript(transcript, 0, turns=1),
+                                         strict=True)]  # fmt: skip
+        times.append(hook())
+    lines = [json.loads(line) for line in records.read_text().splitlines()[before:]]
+    got = [sum(int(line[kind]) for line in lines)
+           for kind in ("input", "output", "cache_read", "cache_write")]  # fmt: skip
+    if got != written:
+        raise BenchError(f"the Stop hook recorded {got} tokens; the transcript holds {written}")
+    return first, times
+
+
+def _offset(swarm: RealSwarm) -> int:
+    path = swarm.handoffs("coder") / "usage.offset"
+    return int(json.loads(path.read_text())["offset"]) if path.exists() else 0
+
+
+def write_transcript(path: Path, size: int, turns: int = 0) -> list[int]:
+    """Append Claude Code's lines of turns to `path` until it is `size` bytes (or `turns`
+    turns more): a tool's result, then a message of two blocks written as two lines of one
+    id; the tokens they hold (input, output, cache read, cache write), each message once."""
+    spent = {"input_tokens": 3, "output_tokens": 200, "cache_read_input_tokens": 40_000,
+             "cache_creation_input_tokens": 500}  # fmt: skip
+    total, done = [0, 0, 0, 0], 0
+    length = path.stat().st_size if path.exists() else 0
+    with path.open("a", encoding="utf-8") as file:
+        while (length < size) if not turns else done < turns:
+            ident = f"msg_{length}_{done}"
+            result = {"type": "tool_result", "tool_use_id": ident, "content": "x" * 8000}
+            lines = [{"type": "user", "message": {"role": "user", "content": [result]}}]
+            said = {"type": "text", "text": "y" * 600}
+            call = {"type": "tool_use", "id": ident, "name": "Bash", "input": {}}
+            for block in (said, call):
+                message = {"id": ident, "role": "assistant", "content": [block], "usage": spent}
+                lines.append({"type": "assistant", "requestId": ident, "message": message})
+            text = "".join(json.dumps(line) + "\n" for line in lines)
+            file.write(text)
+            length += len(text)
+            done += 1
+            total = [t + n for t, n in zip(total, spent.values(), strict=True)]
+    return total

@@ -20,6 +20,7 @@ answered with a fixed JSON text, never by a rule, and `turns` leaves them out.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -39,6 +40,16 @@ SIDE_ANSWERS = {  # what a side request is answered: the JSON each asks for, or 
     ANTHROPIC: json.dumps({"isNewTopic": False, "title": "Handoff work"}),
     OPENAI: json.dumps({"title": "Handoff work"}),
 }
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The tokens one model response says it spent (what a harness records of it)."""
+
+    input: int = 10
+    output: int = 5
+    cache_read: int = 0
+    cache_write: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,8 @@ class Rule:
     say: str = "Done."
     delay: float = 0.0
     api: str | None = None
+    usage: Usage = field(default_factory=Usage)  # what each of its answers says it spent
+    preface: str = ""  # said in a text block before each tool call: one message, two blocks
 
 
 @dataclass
@@ -188,6 +201,8 @@ class ModelServer:
         self.bodies = bodies  # the log holds each request's whole body too
         self._lock = threading.Condition()
         self._calls = 0
+        # message ids unique across servers: a harness's records count a message once by id
+        self._prefix = secrets.token_hex(4)
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._http.daemon_threads = True
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
@@ -262,7 +277,7 @@ class ModelServer:
 
     def call_id(self) -> str:
         with self._lock:
-            return f"call_{self._calls:06d}"
+            return f"call_{self._prefix}_{self._calls:06d}"
 
 
 def side_request(api: str, body: dict[str, Any]) -> bool:
@@ -334,7 +349,9 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
             words = (rule.say if rule else REPLY) if command is None else ""
             if request.side:
                 words = SIDE_ANSWERS[api]
-            self._stream(events(body, words, command, server.call_id()))
+            said = Said(words, command, server.call_id(), rule.usage if rule else Usage(),
+                        rule.preface if rule and command is not None else "")  # fmt: skip
+            self._stream(events(body, said))
             request.done_at = time.time()
 
         def _stream(self, events: list[tuple[str, dict[str, Any]]]) -> None:
@@ -359,7 +376,19 @@ def _handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-Events = Callable[[dict[str, Any], str, "str | Call | None", str], list[tuple[str, dict[str, Any]]]]
+@dataclass(frozen=True)
+class Said:
+    """One answer: its words or its tool call, the call's id, what it spent, and a text
+    said before the call in the same message."""
+
+    words: str
+    command: str | Call | None
+    call: str
+    usage: Usage
+    preface: str = ""
+
+
+Events = Callable[[dict[str, Any], Said], list[tuple[str, dict[str, Any]]]]
 
 
 def _tool(command: str | Call, shell: str, key: str) -> Call:
@@ -372,53 +401,69 @@ def _tool(command: str | Call, shell: str, key: str) -> Call:
     return Call(shell, arguments)
 
 
-def _anthropic_events(
-    body: dict[str, Any], words: str, command: str | Call | None, call: str
-) -> list[tuple[str, dict[str, Any]]]:
-    """A Messages stream: one text block, or one tool_use block (`Bash` for a command)."""
-    usage = {"input_tokens": 10, "output_tokens": 1}
-    message = {"id": f"msg_{call}", "type": "message", "role": "assistant",
+def _anthropic_events(body: dict[str, Any], said: Said) -> list[tuple[str, dict[str, Any]]]:
+    """A Messages stream: one text block, or one tool_use block (`Bash` for a command),
+    after a text block when the answer has a preface; its usage as the API reports it (the
+    input side at the start, the output at the end)."""
+    spent = said.usage
+    usage = {"input_tokens": spent.input, "output_tokens": 1,
+             "cache_read_input_tokens": spent.cache_read,
+             "cache_creation_input_tokens": spent.cache_write}  # fmt: skip
+    message = {"id": f"msg_{said.call}", "type": "message", "role": "assistant",
                "model": body.get("model", "scripted"), "content": [], "stop_reason": None,
                "stop_sequence": None, "usage": usage}  # fmt: skip
-    if command is None:
-        block: dict[str, Any] = {"type": "text", "text": ""}
-        delta: dict[str, Any] = {"type": "text_delta", "text": words}
+    blocks: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    if said.preface:
+        blocks.append(({"type": "text", "text": ""},
+                       {"type": "text_delta", "text": said.preface}))  # fmt: skip
+    if said.command is None:
+        blocks.append(({"type": "text", "text": ""}, {"type": "text_delta", "text": said.words}))
         stop = "end_turn"
     else:
-        tool = _tool(command, CLAUDE_SHELL, "command")
-        block = {"type": "tool_use", "id": f"toolu_{call}", "name": tool.name, "input": {}}
-        delta = {"type": "input_json_delta", "partial_json": json.dumps(tool.input)}
+        tool = _tool(said.command, CLAUDE_SHELL, "command")
+        use = {"type": "tool_use", "id": f"toolu_{said.call}", "name": tool.name, "input": {}}
+        blocks.append((use, {"type": "input_json_delta", "partial_json": json.dumps(tool.input)}))
         stop = "tool_use"
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": message})
+    ]
+    for index, (block, delta) in enumerate(blocks):
+        events += [
+            ("content_block_start", {"type": "content_block_start", "index": index,
+                                     "content_block": block}),
+            ("content_block_delta", {"type": "content_block_delta", "index": index,
+                                     "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]  # fmt: skip
     return [
-        ("message_start", {"type": "message_start", "message": message}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": block}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        *events,
         ("message_delta", {"type": "message_delta",
                            "delta": {"stop_reason": stop, "stop_sequence": None},
-                           "usage": {"output_tokens": 5}}),
+                           "usage": {"output_tokens": spent.output}}),
         ("message_stop", {"type": "message_stop"}),
     ]  # fmt: skip
 
 
-def _openai_events(
-    body: dict[str, Any], words: str, command: str | Call | None, call: str
-) -> list[tuple[str, dict[str, Any]]]:
+def _openai_events(body: dict[str, Any], said: Said) -> list[tuple[str, dict[str, Any]]]:
     """A Responses stream: one assistant message, or one function call (`exec_command`
-    for a command)."""
+    for a command); its usage as the API reports it (cached input counted in the input)."""
     del body
-    if command is None:
+    call = said.call
+    if said.command is None:
+        text = [{"type": "output_text", "text": said.words}]
         item: dict[str, Any] = {"type": "message", "role": "assistant", "id": f"msg_{call}",
-                                "content": [{"type": "output_text", "text": words}]}  # fmt: skip
+                                "content": text}  # fmt: skip
     else:
-        tool = _tool(command, CODEX_SHELL, "cmd")
+        tool = _tool(said.command, CODEX_SHELL, "cmd")
         item = {"type": "function_call", "id": f"fc_{call}", "call_id": call,
                 "name": tool.name, "arguments": json.dumps(tool.input)}  # fmt: skip
         if tool.namespace:
             item["namespace"] = tool.namespace
-    usage = {"input_tokens": 10, "input_tokens_details": None, "output_tokens": 5,
-             "output_tokens_details": None, "total_tokens": 15}  # fmt: skip
+    spent = said.usage
+    usage = {"input_tokens": spent.input + spent.cache_read,
+             "input_tokens_details": {"cached_tokens": spent.cache_read},
+             "output_tokens": spent.output, "output_tokens_details": {"reasoning_tokens": 0},
+             "total_tokens": spent.input + spent.cache_read + spent.output}  # fmt: skip
     response = {"id": f"resp_{call}"}
     return [
         ("response.created", {"type": "response.created", "response": response}),

@@ -130,7 +130,7 @@ def test_json_has_exactly_the_fields_of_the_contract() -> None:
     assert list(data) == [
         "card", "id", "role", "state", "color", "detail", "from", "to", "priority", "type",
         "task", "blocked_reason", "claim", "depends_on", "latest_report", "age_s", "path",
-        "wakes",
+        "wakes", "tokens",
     ]  # fmt: skip
     assert data["wakes"] == {"sent": 0, "failed": 0, "last_at": None, "submitted": None,
                              "via": None, "box_holds_text": False}  # fmt: skip

@@ -42,6 +42,7 @@ FIELDS = [
     "age_s",
     "path",
     "wakes",
+    "tokens",
 ]
 
 

@@ -208,7 +208,7 @@ def test_status_shows_each_roles_pane_last_wake_and_last_take_at_a_glance(
     row = wait_for(lambda: (lambda r: r if r["last_wake_at"] else None)(roles(project)["QA"]),
                    what="QA's wake-up")  # fmt: skip
     assert set(row) == {"role", "harness", "session", "pane", "pane_since", "last_wake_at",
-                        "last_take_at", "last_idle_at", "box_holds_text"}  # fmt: skip
+                        "last_take_at", "last_idle_at", "box_holds_text", "tokens"}  # fmt: skip
     assert row["harness"] == "generic"
     assert (row["session"], row["last_take_at"], row["last_idle_at"]) == ("QA", None, None)
     assert roles(project)["cleaner"]["pane"] == "gone"  # the server answers without its session

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -368,3 +369,24 @@ def test_the_numbers_page_draws_its_table_and_charts_with_no_script(
         if os.environ.get("HANDOFFD_SCREENSHOTS"):  # a person looks at it
             tab.screenshot(path=os.path.join(os.environ["HANDOFFD_SCREENSHOTS"], "numbers.png"))
     context.close()
+
+
+def test_a_cards_page_shows_what_was_spent_on_it(project: Project, page: Any) -> None:
+    """docs/protocol.md §19: the tokens its role's turns spent while holding the card."""
+    from handoffd.core import usage
+    from handoffd.core.tokens import Spend
+
+    names = colourful(project)
+    card = names["yellow"]
+    role = card.rpartition("@")[2]
+    for counts in ((1000, 300, 4000, 80), (200, 40, 1000, 0)):
+        usage.append(str(project.handoffs(role)), Spend(time.time(), card, "claude", counts),
+                     time.time())  # fmt: skip
+    with serving(project.root) as url:
+        page.goto(url + views.card_url(card))
+        shown = page.locator("#tokens").inner_text()
+        assert shown == "in 1,200 · out 340 · cache read 5,000 · cache write 80 (2 turns)"
+        if os.environ.get("HANDOFFD_SCREENSHOTS"):
+            page.screenshot(path=os.path.join(os.environ["HANDOFFD_SCREENSHOTS"], "tokens.png"))
+        page.goto(url + views.card_url(names["orange"]))
+        assert page.locator("#tokens").inner_text() == "none recorded"

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from handoffd.core import config, safeio
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box, Role
+from handoffd.core.quickjson import loads, quote  # JSON without `json`'s imports
 from handoffd.harness.marks import ANNOUNCED, ANNOUNCED_LIMIT, announce
 from handoffd.queue import heartbeat
 
@@ -40,6 +42,7 @@ READ_WAIT = 0.5  # seconds to wait for the harness's JSON on stdin
 EVENTS = ("stop", "session-start", "pre-compact")
 CONTINUE = "Run ready_for_next.sh to continue."
 LABEL_LIMIT = 80
+SPEND_WITHIN = 0.4  # seconds a turn's record may take to read: the hook still answers in time
 
 
 class GiveUp(Exception):
@@ -109,7 +112,10 @@ def run(event: str, data: dict[str, object], root: str | None, notify: bool = Fa
     role, project = _role(data, root)
     if event == "stop":
         heartbeat.mark_idle(role.handoffs)
+        spent(role, data)
         if notify:  # Codex's notify: its answer is not read; the daemon types the line
+            return ""
+        if budget_holds(role, project):  # no new work for it: nothing to tell (§19)
             return ""
         return stop(role, data.get("stop_hook_active") is True, _pool_new(role, project))
     if event == "session-start":
@@ -131,6 +137,31 @@ def _role(data: dict[str, object], root: str | None) -> tuple[Role, str]:
 
 
 # --- the end of a turn --------------------------------------------------------------------
+
+
+def spent(role: Role, data: dict[str, object]) -> None:
+    """Add what the turn spent to the role's `H/usage.jsonl`, from the harness's own
+    records (docs/protocol.md §19); whatever goes wrong there, the hook goes on."""
+    from handoffd.harness import spend
+
+    try:
+        spend.record_turn(role, data, time.monotonic() + SPEND_WITHIN)
+    except GiveUp:
+        raise
+    except Exception:  # an unreadable record, a full disk: no tokens, the same turn's end
+        pass
+
+
+def budget_holds(role: Role, project: str) -> bool:
+    """Whether a budget of the role's (or its pool's) is spent: it takes no new work, so
+    its Stop hook tells of none.  A project without budgets pays one small read."""
+    text = config.budget_text(project)
+    if text is None:
+        return False
+    from handoffd.core import tokens, usage
+
+    budgets = tokens.budgets(text)
+    return usage.holds(budgets, role, config.load_roles(project), time.time()) is not None
 
 
 def _pool_new(role: Role, project: str) -> str | None:
@@ -254,47 +285,3 @@ def session_start(role: Role, root: str) -> str:
     context = "\n".join([*resume.climb(role, root).lines(), CONTINUE])
     return ('{"hookSpecificOutput": {"hookEventName": "SessionStart", '
             f'"additionalContext": {quote(context)}}}}}')  # fmt: skip
-
-
-# --- JSON, without the `json` module: it imports `re` and `enum`, a third of a hook's ------
-# start-up; its C scanner and string encoder are what `json` itself runs on
-
-
-class _Decoding:
-    """What the C scanner asks of `json.JSONDecoder` (its defaults)."""
-
-    strict = True
-    object_hook = None
-    object_pairs_hook = None
-    parse_float = float
-    parse_int = int
-    parse_constant = float  # NaN, Infinity: as json.loads reads them
-
-
-def loads(text: str) -> object:
-    """`json.loads(text)` for a whole document (ValueError for anything else)."""
-    try:
-        import _json
-    except ImportError:  # an interpreter without the accelerator
-        import json
-
-        return json.loads(text)
-    body = text.strip(" \t\n\r")
-    try:
-        value, end = _json.make_scanner(_Decoding())(body, 0)  # type: ignore[arg-type]
-    except StopIteration:
-        raise ValueError("not JSON") from None
-    if end != len(body):
-        raise ValueError("more than one JSON value")
-    return value
-
-
-def quote(text: str) -> str:
-    """`json.dumps(text)`: the JSON string of `text`, ASCII only."""
-    try:
-        import _json
-    except ImportError:
-        import json
-
-        return json.dumps(text)
-    return str(_json.encode_basestring_ascii(text))

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from handoffd.board import colour, naming
+from handoffd.board import colour, naming, spending
 from handoffd.core import handoff as hf
 from handoffd.core import limits
+from handoffd.core.tokens import Totals
 from handoffd.queue import heartbeat
 from handoffd.queue import pool as pools
 from handoffd.queue.reports import Head
@@ -101,7 +102,7 @@ class Card:
     __slots__ = (
         "age_s", "blocked_reason", "box_holds_text", "card", "claim", "closure", "colour",
         "depends_on", "detail", "entry", "headers", "held", "id", "latest_report", "pool",
-        "red_reason", "role", "state", "waiting_on", "wake_at", "wake_failures",
+        "red_reason", "role", "state", "tokens", "waiting_on", "wake_at", "wake_failures",
         "wake_last_at", "wake_submitted", "wake_via", "wakeups",
     )  # fmt: skip
 
@@ -137,6 +138,7 @@ class Card:
         self.waiting_on: list[str] = []  # the dependencies it waits for (§13: not ready)
         self.colour = colour.ORANGE
         self.detail = ""
+        self.tokens = Totals()  # what was spent on it (docs/protocol.md §19)
 
     @property
     def path(self) -> str:
@@ -194,6 +196,7 @@ class Card:
                 "via": self.wake_via,
                 "box_holds_text": self.box_holds_text,
             },
+            "tokens": self.tokens.to_json(),
         }
 
     def __repr__(self) -> str:
@@ -260,6 +263,7 @@ def project(
             card.detail = snapshot.dismissal(card.path) or card.detail
         if card.colour == colour.ORANGE and card.state == State.NEW:
             card.detail = _reclaimed(card, snapshot, now) or card.detail
+    spending.dress(every, snapshot, now)  # tokens, and `held: budget spent` (§19)
     cycles = find_cycles({ident: same[0].depends_on for ident, same in by_id.items()})
     return Board(snapshot, cards, cycles)
 

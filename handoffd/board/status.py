@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import time
 
-from handoffd.board import cards, colour
+from handoffd.board import cards, colour, spending
 from handoffd.core import config, lifecycle, limits
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box
 from handoffd.core.terminal import escape
+from handoffd.core.tokens import Spent, Tally
 from handoffd.queue import scan
 from handoffd.remote import held
 from handoffd.snapshot.snapshot import Snapshot, linked_folders, take_snapshot
@@ -106,6 +107,7 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
             held.setdefault(entry.role, []).append(cards.epoch(entry.headers.get(hf.DEQUEUED_AT)))
     rows = []
     overrides = snapshot.harnesses() if snapshot.roles else {}
+    spent, found = spending.held(snapshot, snapshot.taken_at), spending.tally(snapshot)
     for name, role in snapshot.roles.items():
         if only is not None and only not in (name, role.pool):
             continue
@@ -113,6 +115,7 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
             continue
         if role.is_pool:
             rows.append(pool_row(snapshot, role))
+            _spending(rows[-1], snapshot, found, spent.get(name))
             continue
         seen = snapshot.panes.get(name, {})
         woken = _numbers(*snapshot.wakes.get(name, ()), seen.get("last_wake_at"))
@@ -133,6 +136,7 @@ def roles(snapshot: Snapshot, only: str | None = None) -> list[dict[str, object]
             rows[-1]["pool"] = role.pool
         if isinstance(seen.get("unrecognised"), str):  # driven as generic (§17)
             rows[-1]["unrecognised"] = seen["unrecognised"]
+        _spending(rows[-1], snapshot, found, spent.get(name))
     return rows
 
 
@@ -145,6 +149,18 @@ def operator_line(shown: list[cards.Card]) -> str | None:
         return None
     oldest = max(card.age_s or 0.0 for card in waiting)
     return f"for the operator: {len(waiting)} waiting (oldest {colour.ago(oldest)})"
+
+
+def _spending(
+    row: dict[str, object], snapshot: Snapshot, found: Tally, spent: Spent | None
+) -> None:
+    """A role's tokens (a pool's: its members' together) and its budget (docs/protocol.md
+    §19), on its row; `budget` only where one is set."""
+    name = str(row["role"])
+    row["tokens"] = spending.role_tokens(snapshot, found, name).to_json()
+    budget = spending.budget_json(snapshot, name, spent)
+    if budget is not None:
+        row["budget"] = budget
 
 
 def pool_row(snapshot: Snapshot, row: config.Role) -> dict[str, object]:
@@ -182,7 +198,7 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
     lines = []
     for row in rows:
         if "members" in row:  # a pool's line, above its members'
-            lines.append(f"{escape(str(row['role'])):<{width}}  {pool_line(row)}")
+            lines.append(f"{escape(str(row['role'])):<{width}}  {pool_line(row)}{_held_note(row)}")
             continue
         pane = str(row["pane"])
         since = cards.epoch(row["pane_since"])
@@ -196,8 +212,16 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
         line = f"{escape(str(row['role'])):<{width}}  {pane}  last wake {wake}  last take {take}"
         if row.get("unrecognised"):
             line += f"  screen not recognised: {escape(str(row['unrecognised']))}"
-        lines.append(line)
+        lines.append(line + _held_note(row))
     return lines
+
+
+def _held_note(row: dict[str, object]) -> str:
+    """`  budget spent (<used>/<budget>)` while a budget holds the role (§19), else ''."""
+    budget = row.get("budget")
+    if not isinstance(budget, dict) or budget.get("spent") is not True:
+        return ""
+    return f"  budget spent ({budget['used']}/{budget['tokens']})"
 
 
 def pool_line(row: dict[str, object]) -> str:

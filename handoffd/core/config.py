@@ -20,6 +20,8 @@ SWARMFORGE = ".swarmforge"
 ROLES_FILE = os.path.join(SWARMFORGE, "roles.tsv")
 ROLES_LIMIT = 1024 * 1024  # bytes: thousands of roles; never read more of roles.tsv
 HOST_FILE = os.path.join(SWARMFORGE, "host")
+CONF_FILE = os.path.join(SWARMFORGE, "swarmforge.conf")  # the swarm configuration `init` keeps
+CONF_LIMIT = 1024 * 1024  # bytes: never read more of it
 RECEIVE_MODES = ("task", "batch")
 # The first line `init` writes: column 8 is the role's host and the agent arguments are
 # column 9 on.  A roles.tsv without it comes from before hosts (column 8 held the agent
@@ -49,6 +51,17 @@ RESERVED = (
     f"'{OPERATOR}' is a reserved name (the person running the swarm: its mailbox is "
     f"{OPERATOR_DIR}/), never a role; give the role another name"
 )
+
+
+def budget_text(root: str) -> str | None:
+    """The stored swarm configuration when it names a budget at all (docs/protocol.md §19);
+    None (also when it cannot be read) for a project that sets none.  One bounded read of a
+    small file: all a helper of such a project pays for budgets."""
+    try:
+        data = safeio.read_regular(os.path.join(root, CONF_FILE), CONF_LIMIT)
+    except OSError:
+        return None
+    return data.decode("utf-8", "replace") if b"budget" in data else None
 
 
 class ConfigError(Exception):

@@ -8,6 +8,7 @@ and, for a swarm over several machines (docs/protocol.md §15), `project <name>`
 `nats <url>[,<url>...]`, `nats-creds <file>`, `nats-tls-ca <file>` and `host <name>`
 lines: every `window` after a `host` line lives on that host; `harness <role>
 claude|codex|generic`, which names the harness a role's agent is (docs/protocol.md §16);
+`budget <role|pool> <tokens> per <hour|day>`, the tokens a role may spend (§19);
 and `pool <role> <n> <agent> [task|batch] [agent arguments...]`, n members `<role>-1` …
 `<role>-<n>` behind one role (docs/protocol.md §17).
 
@@ -26,7 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
 
-from handoffd.core import config, durable, safeio
+from handoffd.core import config, durable, safeio, tokens
 from handoffd.core.config import Box
 
 SAMPLE = "swarmforge.conf"
@@ -80,6 +81,7 @@ class Swarm:
     settings: dict[str, str] = field(default_factory=dict)  # project, nats, nats-creds…
     harnesses: dict[str, str] = field(default_factory=dict)  # `harness <role> <name>` lines
     pools: dict[str, Window] = field(default_factory=dict)  # each pool's own row, by name
+    budgets: dict[str, tokens.Budget] = field(default_factory=dict)  # `budget` lines (§19)
 
     @property
     def urls(self) -> list[str]:
@@ -117,6 +119,8 @@ def parse_swarm(text: str, source: str) -> Swarm:
             _setting(words, swarm, where)
         elif words and words[0] == "harness":
             _harness_line(words, swarm, where)
+        elif words and words[0] == "budget":
+            _budget_line(words, line, swarm, where)
         elif words and words[0] == "pool":
             for member in _pool_line(words, swarm, where, host):
                 _check_unique(member, swarm.windows, where)
@@ -131,6 +135,12 @@ def parse_swarm(text: str, source: str) -> Swarm:
     unknown = sorted(set(swarm.harnesses) - {window.role for window in swarm.windows})
     if unknown:
         raise SwarmConfigError(f"{source}: `harness` names no role of the swarm: {unknown[0]}")
+    names = {window.role for window in swarm.windows} | set(swarm.pools)
+    unbudgeted = sorted(set(swarm.budgets) - names)
+    if unbudgeted:
+        raise SwarmConfigError(
+            f"{source}: `budget` names no role or pool of the swarm: {unbudgeted[0]}"
+        )
     if swarm.urls and "project" not in swarm.settings:
         raise SwarmConfigError(
             f"{source}: a `nats` line needs a `project <name>` line: the stream and subjects "
@@ -213,6 +223,20 @@ def _harness_line(words: list[str], swarm: Swarm, where: str) -> None:
     if words[1] in swarm.harnesses:
         raise SwarmConfigError(f"{where}: the harness of '{words[1]}' is given twice")
     swarm.harnesses[words[1]] = words[2]
+
+
+def _budget_line(words: list[str], line: str, swarm: Swarm, where: str) -> None:
+    """`budget <role|pool> <tokens> per <hour|day>` (docs/protocol.md §19).  Its words must
+    be plain: the helpers read the line by splitting it at spaces (no shell quoting)."""
+    try:
+        budget = tokens.budget_of(words)
+    except ValueError as error:
+        raise SwarmConfigError(f"{where}: {error}") from None
+    if line.split("#", 1)[0].split() != words:
+        raise SwarmConfigError(f"{where}: a budget line takes plain words, no quotes")
+    if budget.who in swarm.budgets:
+        raise SwarmConfigError(f"{where}: the budget of '{budget.who}' is given twice")
+    swarm.budgets[budget.who] = budget
 
 
 def harnesses(root: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from handoffd.core import config, durable, lifecycle, limits, safeio
 from handoffd.core import handoff as hf
 from handoffd.core.config import Box, Role, linked_folders
 from handoffd.core.lifecycle import daemon_path, notify
+from handoffd.daemon import budgets
 from handoffd.daemon.reclaim import Keeper
 from handoffd.delivery.delivery import Courier
 from handoffd.delivery.watch import Watcher
@@ -144,6 +145,7 @@ class Daemon:
         self.renotifier = Renotifier(renotify_after)
         self.unanswered = Unanswered()
         self.pools = Keeper(root, log, reclaim_after)  # docs/protocol.md §17
+        self.budgets = budgets.Held(root, log)  # roles a spent budget holds (§19)
         self.rescan_every = min(RESCAN, renotify_after / 4)
         self.poke = threading.Event()
         self.stopping = False
@@ -310,6 +312,7 @@ class Daemon:
             waiting = _pool_states({name: _mail_states(role) for name, role in awake.items()},
                                    awake)  # fmt: skip
             self._renotify(awake, waiting, now)
+            self._budget_resumed(awake, waiting)
             self._wake_asked(local)  # after re-notify, as ever
             self._look(local, {name for name, states in waiting.items() if State.NEW in states})
             self._watch_takes(local)
@@ -425,6 +428,13 @@ class Daemon:
             self.log.info("renotify", role=name)
         self._send(due, roles, {name: _taken_stamp(roles[name]) for name in due})
 
+    def _budget_resumed(self, roles: dict[str, Role], states: dict[str, set[str]]) -> None:
+        """Wake a role a budget held once its window has moved on, as for mail waiting
+        (docs/protocol.md §19): only one that still has mail and holds nothing."""
+        due = [name for name in self.budgets.resumed()
+               if name in roles and states.get(name) == {State.NEW}]  # fmt: skip
+        self._send(due, roles, {name: _taken_stamp(roles[name]) for name in due})
+
     def _waits(self, name: str) -> bool:
         """Whether `name`'s wake-up waits for its pane to be idle: a re-notify would only
         join it.  One waiting behind a person's text may wait for good, so its re-notifies
@@ -432,6 +442,7 @@ class Daemon:
         return self.waker.waiting(name) and not self.waker.held(name)
 
     def _send(self, names: list[str], roles: dict[str, Role], stamps: dict[str, object]) -> None:
+        names = self.budgets.allowed(names, roles)  # none while spent (§19)
         for name in names:
             self.unanswered.woken(name, stamps[name])
         woken = [self._woken(roles, name) for name in names]

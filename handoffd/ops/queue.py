@@ -13,6 +13,7 @@ import os
 import time
 
 from handoffd.continuity.work import has_answer
+from handoffd.core import config
 from handoffd.core import handoff as hf
 from handoffd.core.outcome import Exit, Refusal, Result, failure
 from handoffd.ops.context import Context
@@ -56,6 +57,9 @@ Optional for any type: depends_on: <id>[,<id>...] and blocked_reason: <one line>
 
 
 def _take_task(context: Context, inbox: Inbox) -> Result:
+    held = held_by_budget(context, inbox)
+    if held is not None:
+        return held
     ready = Ready(context, inbox.seen.answers)
     item = inbox.take_task(ready.done)
     if item is None:
@@ -66,6 +70,9 @@ def _take_task(context: Context, inbox: Inbox) -> Result:
 
 
 def _take_batch(context: Context, inbox: Inbox) -> Result:
+    held = held_by_budget(context, inbox)
+    if held is not None:
+        return held
     ready = Ready(context, inbox.seen.answers)
     taken = inbox.take_batch(ready.done)
     if taken is None:
@@ -73,6 +80,24 @@ def _take_batch(context: Context, inbox: Inbox) -> Result:
     from handoffd.queue import blocks
 
     return Result(Exit.OK, blocks.batch(*taken, notes=ready.notes), ready.missing(taken[1]))
+
+
+def held_by_budget(context: Context, inbox: Inbox) -> Result | None:
+    """`NO_TASK` with the `BUDGET_SPENT` line, for a role (or a pool member) whose budget
+    is spent and that holds nothing in process (docs/protocol.md §19): work it holds is
+    never taken away, new work waits.  A project without budgets pays one small read."""
+    text = config.budget_text(context.root)
+    if text is None:
+        return None
+    listing = inbox.listing()
+    if listing.files or listing.batches:
+        return None
+    from handoffd.core import tokens, usage
+
+    spent = usage.holds(tokens.budgets(text), context.me, context.roles, time.time())
+    if spent is None:
+        return None
+    return Result(Exit.OK, "NO_TASK\n", spent.line(hf.iso_seconds(spent.resumes_s)) + "\n")
 
 
 class Ready:

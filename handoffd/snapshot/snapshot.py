@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from handoffd.core.lifecycle import DaemonState
+    from handoffd.core.tokens import Budget, Spend
     from handoffd.queue.items import Seen
     from handoffd.queue.reports import Head, Report
     from handoffd.remote.held import Held
@@ -101,6 +102,8 @@ class Snapshot:
         self.dependencies: dict[str, list[Entry]] = {}  # id -> its completed copies, looked up
         self.history_loaded = False  # `load_history` read history's headers and reports
         self._harnesses: dict[str, str] | None = None
+        self._spending: dict[str, list[Spend]] | None = None
+        self._budgets: dict[str, Budget] | None = None
 
     @property
     def history(self) -> list[Entry]:
@@ -252,6 +255,23 @@ class Snapshot:
 
             self._harnesses = project.harnesses(self.root)
         return self._harnesses
+
+    def spending(self) -> dict[str, list[Spend]]:
+        """Each role's `H/usage.jsonl` records (docs/protocol.md §19), read on first
+        ask: the tokens and budgets a view shows."""
+        if self._spending is None:
+            from handoffd.core import usage
+
+            self._spending = usage.read_roles(self.roles.values())  # a remote role: none
+        return self._spending
+
+    def budgets(self) -> dict[str, Budget]:
+        """The `budget` lines of the project's stored configuration, read on first ask."""
+        if self._budgets is None:
+            from handoffd.core import tokens
+
+            self._budgets = tokens.budgets(config.budget_text(self.root) or "")
+        return self._budgets
 
     # --- one card's file and reports, for a view of that card ------------------------
 
