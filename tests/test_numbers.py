@@ -341,3 +341,29 @@ def test_the_numbers_page_shows_the_table_and_a_chart_per_role(project: Project)
     bars = cleaner.split('data-kind="wait"', 1)[0].count('data-hour="')
     assert bars == 24  # every hour drawn, five with one completion each
     assert cleaner.split('data-kind="wait"', 1)[0].count('data-value="1"') == 5
+
+
+def test_tokens_from_the_usage_records_are_in_metrics_and_stats_a_pools_together(
+    tmp_path: Path,
+) -> None:
+    """§19's token families from `H/usage.jsonl` (the board's one tally): per role, harness
+    and kind in `/metrics`, and in `stats` a pool's members' tokens together."""
+    from handoffd.core import usage
+    from handoffd.core.tokens import Spend
+    from testbed.project import make_pool_project
+
+    project = make_pool_project(tmp_path / "p")
+    now = time.time()
+    for member, counts in (("cleaner-1", (100, 20, 300, 4)), ("cleaner-2", (50, 10, 0, 0))):
+        project.handoffs(member).mkdir(parents=True, exist_ok=True)  # as a member's first turn
+        usage.append(str(project.handoffs(member)), Spend(now - 60, None, "claude", counts), now)
+    samples = read(metrics(project))
+    assert value(samples, "handoffd_tokens_total", role="cleaner-1", harness="claude",
+                 kind="cache_read") == 300  # fmt: skip
+    assert value(samples, "handoffd_tokens_total", role="cleaner-2", harness="claude",
+                 kind="input") == 50  # fmt: skip
+    shown = stats(project)
+    rows = {row["role"]: row for row in shown["roles"]}  # type: ignore[attr-defined]
+    assert rows["cleaner-1"]["tokens"]["output"] == 20
+    assert rows["cleaner"]["tokens"]["input"] == 150  # the pool: its members together
+    assert shown["total"]["tokens"]["input"] == 150  # type: ignore[index]  # each member once

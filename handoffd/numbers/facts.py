@@ -112,7 +112,7 @@ def gather(
     facts.history = [stamps.completed(role, kept) for role in held]
     facts.open_copies = _open_copies(entries, dict(zip(held, facts.history, strict=True)))
     facts.events = logcount.events(root)
-    facts.tokens = tokens.token_samples(root, facts.roles, facts.harness, now)
+    facts.tokens = tokens.token_samples(snapshot, now)
     return facts
 
 
@@ -172,6 +172,8 @@ def _open_copies(entries: list[Entry], history: dict[Role, stamps.Completed]) ->
     ]
 
 
-def spent(facts: Facts, root: str, since: float) -> list[tokens.Sample]:
+def spent(facts: Facts, since: float) -> list[tokens.Sample]:
     """The tokens each role spent in the window from `since` (for `stats` and `/numbers`)."""
-    return tokens.token_samples(root, facts.roles, facts.harness, facts.now, since)
+    return (
+        [] if facts.board is None else tokens.token_samples(facts.board.snapshot, facts.now, since)
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from handoffd.board import spending
 from handoffd.core import handoff as hf
 from handoffd.numbers import tally, tokens
 from handoffd.numbers.facts import Facts
@@ -42,7 +43,25 @@ def rows(facts: Facts, since: float, only: str | None = None,
     total = _row(TOTAL, {}, every_wait, every_work, _sum(used, names) if used else None)
     for key in COUNTS:
         total[key] = sum(row[key] for row in shown)
+    _pools_and_silence(facts, shown, used)
     return [*shown, total]
+
+
+def _pools_and_silence(facts: Facts, shown: list[dict[str, Any]], used: dict[str, Any]) -> None:
+    """A pool's tokens are its members' together (after the total, which counts each member
+    once); a role whose harness ends turns but keeps no record says by which it is not
+    reported (docs/protocol.md §19)."""
+    if facts.board is None:
+        return
+    snapshot = facts.board.snapshot
+    silent = spending.unreported(snapshot, facts.harness)
+    for row in shown:
+        name = row["role"]
+        members = [n for n, r in snapshot.roles.items() if r.pool == name != n]
+        if name in facts.pools and any(m in used for m in members):
+            row["tokens"] = _sum(used, members)
+        if row["tokens"] is None and name in silent:
+            row["tokens_not_reported_by"] = silent[name]
 
 
 def _row(name: str, counts: dict[str, tally.Counts], waits: list[float], works: list[float],
@@ -94,7 +113,9 @@ def render(shown: list[dict[str, Any]], span: str) -> list[str]:
 
 def _cells(row: dict[str, Any]) -> list[str]:
     used = row["tokens"]
-    spent = NOT_REPORTED if used is None else f"{_n(used['input'])}/{_n(used['output'])}"
+    silent = f"{NOT_REPORTED} by {row['tokens_not_reported_by']}" if row.get(
+        "tokens_not_reported_by") else NOT_REPORTED  # fmt: skip
+    spent = silent if used is None else f"{_n(used['input'])}/{_n(used['output'])}"
     return [row["role"], *(str(row[key]) for key in COUNTS),
             f"{duration(row['wait_p50_s'])}/{duration(row['wait_p90_s'])}",
             f"{duration(row['work_p50_s'])}/{duration(row['work_p90_s'])}", spent]  # fmt: skip

@@ -66,7 +66,7 @@ def stats(
     if role is not None and role not in found.roles:
         return config_refusal(config.UnknownRole(role, context.roles))
     start = found.now - span
-    rows = stats.rows(found, start, role, facts.spent(found, context.root, start))
+    rows = stats.rows(found, start, role, facts.spent(found, start))
     shown = stats.as_json(found, rows, start, since)
     if json:
         return Result(Exit.OK, _dumps(shown) + "\n", "", shown)

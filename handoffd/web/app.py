@@ -542,7 +542,7 @@ class Board:
         """The last 24 hours' table and each role's charts, drawn here as SVG."""
         found = self.read_numbers()
         since = found.now - stats.UNIT["h"] * charts.HOURS
-        rows = stats.rows(found, since, None, facts.spent(found, self.root, since))
+        rows = stats.rows(found, since, None, facts.spent(found, since))
         drawn = {role: [Markup(charts.svg(kind, values[kind], role)) for kind in charts.KINDS]
                  for role, values in charts.series(found).items()}  # fmt: skip
         assert found.board is not None
