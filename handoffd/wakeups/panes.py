@@ -87,7 +87,9 @@ class Panes:
             self._hold(seen, verdict == HELD and content is not None)
             if content is None:
                 seen.digest, seen.looks = None, 0
-                self._set(seen, GONE if answers else UNKNOWN, None)
+                # gone since when: a held card says how long its holder has been gone
+                gone_since = (seen.since if seen.pane == GONE else now) if answers else None
+                self._set(seen, GONE if answers else UNKNOWN, gone_since)
             else:
                 self._read(seen, hashlib.blake2b(content.encode()).digest(), now)
                 if verdict is None:
