@@ -156,6 +156,12 @@ class Card:
         return recipients(self.entry)
 
     @property
+    def finished_by(self) -> str:
+        """The member that finished a pool's card (docs/protocol.md §17: its copy is in
+        that member's `completed/`), '' for any other card."""
+        return self.role if self.pool and self.state == State.COMPLETED else ""
+
+    @property
     def priority(self) -> str:
         if hf.PRIORITY in self.headers:
             return self.headers[hf.PRIORITY]
@@ -254,6 +260,8 @@ def project(
         card.colour, card.detail = colour.paint(card, card.closure)
         if card.state == State.DISMISSED:  # who put it aside, when and why (§13)
             card.detail = snapshot.dismissal(card.path) or card.detail
+        if card.finished_by:  # which member of its pool did it (§17)
+            card.detail += f" by {card.finished_by}"
         if card.colour == colour.ORANGE and card.state == State.NEW:
             card.detail = _reclaimed(card, snapshot, now) or card.detail
     cycles = find_cycles({ident: same[0].depends_on for ident, same in by_id.items()})
@@ -283,6 +291,8 @@ def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Ca
         card.colour, card.detail = colour.paint(card, ())
         if card.state == State.DISMISSED:
             card.detail = snapshot.dismissal(card.path) or card.detail
+        if card.finished_by:
+            card.detail += f" by {card.finished_by}"
     return shown
 
 
