@@ -105,6 +105,12 @@ def test_up_starts_every_member_and_no_session_for_the_pool(tmp_path):
     up = run_cli(root, "up", "--agent", "sh=sleep 600", "--check-after", "0")
     try:
         assert up.returncode == 0, up.stderr
+        # the pool's own row has no session: no attach line for it (a broken `-t =`)
+        assert not any(line.endswith("attach -t =") for line in up.stdout.splitlines())
+        assert (
+            "  cleaner      pool of 3: attach to its members (cleaner-1, cleaner-2, "
+            "cleaner-3)" in up.stdout.splitlines()
+        )
         socket = (root / ".swarmforge" / "tmux-socket").read_text().strip()
         listed = subprocess_out(["tmux", "-S", socket, "list-sessions", "-F", "#S"])
         assert sorted(listed.split()) == [

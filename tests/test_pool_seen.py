@@ -87,3 +87,34 @@ def test_the_daemon_never_delivers_from_a_pools_outbox(tmp_path):
     assert run.code == 0, run.err
     assert (outbox / name).exists()
     assert not list(proj.box("coder", "inbox/new").glob("*.handoff"))
+
+
+def test_the_web_board_shows_the_roles_as_status_does_with_the_pools_line(tmp_path):
+    """The roles panel of `/` is `status`'s lines under its first one: the same rows of
+    the same projection (docs/protocol.md §14, §17), each role marked by its pane."""
+    import html
+    import re
+
+    from handoffd.board import status
+    from handoffd.core import limits
+
+    proj = make_pool_project(tmp_path / "p")
+    now = time.time()
+    app = create_app(str(proj.root), clock=lambda: now)
+    page = TestClient(app, base_url="http://127.0.0.1:8765").get("/")
+    assert page.status_code == 200
+    shown = {
+        role: (pane, html.unescape(glance))
+        for role, pane, glance in re.findall(
+            r'data-role="([^"]+)" data-pane="([^"]+)">.*?<span class="glance">(.*?)</span>',
+            page.text,
+        )
+    }
+    result = status.board(str(proj.root), None, False, limits.LIVENESS_WINDOW, now)
+    lines = status.role_lines(status.roles(result.snapshot), now)
+    assert [line.split()[0] for line in lines] == list(shown)
+    for line in lines:
+        role, _, glance = line.partition(" ")
+        assert shown[role][1] == glance.strip(), (role, shown[role], glance)
+    assert shown["cleaner"] == ("pool", "pool of 3: 0 busy, 0 idle, 3 unknown")
+    assert shown["cleaner-2"][0] == "unknown"  # no daemon runs: no pane is known

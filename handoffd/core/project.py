@@ -37,7 +37,7 @@ BOXES = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETE
 # Runtime state, never committed; every worktree writes its own live file HANDOFF.md.
 EXCLUDES = (".worktrees/", ".swarmforge/roles.tsv", ".swarmforge/tmux-socket",
             ".swarmforge/daemon/", ".swarmforge/handoffs/", ".swarmforge/HANDOFF.md",
-            ".swarmforge/host", ".swarmforge/pools/")  # fmt: skip
+            ".swarmforge/host", ".swarmforge/pools/", ".swarmforge/agents.tsv")  # fmt: skip
 # Where a remote role's worktree column points: a path under the project that nothing
 # here ever creates or reads (the role's real worktree is on its own host).
 REMOTE = os.path.join(config.SWARMFORGE, "remote")

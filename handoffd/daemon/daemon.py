@@ -146,6 +146,7 @@ class Daemon:
         self.pools = Keeper(root, log, reclaim_after)  # docs/protocol.md §17
         self.rescan_every = min(RESCAN, renotify_after / 4)
         self.poke = threading.Event()
+        self.panes.changed = self.poke.set  # a pane's new state: a pass saves it for `status`
         self.stopping = False
         self.hangup = False
         self.watcher: Watcher | None = None

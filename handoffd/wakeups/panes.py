@@ -20,6 +20,10 @@ import time
 
 from handoffd.core import durable, safeio
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 FILE = "panes.json"
 LIMIT = 64 * 1024  # bytes of the state file ever read
 SKEW = 60.0  # seconds a time in the state file may lie ahead of this host's clock
@@ -68,6 +72,9 @@ class Panes:
         self._seen: dict[str, Seen] = {}
         self._lock = threading.Lock()
         self._dirty = False
+        # called (from the reading thread) when a pane's state changes: the daemon saves
+        # it at once, so `status` is not a pass behind the pane (docs/protocol.md §14)
+        self.changed: Callable[[], None] | None = None
 
     def observe(
         self, role: str, session: str, content: str | None, answers: bool, now: float,
@@ -132,6 +139,8 @@ class Panes:
         if (seen.pane, seen.since) != (pane, since):
             seen.pane, seen.since = pane, since
             self._dirty = True
+            if self.changed is not None:
+                self.changed()
 
     def working(self, role: str) -> bool:
         """Whether `role` runs a known harness last seen busy: its end of turn is worth
