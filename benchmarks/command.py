@@ -91,6 +91,7 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
 @click.option("--idle-samples", type=click.IntRange(1), help="--harness: idle samples [10].")
 @click.option("--busy-samples", type=click.IntRange(1), help="--harness: busy samples [5].")
 @click.option("--hook-runs", type=click.IntRange(2), help="--harness: Stop hook runs [60].")
+@click.option("--lag-samples", type=click.IntRange(1), help="--harness: status-lag samples [5].")
 def main(
     quick: bool,
     directory: str | None,

@@ -9,6 +9,10 @@
   its notify has run and its screen shows the turn over).
 - Lines typed into a busy harness: requests of a busy turn that carry a mail line (a line
   typed in joins the turn, or is queued behind it), and forced wake-ups: must be 0.
+- Status lag: how long `status` (the daemon's `panes.json`, which it reads) is behind the
+  pane in a slow turn typed in with no mail waiting: from its first model request (the
+  harness busy) to `busy` there, and from its last answer sent to `idle` there (polled
+  every 20 ms); a state never shown in time is counted as missed.
 - The Stop hook's wall time, `handoffd hook stop` run as Claude Code runs it, half of the
   runs with mail waiting (it tells of it) and half without, the package byte-compiled.
 - The Stop hook's wall time with a 50 MB transcript (docs/protocol.md §19): the turn it
@@ -43,12 +47,15 @@ HOOK_LIMIT_MS = 1000.0  # what a hook may take at all (docs/protocol.md §16)
 TRANSCRIPT_MB = 50  # the long conversation's transcript the hook reads the last turn of
 SLOW_ANSWER = 1.5  # seconds each answer of a busy turn is held back
 WAIT = 90.0  # seconds any one step may take before the benchmark gives up
+LAG_LIMIT = 15.0  # seconds after a turn's end by which `status` must say idle, or missed
 NOTES = (
     "idle: HANDOFF QUEUED -> the model request carrying the typed wake-up (--idle-after 2",
     "  does not apply: a known harness is idle at once when its own markers say so).",
     "busy: the end of the turn (its last answer sent) -> the next model request; Claude",
     "  Code by its Stop hook, Codex by the wake-up typed when its turn is over.",
     "typed into busy: mail lines found in a busy turn's requests, and forced wake-ups.",
+    "status lag: a slow turn typed in (no mail waits); its first model request -> `busy`",
+    "  in what status reads, its last answer sent -> `idle` there; missed: never shown.",
     "Stop hook: `handoffd hook stop` wall time, stdin JSON, half with mail waiting, the",
     "  package byte-compiled; a bare interpreter's start-up measured beside it.",
     f"{TRANSCRIPT_MB} MB transcript: the hook at the end of a turn of a conversation that",
@@ -61,12 +68,16 @@ class HarnessSizes:
     idle_samples: int = 10
     busy_samples: int = 5
     hook_runs: int = 60
+    lag_samples: int = 5
 
 
 @dataclass
 class Measured:
     idle_ms: dict[str, list[float]] = field(default_factory=dict)
     busy_ms: dict[str, list[float]] = field(default_factory=dict)
+    to_busy_ms: dict[str, list[float]] = field(default_factory=dict)  # status behind a pane
+    to_idle_ms: dict[str, list[float]] = field(default_factory=dict)
+    missed: dict[str, int] = field(default_factory=dict)  # state -> samples status never saw
     typed_into_busy: int = 0
     forced: int = 0
     hook_ms: list[float] = field(default_factory=list)
@@ -82,8 +93,11 @@ class Built:
 
 class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
     name, key = "harness", "harness"
-    full, quick = HarnessSizes(), HarnessSizes(idle_samples=2, busy_samples=1, hook_runs=6)
-    tunable = ("idle_samples", "busy_samples", "hook_runs")
+    full, quick = (
+        HarnessSizes(),
+        HarnessSizes(idle_samples=2, busy_samples=1, hook_runs=6, lag_samples=1),
+    )
+    tunable = ("idle_samples", "busy_samples", "hook_runs", "lag_samples")
 
     def build(self, base: str, sizes: HarnessSizes) -> Built:
         missing = [why for name in ("claude", "codex") if (why := harnesses.missing(name))]
@@ -104,6 +118,9 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
                     swarm.wait_idle(role, WAIT)
                     progress(f"{role} ({AGENTS[role]}): {sizes.idle_samples} idle samples")
                     measured.idle_ms[role] = [idle(swarm, role) for _ in range(sizes.idle_samples)]
+                    progress(f"{role} ({AGENTS[role]}): {sizes.lag_samples} status-lag samples")
+                    for n in range(sizes.lag_samples):
+                        lag(swarm, role, n, measured)
                     progress(f"{role} ({AGENTS[role]}): {sizes.busy_samples} busy samples")
                     measured.busy_ms[role] = [busy(swarm, role, n)
                                               for n in range(sizes.busy_samples)]  # fmt: skip
@@ -124,6 +141,12 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
                                   ("busy", measured.busy_ms[role])):  # fmt: skip
                 found[f"{harness}_{kind}_p50_ms"] = percentile(samples, 0.5)
                 found[f"{harness}_{kind}_p99_ms"] = percentile(samples, 0.99)
+            for kind, samples in (("to_busy", measured.to_busy_ms.get(role, [])),
+                                  ("to_idle", measured.to_idle_ms.get(role, []))):  # fmt: skip
+                found[f"{harness}_status_{kind}_p50_ms"] = percentile(samples, 0.5)
+                found[f"{harness}_status_{kind}_p99_ms"] = percentile(samples, 0.99)
+        found["status_missed_busy"] = measured.missed.get("busy", 0)
+        found["status_missed_idle"] = measured.missed.get("idle", 0)
         found["typed_into_busy"] = measured.typed_into_busy
         found["forced"] = measured.forced
         found["stop_hook_p50_ms"] = percentile(measured.hook_ms, 0.5)
@@ -155,6 +178,17 @@ class HarnessScenario(Scenario[HarnessSizes, Built, Measured]):
                 rows.append(row(f"{harness} {kind}: mail to model, p50 / p99",
                                 f"{m[f'{harness}_{kind}_p50_ms']:.0f} / "
                                 f"{m[f'{harness}_{kind}_p99_ms']:.0f} ms"))  # fmt: skip
+        for harness in ("claude", "codex"):
+            for kind, word in (("to_busy", "busy"), ("to_idle", "idle")):
+                rows.append(row(f"{harness}: status shows {word} after the pane, p50 / p99",
+                                f"{m[f'{harness}_status_{kind}_p50_ms']:.0f} / "
+                                f"{m[f'{harness}_status_{kind}_p99_ms']:.0f} ms"))  # fmt: skip
+        rows.append(
+            row(
+                "turns status never showed busy / idle",
+                f"{m['status_missed_busy']} / {m['status_missed_idle']}",
+            )
+        )
         rows += [
             row("lines typed into a busy harness", f"{m['typed_into_busy']}", "typed_into_busy"),
             row("wake-ups forced", f"{m['forced']}", "forced"),
@@ -181,6 +215,60 @@ def idle(swarm: RealSwarm, role: str) -> float:
                       "the typed wake-up")  # fmt: skip
     settle(swarm, role, name)
     return (woken.at - sent) * 1000
+
+
+def lag(swarm: RealSwarm, role: str, n: int, measured: Measured) -> None:
+    """One status-lag sample: a slow turn typed in (no mail: the daemon has no reason of
+    its own to look), from its first model request to `busy` in what `status` reads, and
+    from its last answer sent to `idle` there.  A state the daemon never saw in time (a
+    whole turn passing between two of its reads) is counted as missed."""
+    prompt = f"{SLOW} lag {role} {n}"
+    swarm.type(role, prompt)
+    first = wait_turn(swarm.server, API[role], lambda r: any(prompt in t for t in r.texts),
+                      "the slow turn")  # fmt: skip
+    seen = status_lag(swarm, role, "busy", first.at, until=lambda: _ended(swarm, role, prompt))
+    _record(measured.to_busy_ms.setdefault(role, []), measured.missed, "busy", seen)
+    done = None
+    deadline = time.monotonic() + WAIT
+    while done is None and time.monotonic() < deadline:
+        done = _ended(swarm, role, prompt)
+        time.sleep(0.01)
+    if done is None:
+        raise BenchError(f"{role}'s slow turn never ended")
+    seen = status_lag(swarm, role, "idle", done, until=lambda: time.time() - done > LAG_LIMIT)
+    _record(measured.to_idle_ms.setdefault(role, []), measured.missed, "idle", seen)
+    swarm.wait_idle(role, WAIT)
+
+
+def _record(samples: list[float], missed: dict[str, int], state: str, seen: float | None) -> None:
+    if seen is None:
+        missed[state] = missed.get(state, 0) + 1
+    else:
+        samples.append(seen)
+
+
+def _ended(swarm: RealSwarm, role: str, prompt: str) -> float | None:
+    """When the slow turn `prompt` started had its last answer sent whole, if it has."""
+    turn = [r for r in swarm.server.turns(API[role]) if any(prompt in t for t in r.texts)]
+    last = turn[-1] if turn else None
+    if last is not None and last.done_at is not None and last.outputs:
+        return last.done_at
+    return None
+
+
+def status_lag(swarm: RealSwarm, role: str, state: str, since: float, until: Any) -> float | None:
+    """Ms from `since` (wall clock) until what `status` reads of `role`'s pane says `state`
+    (a change at or after `since`), polled every 20 ms; None once `until()` holds first."""
+    from handoffd.wakeups import panes
+
+    while True:
+        row = panes.load(str(swarm.root)).get(role, {})
+        at = row.get("since")
+        if row.get("pane") == state and isinstance(at, float) and at >= since - 0.5:
+            return max(0.0, time.time() - since) * 1000
+        if until():
+            return None
+        time.sleep(0.02)
 
 
 def busy(swarm: RealSwarm, role: str, n: int) -> float:

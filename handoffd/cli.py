@@ -281,13 +281,16 @@ def up(
 ) -> None:  # fmt: skip
     """Start the swarm: a tmux session per role, and the daemon."""
     from handoffd.core import lifecycle
+    from handoffd.daemon import agents as kept
     from handoffd.daemon import swarm
 
     project_root = project_of(root)
-    commands = dict(_agent_pair(value) for value in agents)
+    given = dict(_agent_pair(value) for value in agents)
     running = lifecycle.holder(project_root)
     try:
         here = config.this_host(project_root)
+        reused = _kept_agents(project_root, given)  # what an earlier `up --agent` was given
+        commands = {**reused, **given}
         if register_mcp:  # before the agents start: a harness reads it when it starts
             for role in config.load_roles(project_root).values():
                 # another host's role has no worktree here; a pool's own row runs no agent
@@ -303,17 +306,19 @@ def up(
         woken = swarm.wake_waiting(project_root, started)
         dead = swarm.died(socket, started, check_after)
         roles = config.load_roles(project_root)
+        if not dead:  # the next plain `up` starts them the same way
+            kept.save(project_root, given)
     except (config.ConfigError, RuntimeError, OSError) as error:
         raise click.ClickException(str(error)) from None
+    for role in roles.values():
+        if role.session in started and role.agent in reused and role.agent not in given:
+            click.echo(kept.said(role.name, reused[role.agent]))
     click.echo(f"swarm up for {project_root}; started: {', '.join(started) or 'nothing new'}")
     pid = lifecycle.holder(project_root)
     click.echo(f"daemon: {'already running' if running else 'started'} (pid {pid})")
     _say_nats(project_root)
     for role in roles.values():
-        if config.is_local(role, here):
-            click.echo(f"  {role.name:<12} tmux -S {socket} attach -t ={role.session}")
-        else:
-            click.echo(f"  {role.name:<12} on host {role.host} (`handoffd up` there)")
+        click.echo(f"  {role.name:<12} {_where(role, roles, here, socket)}")
     for name in woken:
         click.echo(f"{name}: mail is waiting; woken once its session is idle")
     click.echo(f"log: {os.path.join(project_root, config.SWARMFORGE, 'daemon', 'handoffd.log')}")
@@ -359,7 +364,8 @@ def hooks(only: str | None, remove: bool, root: str | None) -> None:
             roles = [r for r in roles if r.name == only]
             if not roles:
                 raise config.UnknownRole(only)
-        kinds = {role.name: swarm.harness_of(project_root, role, {}) for role in roles}
+        commands = _kept_agents(project_root, {})  # a harness named by its command line
+        kinds = {role.name: swarm.harness_of(project_root, role, commands) for role in roles}
         said = swarm.install_hooks(project_root, roles, kinds, remove)
     except (config.ConfigError, OSError) as error:
         raise click.ClickException(str(error)) from None
@@ -371,6 +377,28 @@ def hooks(only: str | None, remove: bool, root: str | None) -> None:
             said.append(f"hooks: {role.name}: not Claude Code or Codex: nothing to install")
     for line in said:
         click.echo(line)
+
+
+def _kept_agents(root: str, given: dict[str, str]) -> dict[str, str]:
+    """The command lines an earlier `up --agent` kept, for the agents roles.tsv still
+    names and this `up` was not given."""
+    from handoffd.daemon import agents as kept
+
+    named = {role.agent for role in config.load_roles(root).values()}
+    return {name: cmd for name, cmd in kept.load(root).items() if name in named - set(given)}
+
+
+def _where(role: config.Role, roles: dict[str, config.Role], here: str, socket: str) -> str:
+    """How to reach a role's session (`tmux -S … attach -t =<session>`); a pool's own row
+    and a row without a session have none to attach to (docs/protocol.md §17)."""
+    if not config.is_local(role, here):
+        return f"on host {role.host} (`handoffd up` there)"
+    if role.is_pool:
+        team = [n for n, r in roles.items() if r.pool == role.name and not r.is_pool]
+        return f"pool of {len(team)}: attach to its members ({', '.join(team)})"
+    if not role.session:
+        return "no tmux session in roles.tsv: nothing to attach to"
+    return f"tmux -S {socket} attach -t ={role.session}"
 
 
 def _agent_pair(value: str) -> tuple[str, str]:

@@ -1,8 +1,9 @@
 """Screenshots of the web board for the README: a live demo swarm, four pages, docs/*.png.
 
 It starts `handoffd demo --keep` (two scripted agents, coder and cleaner, do their round
-trips and stay up with the daemon), adds two roles nobody drives (`lead`, `QA`) with
-`handoffd init`, and plays a short morning between them with the real helpers: handoffs
+trips and stay up with the daemon), adds two roles (`lead`, `QA`) with `handoffd init`,
+starts their sessions with `handoffd up` (each pane only waits: the script drives them),
+and plays a short morning between them with the real helpers: handoffs
 with dependencies, work taken and reported on in Markdown, a blocked card.  Then it
 serves the board on a free loopback port and has headless Chromium (Debian's) shoot the
 open cards, one card and the archive at a laptop's 1366x768, then opens the URL with the
@@ -56,6 +57,9 @@ class Swarm:
         run("handoffd", "init", self.root, "--config", conf)
         with open(os.path.join(self.root, ".swarmforge", "daemon", "handoffd.pid")) as file:
             os.kill(int(file.read()), signal.SIGHUP)  # re-read roles.tsv: lead and QA
+        # their sessions, so the board shows them at work, not `QA's session … is gone`:
+        # a person drives them here, through the helpers, so their panes only wait
+        run("handoffd", "up", self.root, "--agent", "shell=sleep 86400", "--check-after", "0")
         self.worktrees = {"lead": "lead", "QA": "qa"}
         self.sent = 0
 

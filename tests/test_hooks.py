@@ -256,3 +256,50 @@ def test_the_hook_command_imports_no_click_nor_the_table_of_operations(project: 
     heavy = {"click", "handoffd.cli", "handoffd.ops.table", "structlog", "re", "enum", "json",
              "typing"}  # fmt: skip
     assert heavy & imported == set()
+
+
+def transcript(tmp: Path, *versions: str, pad: int = 0) -> Path:
+    """A Claude Code transcript whose lines carry `versions` (as each of its lines does)."""
+    path = tmp / "t.jsonl"
+    lines = [json.dumps({"type": "user", "version": v, "message": {"content": "x" * pad}})
+             for v in versions]  # fmt: skip
+    path.write_text("\n".join([json.dumps({"type": "mode"}), *lines, '{"type": "cost"}']) + "\n")
+    return path
+
+
+def test_claude_code_2_1_332_is_told_of_mail_as_feedback_not_as_a_problem(
+    project: Project, tmp_path: Path
+) -> None:
+    """From the release seen to take it (docs/protocol.md §16), the hook answers with the
+    Stop hook's `additionalContext` — shown as `Stop hook says: …`, and the agent goes on
+    with it — never with a block, which Claude Code shows as `Stop hook reported a
+    problem`; an older or unknown release gets the block every release reads."""
+    waiting(project, "coder", NAMES[0])
+    reason = f"You have 1 handoff(s) waiting (first: {IDS[0]} from QA). Run ready_for_next.sh."
+    for version, said in (
+        ("2.1.332", {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": reason}}),
+        ("2.0.77", {"decision": "block", "reason": reason}),
+        (None, {"decision": "block", "reason": reason}),
+    ):
+        (project.handoffs("coder") / "announced").unlink(missing_ok=True)
+        data = {"hook_event_name": "Stop", "stop_hook_active": False,
+                "cwd": str(project.worktrees["coder"])}  # fmt: skip
+        if version is not None:
+            data["transcript_path"] = str(transcript(tmp_path, "2.0.1", version))
+        done = hook(project, "stop", data)
+        assert (done.returncode, done.stderr) == (0, ""), version
+        assert json.loads(done.stdout) == said, version
+
+
+def test_the_release_is_read_from_the_transcripts_end_the_careful_way(tmp_path: Path) -> None:
+    from handoffd.adapters.hooks import release_of
+
+    big = transcript(tmp_path, "2.0.0", *["2.1.400"] * 3, pad=40_000)  # past the tail read
+    assert release_of({"transcript_path": str(big)}) == (2, 1, 400)
+    assert release_of({"transcript_path": "relative.jsonl"}) is None
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert release_of({"transcript_path": str(fifo)}) is None  # never opened to block on
+    planted = tmp_path / "planted.jsonl"
+    planted.write_text('{"version": "9.9; rm -rf"}\n{"version": 7}\n')
+    assert release_of({"transcript_path": str(planted)}) is None

@@ -93,3 +93,30 @@ def test_a_state_file_with_bad_fields_keeps_only_what_checks(tmp_path: Path) -> 
     assert panes.load(str(tmp_path)) == {}
     file.write_bytes(b"[" * (panes.LIMIT - 1))  # read whole, nested past the parser's depth
     assert panes.load(str(tmp_path)) == {}
+
+
+def test_a_change_of_state_is_told_at_once_and_a_repeat_read_is_not():
+    """The daemon saves a pane's new state at once (its loop is poked), so `status` is not
+    a pass behind the pane (docs/protocol.md §14); a read that changes nothing pokes nothing."""
+    told = []
+    seen = panes.Panes(2.0)
+    seen.changed = lambda: told.append(1)
+    seen.observe("QA", "s", "a", True, 100.0)  # first read: idle
+    seen.observe("QA", "s", "a", True, 100.5)
+    assert len(told) == 1
+    seen.observe("QA", "s", "b", True, 101.0)  # changed: busy
+    assert len(told) == 2
+    seen.observe("QA", "s", None, True, 102.0)  # gone
+    seen.observe("QA", "s", None, True, 103.0)
+    assert len(told) == 3
+
+
+def test_the_daemon_pokes_its_loop_when_a_pane_changes(tmp_path):
+    from handoffd.daemon.daemon import Daemon
+    from tests.fault_support import RecordingLog
+
+    (tmp_path / ".swarmforge").mkdir()
+    daemon = Daemon(str(tmp_path), RecordingLog())
+    daemon.poke.clear()
+    daemon.panes.observe("QA", "s", "a", True, 100.0)
+    assert daemon.poke.is_set()

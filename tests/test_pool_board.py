@@ -105,6 +105,12 @@ def test_up_starts_every_member_and_no_session_for_the_pool(tmp_path):
     up = run_cli(root, "up", "--agent", "sh=sleep 600", "--check-after", "0")
     try:
         assert up.returncode == 0, up.stderr
+        # the pool's own row has no session: no attach line for it (a broken `-t =`)
+        assert not any(line.endswith("attach -t =") for line in up.stdout.splitlines())
+        assert (
+            "  cleaner      pool of 3: attach to its members (cleaner-1, cleaner-2, "
+            "cleaner-3)" in up.stdout.splitlines()
+        )
         socket = (root / ".swarmforge" / "tmux-socket").read_text().strip()
         listed = subprocess_out(["tmux", "-S", socket, "list-sessions", "-F", "#S"])
         assert sorted(listed.split()) == [
@@ -167,3 +173,53 @@ def test_status_of_the_pool_shows_its_cards_wherever_they_are(tmp_path):
     assert hf.name_id(first.name) in out and hf.name_id(second.name) in out
     mine = board_rows(proj, "--role", "cleaner-1")
     assert hf.name_id(first.name) in mine and hf.name_id(second.name) not in mine
+
+
+def detail_with_panes(proj, copy, panes):
+    """The card of `copy` as the board shows it, the daemon having seen `panes`."""
+    import time
+
+    from handoffd.board import cards
+
+    snapshot = take_snapshot(str(proj.root))
+    snapshot.panes = panes
+    board = cards.project(snapshot, time.time())
+    (card,) = [c for c in board.cards if c.id == hf.name_id(copy.name)]
+    lines = status.render(board, time.time(), False, False)
+    assert any(card.detail in line for line in lines)  # the terminal shows it so
+    return card
+
+
+def test_a_card_held_by_a_gone_member_says_so_and_when_it_goes_back(tmp_path):
+    """While its holder's session is gone the card stays yellow (its heartbeat is fresh),
+    but says the holder is gone and when the daemon gives it back to the pool (§17)."""
+    import time
+
+    proj = make_pool_project(tmp_path / "p")
+    copy = pool_copy(proj, 1)
+    assert run_as(proj, "cleaner-2", "ready_for_next")[0] == 0
+    card = detail_with_panes(proj, copy, {"cleaner-2": {"pane": "gone", "session": "cleaner-2",
+                                                      "since": time.time() - 42}})  # fmt: skip
+    assert card.colour == "yellow"
+    assert re.search(r"; holder gone 4\ds; back to cleaner in 1\ds$", card.detail), card.detail
+
+
+def test_a_gone_holder_of_direct_mail_is_said_without_a_return(tmp_path):
+    """Direct mail to a member is never reclaimed (§17): no `back to` for it."""
+    import time
+
+    proj = make_pool_project(tmp_path / "p")
+    copy = pool_copy(proj, 1, pool="cleaner-1")
+    assert run_as(proj, "cleaner-1", "ready_for_next")[0] == 0
+    card = detail_with_panes(proj, copy, {"cleaner-1": {"pane": "gone", "session": "cleaner-1",
+                                                      "since": time.time() - 5}})  # fmt: skip
+    assert re.search(r"; holder gone [56]s$", card.detail), card.detail
+
+
+def test_the_pane_watcher_keeps_since_when_a_session_is_gone():
+    from handoffd.wakeups import panes
+
+    seen = panes.Panes(2.0)
+    assert seen.observe("c", "s", None, True, 100.0).since == 100.0
+    assert seen.observe("c", "s", None, True, 105.0).since == 100.0  # gone since the first
+    assert seen.observe("c", "s", None, False, 106.0).since is None  # no server: unknown

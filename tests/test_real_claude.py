@@ -174,3 +174,30 @@ def test_a_persons_half_sentence_in_the_box_of_claude_code_is_never_sent_with_a_
     --idle-wait or not, until they empty it (tests/real_support.py `a_persons_text`)."""
     with real_swarm(tmp_path, ("coder",), options=("--idle-wait", "1")) as swarm:
         a_persons_text(swarm, "coder")
+
+
+def test_the_stop_hooks_mail_notice_is_shown_as_feedback_not_as_a_problem(
+    tmp_path: Path,
+) -> None:
+    """Claude Code 2.1.332 shows the Stop hook's `additionalContext` as `Stop hook says: …`
+    and goes on with it; the block form it showed as `Stop hook reported a problem`, with
+    `stop hook problem` in its footer (docs/protocol.md §16).  What a person sees is the
+    pane itself."""
+    with real_swarm(tmp_path, ("coder",), options=("--idle-wait", "1")) as swarm:
+        server = swarm.server
+        swarm.wait_idle("coder")
+        swarm.type("coder", "WARM-UP")  # a first turn: its Stop hook runs, the role is hooked
+        turn(server, CLAUDE, lambda r: any("WARM-UP" in t for t in r.texts), "the warm-up")
+        wait(lambda: (swarm.handoffs("coder") / "idle").exists(), 30, "the first Stop hook")
+        swarm.wait_idle("coder")
+        swarm.type("coder", SLOW)
+        turn(server, CLAUDE, lambda r: any(SLOW in t for t in r.texts), "the slow turn")
+        busy = swarm.send("coder", "sent while busy")
+        turn(server, CLAUDE, lambda r: any(HOOK_REASON in t and ident(busy) in t
+                                           for t in r.texts), "the Stop hook's reason")  # fmt: skip
+        settled(swarm, busy)
+        swarm.wait_idle("coder")
+        shown = swarm.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t",
+                           f"={swarm.session('coder')}:")  # fmt: skip
+        assert "Stop hook says: You have 1 handoff(s) waiting" in shown, shown
+        assert "reported a problem" not in shown and "stop hook problem" not in shown, shown

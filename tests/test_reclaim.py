@@ -342,3 +342,26 @@ def test_a_claim_renews_the_heartbeat_before_its_rename(tmp_path, monkeypatch, m
     result = queue.take(Context(str(proj.root), roles, roles["cleaner-2"]))
     assert result.code == 0 and "cleaner" in result.out
     assert ages and all(age is not None and age < 60 for age in ages)
+
+
+def test_a_reclaim_is_no_take_of_the_dead_member(tmp_path):
+    """The daemon's own rename out of a dead member's `in_process/` is not that member
+    taking work: its "last take" stays as it was (docs/protocol.md §14, §17)."""
+    from handoffd.daemon.daemon import Daemon
+
+    proj, copy = claimed(tmp_path)
+    age_heartbeat(proj, "cleaner-2", 120)
+    saved = proj.root / ".swarmforge" / "daemon" / "panes.json"
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    daemon = Daemon(str(proj.root), RecordingLog(), reclaim_after=60)
+    daemon.open(watch=False)
+    try:
+        t0 = time.monotonic()
+        daemon.step(t0)  # learns the stamps, then gives the copy back
+        assert copy.exists()
+        daemon.step(t0 + 10)  # the next rescan looks at in_process/ again
+        daemon.step(t0 + 20)
+    finally:
+        daemon.close()
+    rows = json.loads(saved.read_text()) if saved.exists() else {}
+    assert rows.get("cleaner-2", {}).get("last_take_at") is None, rows

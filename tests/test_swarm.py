@@ -430,3 +430,34 @@ def test_up_on_one_host_of_several_starts_and_lists_only_its_roles(tmp_path: Pat
         assert not (root / ".swarmforge" / "remote").exists()
     finally:
         take_down(root)
+
+
+def test_a_plain_up_reuses_the_agents_an_earlier_up_was_given_and_says_so(root: Path) -> None:
+    """`up --agent` keeps each agent's command line beside the conf (never under ~); the
+    next plain `up` starts with it and says where it came from (docs/protocol.md §16)."""
+    up(root)
+    kept = (root / ".swarmforge" / "agents.tsv").read_text()
+    assert "probe-sh\tsh -c " in kept and "probe-cat\tsh -c " in kept
+    assert handoffd("down", str(root)).returncode == 0
+    again = handoffd("up", str(root))
+    assert again.returncode == 0, again.stderr
+    said = [line for line in again.stdout.splitlines() if "agent from" in line]
+    assert sorted(said) == sorted([
+        f"cleaner: agent from .swarmforge/agents.tsv: sh -c '{SEEN}; exec cat' probe",
+        f"coder: agent from .swarmforge/agents.tsv: sh -c '{SEEN}; exec sh' probe",
+    ])  # fmt: skip
+    assert sorted(sessions(socket_of(root))) == SESSIONS
+    excluded = git(root, "rev-parse", "--git-common-dir").strip()
+    assert ".swarmforge/agents.tsv" in (root / excluded / "info" / "exclude").read_text()
+
+
+def test_a_planted_agents_file_is_read_the_careful_way(tmp_path: Path) -> None:
+    from handoffd.daemon import agents
+
+    folder = tmp_path / ".swarmforge"
+    folder.mkdir()
+    (folder / "agents.tsv").write_text("ok\tsleep 1\nbad name\tx\nctl\tx\x1b[2J\nnotab\n")
+    assert agents.load(str(tmp_path)) == {"ok": "sleep 1"}
+    (folder / "agents.tsv").unlink()
+    os.mkfifo(folder / "agents.tsv")
+    assert agents.load(str(tmp_path)) == {}  # a FIFO is never opened for reading

@@ -390,3 +390,28 @@ def test_a_cards_page_shows_what_was_spent_on_it(project: Project, page: Any) ->
             page.screenshot(path=os.path.join(os.environ["HANDOFFD_SCREENSHOTS"], "tokens.png"))
         page.goto(url + views.card_url(names["orange"]))
         assert page.locator("#tokens").inner_text() == "none recorded"
+
+
+def test_the_roles_panel_shows_each_role_and_the_pools_line_above_its_members(
+    tmp_path: Any, page: Any
+) -> None:
+    """What `status` prints under its first line, on the open page (docs/protocol.md §14,
+    §17), and a pool card's page names the member that finished it."""
+    from handoffd.core import handoff as hf
+    from testbed.project import make_pool_project
+    from tests.test_pool import pool_copy, run_as
+
+    proj = make_pool_project(tmp_path / "p")
+    copy = pool_copy(proj, 1)
+    assert run_as(proj, "cleaner-2", "ready_for_next")[0] == 0
+    assert run_as(proj, "cleaner-2", "done_with_current")[0] == 0
+    with serving(proj.root) as url:
+        page.goto(url + "/")
+        rows = page.locator(".roles .role-row")
+        assert rows.evaluate_all("rows => rows.map(r => r.dataset.role)") == [
+            "coder", "cleaner", "cleaner-1", "cleaner-2", "cleaner-3",
+        ]  # fmt: skip
+        pool = page.locator('.role-row[data-role="cleaner"]')
+        assert pool.is_visible() and "pool of 3: 0 busy, 0 idle, 3 unknown" in pool.inner_text()
+        page.goto(url + "/card/" + f"{hf.name_id(copy.name)}@cleaner")
+        assert page.locator("[data-finished-by]").inner_text().startswith("cleaner-2")

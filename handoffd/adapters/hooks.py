@@ -43,6 +43,10 @@ EVENTS = ("stop", "session-start", "pre-compact")
 CONTINUE = "Run ready_for_next.sh to continue."
 LABEL_LIMIT = 80
 SPEND_WITHIN = 0.4  # seconds a turn's record may take to read: the hook still answers in time
+# The first Claude Code release seen (in the real harness) to take a Stop hook's
+# `additionalContext` as feedback that the agent goes on with; 2.0 refuses that output.
+FEEDBACK_FROM = (2, 1, 332)
+TRANSCRIPT_TAIL = 64 * 1024  # bytes of the transcript's end read for its release
 
 
 class GiveUp(Exception):
@@ -117,7 +121,8 @@ def run(event: str, data: dict[str, object], root: str | None, notify: bool = Fa
             return ""
         if budget_holds(role, project):  # no new work for it: nothing to tell (§19)
             return ""
-        return stop(role, data.get("stop_hook_active") is True, _pool_new(role, project))
+        again = data.get("stop_hook_active") is True
+        return stop(role, again, _pool_new(role, project), release_of(data))
     if event == "session-start":
         return session_start(role, project)
     from handoffd.continuity import live
@@ -172,10 +177,13 @@ def _pool_new(role: Role, project: str) -> str | None:
     return row.path(Box.NEW) if row is not None and row.is_pool else None
 
 
-def stop(role: Role, again: bool, pool_new: str | None = None) -> str:
-    """The Stop hook's answer: block with the mail, or nothing.  `again`: the harness says
-    this turn already went on because a Stop hook blocked it (`stop_hook_active`).  A pool
-    member is told of its pool's mail too (`pool_new`), after its own."""
+def stop(
+    role: Role, again: bool, pool_new: str | None = None, release: tuple[int, ...] | None = None
+) -> str:
+    """The Stop hook's answer: the mail, as the harness's `release` reads it (`answer`), or
+    nothing.  `again`: the harness says this turn already went on because a Stop hook
+    made it (`stop_hook_active`).  A pool member is told of its pool's mail too
+    (`pool_new`), after its own."""
     if _in_process(role):
         return ""
     # what `ready_for_next` would take: a name it never prints on a TASK line is no mail
@@ -202,7 +210,53 @@ def stop(role: Role, again: bool, pool_new: str | None = None) -> str:
     sender = label(hf.checked_sender(name, headers.get(hf.SENDER)) or "unknown")
     reason = (f"You have {len(waiting)} handoff(s) waiting (first: {what} from {sender}). "
               "Run ready_for_next.sh.")  # fmt: skip
+    return answer(reason, release)
+
+
+def answer(reason: str, release: tuple[int, ...] | None) -> str:
+    """The JSON that makes the agent go on with `reason`.  Claude Code from FEEDBACK_FROM
+    takes a Stop hook's `additionalContext` as feedback to the model and shows it as
+    `Stop hook says: …`; a `decision: block` it shows as `Stop hook reported a problem`
+    (and `stop hook problem` in its footer), alarming words for "you have mail".  An
+    older release refuses the `Stop` output it does not know (its agent would not go on):
+    it, and a release not known, is answered with the block every release reads."""
+    if release is not None and release >= FEEDBACK_FROM:
+        return ('{"hookSpecificOutput": {"hookEventName": "Stop", '
+                f'"additionalContext": {quote(reason)}}}}}')  # fmt: skip
     return f'{{"decision": "block", "reason": {quote(reason)}}}'
+
+
+def release_of(data: dict[str, object]) -> tuple[int, ...] | None:
+    """The Claude Code release that runs the hook, as its transcript says (each line of it
+    carries `version`), read from the end: the newest whole line that names one.  None
+    when it cannot be told (no transcript, not a regular file, no such line in its tail)."""
+    path = data.get("transcript_path")
+    if not isinstance(path, str) or not os.path.isabs(path):
+        return None
+    try:
+        fd = safeio.open_regular(path)
+        try:
+            size = os.fstat(fd).st_size
+            os.lseek(fd, max(0, size - TRANSCRIPT_TAIL), os.SEEK_SET)
+            tail = safeio.read_fd(fd, TRANSCRIPT_TAIL)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    lines = tail.split(b"\n")
+    if size > TRANSCRIPT_TAIL:
+        lines = lines[1:]  # the first was cut by the seek: never a whole line
+    for line in reversed(lines):
+        if b'"version"' not in line:
+            continue
+        try:
+            found = loads(line.decode("utf-8"))
+        except ValueError:
+            continue
+        version = found.get("version") if isinstance(found, dict) else None
+        if isinstance(version, str) and version.replace(".", "").isdigit():
+            return tuple(int(part) for part in version.split(".") if part)
+    return None
 
 
 def _in_process(role: Role) -> bool:

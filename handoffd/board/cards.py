@@ -32,8 +32,8 @@ class Claim:
     """A role's claim on a card it has in process; live while its heartbeat is fresh (a
     pool copy's, while its member has no heartbeat that counts: since it was taken)."""
 
-    __slots__ = ("agent", "conversation", "heartbeat_age_s", "heartbeat_at", "live", "now",
-                 "role", "taken_age_s")  # fmt: skip
+    __slots__ = ("agent", "conversation", "gone", "heartbeat_age_s", "heartbeat_at", "live",
+                 "now", "role", "taken_age_s")  # fmt: skip
 
     def __init__(
         self,
@@ -58,20 +58,21 @@ class Claim:
         self.taken_age_s = None if taken is None else now - taken
         alive = pools.alive_at(heartbeat_at, taken_at, now)
         self.live = alive is not None and now - alive < window_s
+        self.gone = ""  # `holder gone 42s; back to cleaner in 18s` (`holder_gone`)
 
     def describe(self) -> str:
         """Who holds it and how fresh: `claude@coder, heartbeat 3m ago`; without a heartbeat
         that counts, which (none, or one from the future) and, for a pool copy, when taken."""
         who = f"{self.agent}@{self.role}" if self.agent else self.role
         if self.heartbeat_age_s is not None:
-            return f"{who}, heartbeat {colour.ago(self.heartbeat_age_s)} ago"
+            return f"{who}, heartbeat {colour.ago(self.heartbeat_age_s)} ago" + self.gone
         if self.heartbeat_at is None:
             said = f"{who}, no heartbeat"
         else:  # counted as none: a clock stepped back, or a time planted
             said = f"{who}, heartbeat {colour.ago(self.heartbeat_at - self.now)} in the future"
         if self.taken_age_s is not None:
             said += f", taken {colour.ago(self.taken_age_s)} ago"
-        return said
+        return said + self.gone
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -160,6 +161,12 @@ class Card:
     @property
     def recipients(self) -> list[str]:
         return recipients(self.entry)
+
+    @property
+    def finished_by(self) -> str:
+        """The member that finished a pool's card (docs/protocol.md §17: its copy is in
+        that member's `completed/`), '' for any other card."""
+        return self.role if self.pool and self.state == State.COMPLETED else ""
 
     @property
     def priority(self) -> str:
@@ -261,6 +268,8 @@ def project(
         card.colour, card.detail = colour.paint(card, card.closure)
         if card.state == State.DISMISSED:  # who put it aside, when and why (§13)
             card.detail = snapshot.dismissal(card.path) or card.detail
+        if card.finished_by:  # which member of its pool did it (§17)
+            card.detail += f" by {card.finished_by}"
         if card.colour == colour.ORANGE and card.state == State.NEW:
             card.detail = _reclaimed(card, snapshot, now) or card.detail
     spending.dress(every, snapshot, now)  # tokens, and `held: budget spent` (§19)
@@ -291,6 +300,8 @@ def green_cards(snapshot: Snapshot, entries: list[Entry], now: float) -> list[Ca
         card.colour, card.detail = colour.paint(card, ())
         if card.state == State.DISMISSED:
             card.detail = snapshot.dismissal(card.path) or card.detail
+        if card.finished_by:
+            card.detail += f" by {card.finished_by}"
     return shown
 
 
@@ -482,9 +493,29 @@ def _claim(card: Card, snapshot: Snapshot, now: float, window_s: float) -> Claim
     taken = epoch(card.headers.get(hf.DEQUEUED_AT)) if card.pool else None
     if beat is None:
         row = snapshot.roles.get(role)
-        return Claim(role, row.agent if row else None, None, None, now, window_s, taken)
-    return Claim(role, beat.agent or None, beat.conversation or None, epoch(beat.at), now,
-                 window_s, taken)  # fmt: skip
+        claim = Claim(role, row.agent if row else None, None, None, now, window_s, taken)
+    else:
+        claim = Claim(role, beat.agent or None, beat.conversation or None, epoch(beat.at), now,
+                      window_s, taken)  # fmt: skip
+    claim.gone = holder_gone(snapshot.panes.get(role, {}), card.pool, now)
+    return claim
+
+
+def holder_gone(seen: dict[str, object], pool: str, now: float) -> str:
+    """`; holder gone 42s; back to cleaner in 18s` while the holder's session is gone (its
+    tmux server answering, docs/protocol.md §14), '' otherwise: a pool copy goes back to
+    its pool once its member has been gone `pool.GONE_FOR` (§17); other work stays put."""
+    since = seen.get("since")
+    if seen.get("pane") != "gone":
+        return ""
+    if not isinstance(since, int | float) or isinstance(since, bool):
+        return "; holder gone" + (f"; back to {pool} soon" if pool else "")
+    said = f"; holder gone {colour.ago(now - since)}"
+    if not pool:
+        return said
+    left = pools.GONE_FOR - (now - since)
+    return said + (f"; back to {pool} in {colour.ago(left)}" if left >= 1 else
+                   f"; back to {pool} at the daemon's next pass")  # fmt: skip
 
 
 # --- dependencies ---------------------------------------------------------------------

@@ -195,25 +195,27 @@ def role_lines(rows: list[dict[str, object]], now: float) -> list[str]:
     """`<role>  <idle 2m | busy 14m | gone | unknown>  last wake 3m ago  last take 1m ago`,
     then `  screen not recognised: codex 0.150.0` for a harness driven as generic."""
     width = max((len(str(row["role"])) for row in rows), default=0)
-    lines = []
-    for row in rows:
-        if "members" in row:  # a pool's line, above its members'
-            lines.append(f"{escape(str(row['role'])):<{width}}  {pool_line(row)}{_held_note(row)}")
-            continue
-        pane = str(row["pane"])
-        since = cards.epoch(row["pane_since"])
-        if pane in ("idle", "busy") and since is not None:
-            pane = f"{pane} {colour.ago(now - since)}"
-        wake, take = (_span(row[key], now) for key in ("last_wake_at", "last_take_at"))
-        if row.get("harness") not in (None, "generic"):
-            pane = f"{row['harness']} {pane}"  # Claude Code or Codex (docs/protocol.md §16)
-        if row.get("box_holds_text") is True:  # a person at work: no wake-up goes in (§17)
-            pane += f"  {BOX_HOLDS_TEXT}"
-        line = f"{escape(str(row['role'])):<{width}}  {pane}  last wake {wake}  last take {take}"
-        if row.get("unrecognised"):
-            line += f"  screen not recognised: {escape(str(row['unrecognised']))}"
-        lines.append(line + _held_note(row))
-    return lines
+    return [f"{escape(str(row['role'])):<{width}}  {glance(row, now)}" for row in rows]
+
+
+def glance(row: dict[str, object], now: float) -> str:
+    """What a role's line says after its name (`idle 2m  last wake 3m ago  last take 1m
+    ago`; a pool's `pool of 3: 2 busy, 1 idle`): the terminal's and the web board's."""
+    if "members" in row:  # a pool's line, above its members'
+        return pool_line(row) + _held_note(row)
+    pane = str(row["pane"])
+    since = cards.epoch(row["pane_since"])
+    if pane in ("idle", "busy") and since is not None:
+        pane = f"{pane} {colour.ago(now - since)}"
+    wake, take = (_span(row[key], now) for key in ("last_wake_at", "last_take_at"))
+    if row.get("harness") not in (None, "generic"):
+        pane = f"{row['harness']} {pane}"  # Claude Code or Codex (docs/protocol.md §16)
+    if row.get("box_holds_text") is True:  # a person at work: no wake-up goes in (§17)
+        pane += f"  {BOX_HOLDS_TEXT}"
+    line = f"{pane}  last wake {wake}  last take {take}"
+    if row.get("unrecognised"):
+        line += f"  screen not recognised: {escape(str(row['unrecognised']))}"
+    return line + _held_note(row)
 
 
 def _held_note(row: dict[str, object]) -> str:

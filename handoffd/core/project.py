@@ -39,7 +39,7 @@ BOXES = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETE
 EXCLUDES = (".worktrees/", ".swarmforge/roles.tsv", ".swarmforge/tmux-socket",
             ".swarmforge/daemon/", ".swarmforge/handoffs/", ".swarmforge/HANDOFF.md",
             ".swarmforge/host", ".swarmforge/pools/", ".swarmforge/releases.json",
-            ".swarmforge/operator/")  # fmt: skip
+            ".swarmforge/operator/", ".swarmforge/agents.tsv")  # fmt: skip
 # Where a remote role's worktree column points: a path under the project that nothing
 # here ever creates or reads (the role's real worktree is on its own host).
 REMOTE = os.path.join(config.SWARMFORGE, "remote")

@@ -148,6 +148,7 @@ class Daemon:
         self.budgets = budgets.Held(root, log)  # roles a spent budget holds (§19)
         self.rescan_every = min(RESCAN, renotify_after / 4)
         self.poke = threading.Event()
+        self.panes.changed = self.poke.set  # a pane's new state: a pass saves it for `status`
         self.stopping = False
         self.hangup = False
         self.watcher: Watcher | None = None
@@ -464,8 +465,20 @@ class Daemon:
             for member in pool.members(row.name, roles):
                 self.pools.seen(member.name, self.panes.state(member.name) == panes.GONE,
                                 True, now)  # fmt: skip
+        before = {name: _taken_stamp(role) for name, role in roles.items()
+                  if role.pool and not role.is_pool}  # fmt: skip
         given = sorted({card.rpartition("@")[2] for card in self.pools.tick(roles, now)})
+        if given:
+            self._own_takes(roles, before)
         self._send(given, roles, dict.fromkeys(given))  # what went back wakes one member
+
+    def _own_takes(self, roles: dict[str, Role], before: dict[str, object]) -> None:
+        """A reclaim changed members' `in_process/`: that was the daemon, not the member
+        taking work, so `status`'s "last take" of a dead member is not made fresh by it.
+        Only a stamp the last rescan saw is moved on (a member's own take since is kept)."""
+        for name, seen in before.items():
+            if self._took.get(name, self) == seen:
+                self._took[name] = _taken_stamp(roles[name])
 
     def _wake_asked(self, roles: dict[str, Role]) -> None:
         """Type the lines commands asked for (`answer`, `reopen`: `H/wake`) the way of every

@@ -318,6 +318,8 @@ class Courier:
         order, so one sender's flood never starves the others; sorted by name."""
         queues, present, listed = [], set(), time.monotonic()
         for role in self.local(roles).values():
+            if role.is_pool:
+                continue  # a pool sends nothing (docs/protocol.md §17): its outbox is no queue
             if any(box in self.linked.get(role.name, {}) for box in SENDING):
                 continue  # its originals wait where they are (see `survey`)
             try:

@@ -20,6 +20,7 @@ from handoffd.core.handoff import (
     CREATED_AT,
     DEQUEUED_AT,
     ENQUEUED_AT,
+    RECIPIENT,
     RECIPIENTS,
     SENDER,
     TYPE,
@@ -110,6 +111,13 @@ def copy_state(role: str, state: str, headers: dict[str, str], detail: bool) -> 
     return f"waiting in {role}'s inbox" + _when(" since ", headers, ENQUEUED_AT, detail)
 
 
+def holder(role: str, headers: dict[str, str]) -> str:
+    """Who holds a copy: its role, and for a pool's copy a member claimed, of which pool
+    (`cleaner-1 of cleaner`)."""
+    pool = headers.get(RECIPIENT, "")
+    return f"{role} of {pool}" if pool and pool != role else role
+
+
 def _when(word: str, headers: dict[str, str], key: str, detail: bool) -> str:
     stamp = headers.get(key, "").strip()
     return f"{word}{short_time(stamp)}" if detail and stamp else ""
@@ -122,8 +130,10 @@ def state_now(item: Item, errors: dict[str, str], detail: bool = False) -> str:
         return f"waiting in {original.role}'s outbox"
     if original and original.state == "failed":
         return f"failed: {errors.get(original.path, 'reason not recorded')}"
-    parts = [copy_state(c.role, c.state, c.headers, detail) for c in item.copies]
-    held = {c.role for c in item.copies}
+    parts = [copy_state(holder(c.role, c.headers), c.state, c.headers, detail)
+             for c in item.copies]  # fmt: skip
+    # a pool's copy is held by the member that claimed it (docs/protocol.md §17)
+    held = {c.role for c in item.copies} | {c.headers.get(RECIPIENT, "") for c in item.copies}
     missing = [r for r in comma_list(item.header(RECIPIENTS)) if r not in held]
     parts += [f"no copy found at {role}" for role in missing]
     return "; ".join(parts) or "no copy found"

@@ -284,6 +284,8 @@ def send(
     """`swarm_handoff DRAFT` and the tool `send_handoff`: check the draft text (called
     `name` in a refusal), queue it with `enqueue` (default `outbox.queue`), then
     `consumed()` (the draft file is deleted).  With `idempotency_key`, once per key."""
+    if context.me.is_pool:
+        return not_a_sender(context)
     if idempotency_key is not None:
         from handoffd.ops import idempotency
 
@@ -294,6 +296,15 @@ def send(
     except (Refusal, OSError) as error:
         result = failure(error)
     return after_step(context, result, alive=True, changed=bool(sent_to), sent_to=sent_to)
+
+
+def not_a_sender(context: Context) -> Result:
+    """A pool sends nothing (docs/protocol.md §17): its members do.  §3's line for a sender
+    roles.tsv does not know, and which roles may send in its place; exit 1, nothing queued."""
+    pool = context.me.name
+    team = [name for name, row in context.roles.items() if row.pool == pool and not row.is_pool]
+    said = f"Unknown sender role: {pool} ({pool} is a pool, which sends nothing; its members "
+    return Result(Exit.FAILED, "", said + f"send: {', '.join(team) or 'none'})\n")
 
 
 def _queue(

@@ -21,6 +21,10 @@ import time
 
 from handoffd.core import durable, safeio
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 FILE = "panes.json"
 LIMIT = 64 * 1024  # bytes of the state file ever read
 SKEW = 60.0  # seconds a time in the state file may lie ahead of this host's clock
@@ -77,6 +81,9 @@ class Panes:
         self._seen: dict[str, Seen] = {}
         self._lock = threading.Lock()
         self._dirty = False
+        # called (from the reading thread) when a pane's state changes: the daemon saves
+        # it at once, so `status` is not a pass behind the pane (docs/protocol.md §14)
+        self.changed: Callable[[], None] | None = None
 
     def observe(
         self, role: str, session: str, content: str | None, answers: bool, now: float,
@@ -101,7 +108,9 @@ class Panes:
                 seen.unrecognised, self._dirty = unrecognised, True
             if content is None:
                 seen.digest, seen.looks = None, 0
-                self._set(seen, GONE if answers else UNKNOWN, None)
+                # gone since when: a held card says how long its holder has been gone
+                gone_since = (seen.since if seen.pane == GONE else now) if answers else None
+                self._set(seen, GONE if answers else UNKNOWN, gone_since)
             else:
                 self._read(seen, hashlib.blake2b(content.encode()).digest(), now)
                 if verdict is None:
@@ -144,6 +153,8 @@ class Panes:
         if (seen.pane, seen.since) != (pane, since):
             seen.pane, seen.since = pane, since
             self._dirty = True
+            if self.changed is not None:
+                self.changed()
 
     def working(self, role: str) -> bool:
         """Whether `role` runs a known harness last seen busy: its end of turn is worth

@@ -450,6 +450,7 @@ class Board:
         template = self.env.get_template("live.html")
         others, notes = self.others()
         return template.render(board=board, columns=views.columns(board), others=others,
+                               roles=views.roles(board, now),  # as `status` shows them
                                host_notes=notes, act=act, key_note=key_note,
                                read_note=read_note, **self.chrome(board, now))  # fmt: skip
 

@@ -240,3 +240,21 @@ def report_excerpt(report: Head) -> str:
 def card_url(name: str) -> str:
     """The detail page of a card, its name percent-encoded but for `@`."""
     return "/card/" + quote(name, safe="@")
+
+
+def roles(board: Board, now: float) -> list[dict[str, Any]]:
+    """Each role at a glance, as `status` prints it under its first line (docs/protocol.md
+    §14, §17): the same rows of the same projection, a pool's line above its members'.
+    `state` is what the row's mark shows: idle, busy, gone, unknown, or pool."""
+    from handoffd.board import status
+
+    shown = []
+    for row in status.roles(board.snapshot):
+        pool = "members" in row
+        shown.append({
+            "role": str(row["role"]),
+            "state": "pool" if pool else str(row["pane"]),
+            "glance": status.glance(row, now),
+            "member": bool(row.get("pool")) and not pool,  # indented under its pool
+        })  # fmt: skip
+    return shown
