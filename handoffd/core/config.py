@@ -90,10 +90,13 @@ def role_hint(name: str, known: Iterable[str]) -> str:
 def nearest(word: str, known: Iterable[str]) -> str | None:
     """The one of `known` a typo of `word` most likely meant: fewest edits (a swapped pair
     of letters is one, so `statsu` is `status`, not `start`), at most a third of the word's
-    length (at least one); the first in sorted order on a tie; None if none is that close."""
+    length (at least one); on a tie the one of the word's own length (a slip of the fingers
+    keeps the count of letters: `statsu` is `status`, not `stats`), then the first in sorted
+    order; None if none is that close."""
     limit = max(1, len(word) // 3)
-    scored = sorted((_edits(word.lower(), name.lower()), name) for name in known)
-    return scored[0][1] if scored and scored[0][0] <= limit else None
+    scored = sorted((_edits(word.lower(), name.lower()), abs(len(name) - len(word)), name)
+                    for name in known)  # fmt: skip
+    return scored[0][2] if scored and scored[0][0] <= limit else None
 
 
 def _edits(a: str, b: str) -> int:

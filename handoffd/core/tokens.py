@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 KINDS = ("input", "output", "cache_read", "cache_write")
 BUDGETED = ("input", "output", "cache_write")  # what a budget counts
-WINDOWS = {"hour": 3600.0, "day": 86400.0}
+WINDOWS = {"hour": 60 * 60, "day": 24 * 60 * 60}  # seconds a budget counts back
 MOST = 10**12  # tokens of one kind in one record: any more is no turn a harness wrote
 BUDGET_SHAPE = "'budget <role|pool> <tokens> per <hour|day>'"
 
