@@ -31,6 +31,7 @@ OFFSET = "usage.offset"  # H/usage.offset
 OFFSET_LIMIT = 64 * 1024
 READ_CAP = 16 * 1024 * 1024  # bytes of a record read at one turn's end
 CHUNK = 1024 * 1024
+LAST_MESSAGE_WAIT = 0.3  # seconds the turn's last message may lag its Stop hook (of the 1 s)
 IDS_KEPT = 512  # message ids remembered: a message rewritten later is not counted again
 ID_LIMIT = 200
 CLAUDE_USAGE = ("input_tokens", "output_tokens", "cache_read_input_tokens",
@@ -144,18 +145,22 @@ def claude_turn(
     """The tokens of the assistant messages written to `transcript` since the last read,
     each message once, and the state to keep."""
     fd, info = _open_record(transcript)
+    found: dict[str, tuple[int, int, int, int]] = {}
     try:
         same = state is not None and state.harness == "claude" and state.same_file(info, transcript)
-        start = state.offset if same and state is not None else 0
-        lines, end = _new_lines(fd, start, deadline)
+        end = state.offset if same and state is not None else 0
+        # Claude Code may run the Stop hook before it has written the turn's last message:
+        # while the newest message read stopped for a tool, read on for a moment
+        last_wait = min(deadline, time.monotonic() + LAST_MESSAGE_WAIT)
+        while True:
+            lines, end = _new_lines(fd, end, deadline)
+            ended = _read_messages(lines, found)
+            if ended is not False or time.monotonic() >= last_wait:
+                break
+            time.sleep(0.01)
     finally:
         os.close(fd)
     seen = list(state.ids) if state is not None else []
-    found: dict[str, tuple[int, int, int, int]] = {}
-    for line in lines:
-        message = _assistant(line)
-        if message is not None:
-            found[message[0]] = message[1]  # a later line of the same message wins
     known = set(seen)
     total = [0, 0, 0, 0]
     for ident, counts in found.items():
@@ -165,6 +170,18 @@ def claude_turn(
         total = [a + b for a, b in zip(total, counts, strict=True)]
     kept = State("claude", transcript, info.st_dev, info.st_ino, end, seen[-IDS_KEPT:])
     return (total[0], total[1], total[2], total[3]), kept
+
+
+def _read_messages(lines: list[bytes], found: dict[str, tuple[int, int, int, int]]) -> bool | None:
+    """Add each assistant message of `lines` to `found` (a later line of the same message
+    wins); whether the newest one ended the turn (None: none was read)."""
+    ended = None
+    for line in lines:
+        message = _assistant(line)
+        if message is not None:
+            found[message[0]] = message[1]
+            ended = b'"stop_reason":"tool_use"' not in line.replace(b" ", b"")
+    return ended
 
 
 def _assistant(line: bytes) -> tuple[str, tuple[int, int, int, int]] | None:
