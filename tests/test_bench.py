@@ -60,7 +60,7 @@ STARTUP = ("helper_median_ms", "python_median_ms", "helper_vs_python", "take_med
            "finish_median_ms", "take_vs_python", "finish_vs_python")  # fmt: skip
 BOARD = ("floor_ms", "status_empty_history_ms", "status_ms",
          "status_with_history_dependency_ms", "status_vs_floor", "history_growth",
-         "history_dependency_vs_floor")  # fmt: skip
+         "history_dependency_vs_floor", "status_command_ms", "status_command_vs_floor")  # fmt: skip
 WEB = ("status_json_ms", "page_ms", "fragment_ms", "page_vs_status", "page_bytes",
        "status_json_bytes", "open_served_ms", "archive_0_ms", "archive_n_ms", "archive_vs_page",
        "archive_growth")  # fmt: skip
@@ -221,6 +221,7 @@ def test_the_board_scenario_prints_its_table_and_its_figures(tmp_path: Path) -> 
     assert (figures["open_cards"], figures["history"]) == (60, 500)
     assert "status vs floor" in result.stdout and "history 0 -> N" in result.stdout
     assert "target <= 2.0x" in result.stdout and "target <= 1.2x" in result.stdout
+    assert "command vs floor" in result.stdout and "target <= 3.0x" in result.stdout
     assert "PASS" not in result.stdout and "MISS" not in result.stdout  # quick: no verdict
     assert list(tmp_path.iterdir()) == []  # its projects are removed afterwards
 
@@ -275,8 +276,11 @@ def test_a_target_is_met_on_its_bound_unless_strict_and_states_itself_as_the_tab
 
 
 def test_the_board_web_and_digest_targets_are_the_ones_their_tables_state():
-    board = {t.name: t for t in Board().targets({"status_vs_floor": 2.0, "history_growth": 1.21})}
+    board = {t.name: t for t in Board().targets({"status_vs_floor": 2.0, "history_growth": 1.21,
+                                                 "status_command_vs_floor": 3.01})}  # fmt: skip
     assert board["status_vs_floor"].met and not board["history_growth"].met
+    assert not board["status_command_vs_floor"].met
+    assert board["status_command_vs_floor"].text == "<= 3.0x"
     web, archive, growth = Web().targets({"page_vs_status": 2.99, "archive_vs_page": 2.01,
                                           "archive_growth": 1.5})  # fmt: skip
     assert web.met and web.text == "< 3.0x"
