@@ -18,14 +18,16 @@ from benchmarks.pool import Pool
 from benchmarks.queue import Pickup, Queue
 from benchmarks.scenario import BenchError, Scenario, run
 from benchmarks.startup import StartupScenario
+from benchmarks.swarm import IdleSwarm
 from benchmarks.web import Web
 from handoffd.adapters.commands import Number
 
-ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes", "harness", "pool")
+ONE_OF = ("board", "digest", "web", "pickup", "startup", "hosts", "panes", "harness", "pool",
+          "swarm")  # fmt: skip
 SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     "queue": Queue, "board": Board, "digest": Digest, "web": Web, "pickup": Pickup,
     "startup": StartupScenario, "hosts": Hosts, "panes": Panes, "harness": HarnessScenario,
-    "pool": Pool,
+    "pool": Pool, "swarm": IdleSwarm,
 }  # fmt: skip
 
 
@@ -83,6 +85,12 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     is_flag=True,
     help="Only pools (docs/protocol.md §17): 4 members draining 200 tasks against the ideal, "
     "claim conflicts and a lost race's cost, status with a pool of 32 against without.",
+)
+@click.option(
+    "--swarm",
+    is_flag=True,
+    help="Only the idle swarm: the CPU a daemon and its tmux cost with 2 and 32 panes to "
+    "watch, mail waiting in each.",
 )
 @click.option("--idle-samples", type=click.IntRange(1), help="--harness: idle samples [10].")
 @click.option("--busy-samples", type=click.IntRange(1), help="--harness: busy samples [5].")

@@ -263,6 +263,22 @@ def test_the_panes_scenario_measures_pickup_with_busy_panes_against_quiet_ones(t
     assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]
 
 
+@pytest.mark.slow  # about 15 s: two swarms' tmux servers and daemons, each window 2 s
+def test_the_swarm_scenario_measures_each_swarm_idle_with_mail_waiting(tmp_path):
+    json_file = tmp_path / "figures.json"
+    done = bench("--swarm", "--quick", "--dir", str(tmp_path), "--json", str(json_file))
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(json_file.read_text())["swarm"]
+    assert set(figures) == {"2", "4"}
+    for one in figures.values():
+        assert one["total_pct"] >= 0 and len(one["windows_pct"]) == 1
+        assert one["total_pct"] == pytest.approx(
+            one["daemon_pct"] + one["tmux_calls_pct"] + one["server_pct"])  # fmt: skip
+    assert "idle swarm of 4 panes, mail waiting: CPU" in done.stdout
+    assert "daemon / its tmux calls / tmux server" in done.stdout
+    assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]
+
+
 # --- the targets ------------------------------------------------------------------------
 
 
@@ -290,6 +306,14 @@ def test_the_board_web_and_digest_targets_are_the_ones_their_tables_state():
         ("growth", True, "<= 1.20x"), ("warm", True, "<= 1 s")]  # fmt: skip
     slow = Digest().targets([{"warm_s": [0.9]}, {"warm_s": [1.05]}])
     assert [t.met for t in slow] == [True, False]
+
+
+def test_the_swarm_targets_are_half_a_percent_for_2_panes_and_one_for_32():
+    from benchmarks.swarm import targets
+
+    found = {t.name: t for t in targets({"2": {"total_pct": 0.5}, "32": {"total_pct": 1.01}})}
+    assert found["swarm_2_cpu"].met and found["swarm_2_cpu"].text == "<= 0.5 %"
+    assert not found["swarm_32_cpu"].met and found["swarm_32_cpu"].text == "<= 1.0 %"
 
 
 def test_a_judged_report_carries_its_verdicts_and_a_quick_one_says_it_gave_none():
