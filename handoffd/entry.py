@@ -26,8 +26,12 @@ def main() -> None:
 
 def plain(name: str, args: list[str]) -> None:
     """Run view `name` without click when `args` are only its own flags (then exit, as the
-    click command would: its text, its exit code; Ctrl-C as click says it); else return."""
+    click command would: its text, its exit code; Ctrl-C as click says it), and end the
+    process as a helper does (`console.script`: a read-only view leaves nothing for the
+    interpreter's teardown, which for a board of 1,000 cards took as long as its text);
+    else return."""
     from handoffd.adapters import sources
+    from handoffd.adapters.console import script
     from handoffd.core.outcome import emit
     from handoffd.ops.table import BY_NAME
 
@@ -35,8 +39,12 @@ def plain(name: str, args: list[str]) -> None:
     values = sources.only_flags(op, args)
     if values is None:
         return
-    try:
-        emit(sources.run(op, None, values))
-    except KeyboardInterrupt:
-        sys.stderr.write("\nAborted!\n")
-        raise SystemExit(1) from None
+
+    def view() -> None:
+        try:
+            emit(sources.run(op, None, values))
+        except KeyboardInterrupt:
+            sys.stderr.write("\nAborted!\n")
+            raise SystemExit(1) from None
+
+    script(view)

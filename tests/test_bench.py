@@ -39,6 +39,7 @@ METRICS = (
     "finish_median_ms",
     "take_vs_python",
     "finish_vs_python",
+    "take_python_median_ms",
     "idle_cpu_pct",
     "idle_rss_mb",
     "idle_threads",
@@ -55,9 +56,11 @@ GROWTH = (
     "p99_vs_empty",
 )
 VERDICTS = ("drain", "latency_p50", "latency_p99", "plain_p50", "plain_p99", "helper_startup",
+            "helper_take",
             "idle_cpu", "idle_rss")  # fmt: skip
 STARTUP = ("helper_median_ms", "python_median_ms", "helper_vs_python", "take_median_ms",
-           "finish_median_ms", "take_vs_python", "finish_vs_python")  # fmt: skip
+           "finish_median_ms", "take_vs_python", "finish_vs_python",
+           "take_python_median_ms")  # fmt: skip
 BOARD = ("floor_ms", "status_empty_history_ms", "status_ms",
          "status_with_history_dependency_ms", "status_vs_floor", "history_growth",
          "history_dependency_vs_floor", "status_command_ms", "status_command_vs_floor")  # fmt: skip
@@ -166,9 +169,10 @@ def test_startup_alone_times_the_helpers_against_python_and_judges_only_that(tmp
     result = bench("--startup", "--startup-runs", "2", "--dir", str(tmp_path),
                    "--json", str(json_file), timeout=120)  # fmt: skip
     report = json.loads(json_file.read_text())
-    assert set(report["verdicts"]) == {"helper_startup"}
+    assert set(report["verdicts"]) == {"helper_startup", "helper_take"}
     assert set(report["metrics"]) == set(STARTUP) and report["sizes"] == {"startup_runs": 2}
     assert "4 ready_for_next start-up, median" in result.stdout and "<= 1.5x" in result.stdout
+    assert "take / python (work waiting)" in result.stdout
     assert "bytecode of the helpers:" in result.stdout and "pickup" not in result.stdout
     assert result.returncode == (0 if report["all_pass"] else 1), result.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]

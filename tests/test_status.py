@@ -477,23 +477,22 @@ def test_a_role_whose_input_box_holds_a_persons_text_says_so_on_its_line() -> No
 # --- the board without click ------------------------------------------------------------
 
 PROBE_CLICK = (
-    "import sys, os\n"
-    "sys.argv = ['handoffd', *sys.argv[1:]]\n"
-    "from handoffd.entry import main\n"
-    "try:\n    main()\n"
-    "except SystemExit as done:\n"
-    "    sys.stderr.write(f\"\\nexit={done.code} click={'click' in sys.modules}\\n\")\n"
+    "import sys; sys.argv = ['handoffd', *sys.argv[1:]]\nfrom handoffd.entry import main\nmain()"
 )
 
 
 def _probe(project: Project, *args: str, env: dict[str, str] | None = None) -> tuple[str, str]:
-    """`handoffd <args>` through the console script's entry: what it printed, and the
-    line saying its exit code and whether click was imported."""
+    """`handoffd <args>` through the console script's entry: what it printed, and a line
+    saying its exit code and whether click was imported (`-X importtime` names each
+    module; the plain path ends the process without a teardown, so nothing else can)."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE_CLICK, *args], cwd=project.root, capture_output=True,
-        text=True, timeout=60, env={**command_env(), **(env or {})}, check=False,
+        [sys.executable, "-X", "importtime", "-c", PROBE_CLICK, *args], cwd=project.root,
+        capture_output=True, text=True, timeout=60, env={**command_env(), **(env or {})},
+        check=False,
     )  # fmt: skip
-    return done.stdout, done.stderr.rstrip("\n").rpartition("\n")[2]
+    imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()
+                if line.startswith("import time:")}  # fmt: skip
+    return done.stdout, f"exit={done.returncode} click={'click' in imported}"
 
 
 def test_status_with_only_its_flags_runs_without_click_and_prints_what_click_prints(
