@@ -49,6 +49,15 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     multiple=True,
     help="History sizes for the growth runs, repeatable [10000, 50000].",
 )
+@click.option("--board-cards", type=click.IntRange(1), help="Open cards of section 7 [1000].")
+@click.option("--board-history", type=click.IntRange(0), help="Its completed cards [50000].")
+@click.option(
+    "--swarm-size",
+    "swarms",
+    type=click.IntRange(1),
+    multiple=True,
+    help="Panes of each idle swarm of section 8, repeatable [2, 32].",
+)
 @click.option("--dir", "directory", type=click.Path(file_okay=False), help="Where to build.")
 @click.option(
     "--json",
@@ -111,8 +120,9 @@ def main(
         raise click.UsageError(f"give at most one of {flags}: each runs one scenario alone")
     scenario = SCENARIOS[named[0] if named else "queue"]()
     chosen = {key: value for key, value in given.items() if value not in (None, ())}
-    if "histories" in chosen:
-        chosen["histories"] = tuple(chosen["histories"])
+    for key in ("histories", "swarms"):
+        if key in chosen:
+            chosen[key] = tuple(chosen[key])
     try:
         report = run(scenario, scenario.sizes(quick, chosen), quick, directory, keep)
     except BenchError as error:

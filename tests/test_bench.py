@@ -44,6 +44,8 @@ METRICS = (
     "idle_rss_mb",
     "idle_threads",
 )
+SECTIONS = {"board": ("floor_ms", "command_ms", "command_vs_floor"),
+            "swarm": ("daemon_pct", "tmux_calls_pct", "server_pct", "total_pct")}  # fmt: skip
 GROWTH = (
     "disk_limit_files_per_s",
     "drain_copies_per_s",
@@ -56,8 +58,8 @@ GROWTH = (
     "p99_vs_empty",
 )
 VERDICTS = ("drain", "latency_p50", "latency_p99", "plain_p50", "plain_p99", "helper_startup",
-            "helper_take",
-            "idle_cpu", "idle_rss")  # fmt: skip
+            "helper_take", "idle_cpu", "idle_rss", "status_command_vs_floor", "swarm_2_cpu",
+            "swarm_3_cpu")  # fmt: skip
 STARTUP = ("helper_median_ms", "python_median_ms", "helper_vs_python", "take_median_ms",
            "finish_median_ms", "take_vs_python", "finish_vs_python",
            "take_python_median_ms")  # fmt: skip
@@ -93,7 +95,8 @@ def test_quick_bench_prints_the_table_and_writes_every_metric_to_the_json_file(t
     for label in ("disk limit", "drain", "pickup p50", "pickup p99", "plain write + rename",
                   "ready_for_next",
                   "python -c pass", "taking one file", "finishing it", "idle CPU", "idle RSS",
-                  "history 500"):  # fmt: skip
+                  "history 500", "7 handoffd status, 60 open cards", "status / floor",
+                  "8 idle swarm of 2 panes", "idle swarm of 4 panes"):  # fmt: skip
         assert label in text
     assert "machine:" in text and report["python"] in text and "bytecode" in text
     for key in ("date", "uname", "cpus", "python", "bytecode", "filesystem", "load_end", "sizes"):
@@ -101,6 +104,11 @@ def test_quick_bench_prints_the_table_and_writes_every_metric_to_the_json_file(t
     metrics = report["metrics"]
     for key in METRICS:
         assert isinstance(metrics[key], (int, float)), key
+    for key in SECTIONS["board"]:
+        assert metrics["board"][key] > 0, key
+    assert set(metrics["swarm"]) == {"2", "4"}
+    for key in SECTIONS["swarm"]:
+        assert metrics["swarm"]["4"][key] >= 0, key
     assert metrics["drain_copies"] == 100 and metrics["latency_samples"] == 20
     assert len(metrics["drain_pass_s"]) == len(metrics["drain_wall_s"]) == 2
     assert len(metrics["disk_limit_runs"]) == 4
@@ -136,7 +144,9 @@ def test_a_full_run_exits_non_zero_exactly_when_a_figure_misses(tmp_path):
     json_file = tmp_path / "report.json"
     result = bench("--handoffs", "10", "--latency-samples", "5", "--idle-seconds", "0.5",
                    "--startup-runs", "2", "--limit-files", "10", "--history", "50",
-                   "--dir", str(tmp_path), "--json", str(json_file))  # fmt: skip
+                   "--board-cards", "20", "--board-history", "50", "--swarm-size", "2",
+                   "--swarm-size", "3", "--dir", str(tmp_path),
+                   "--json", str(json_file))  # fmt: skip
     report = json.loads(json_file.read_text())
     assert set(VERDICTS) <= set(report["verdicts"])
     assert report["all_pass"] == all(report["verdicts"].values())
