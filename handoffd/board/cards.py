@@ -11,9 +11,6 @@ only for `--all` and for a dependency that is no longer open.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
 from handoffd.board import colour, naming
 from handoffd.core import handoff as hf
 from handoffd.core import limits
@@ -22,6 +19,11 @@ from handoffd.queue import pool as pools
 from handoffd.queue.reports import Head
 from handoffd.queue.scan import Entry, State, dependencies, recipients
 from handoffd.snapshot.snapshot import Snapshot
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `typing` costs `status` its import
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 STALL_S = 60.0  # an original older than this in an outbox is stalled
 EXCERPT = 120  # characters of a report's first line shown as its excerpt

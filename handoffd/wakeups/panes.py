@@ -11,11 +11,9 @@ most `LIMIT` bytes, every field checked.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import threading
 import time
 
 from handoffd.core import durable, safeio
@@ -66,6 +64,8 @@ class Panes:
     def __init__(self, idle_after: float) -> None:
         self.idle_after = idle_after
         self._seen: dict[str, Seen] = {}
+        import threading  # the daemon's: `status` reads the state file alone (`load`)
+
         self._lock = threading.Lock()
         self._dirty = False
 
@@ -89,7 +89,7 @@ class Panes:
                 seen.digest, seen.looks = None, 0
                 self._set(seen, GONE if answers else UNKNOWN, None)
             else:
-                self._read(seen, hashlib.blake2b(content.encode()).digest(), now)
+                self._read(seen, _digest(content), now)
                 if verdict is None:
                     self._classify(seen, now, idle_mark)
                 else:
@@ -183,6 +183,14 @@ class Panes:
         except OSError:
             with self._lock:
                 self._dirty = True
+
+
+def _digest(content: str) -> bytes:
+    """A pane's content in 64 bytes.  blake2b from its own module: `hashlib` loads OpenSSL
+    first, a few milliseconds of every `status` that never hashes anything."""
+    from _blake2 import blake2b
+
+    return blake2b(content.encode()).digest()
 
 
 def marked_idle(seen: Seen, idle_mark: float | None) -> bool:
