@@ -9,15 +9,21 @@ In one run, interleaved so a drifting machine affects all alike:
   lists every `completed/` once;
 - `status --json` in process (scan, projection, JSON text) on both projects;
 - the same with one open card depending on a completed one, which makes the board list
-  history for the look-up.
+  history for the look-up;
+- `handoffd status` as a person runs it: the installed command, a process of its own
+  (start-up, imports, scan, projection, the text board), in the project with history.
 
-Targets (docs/protocol.md §8): at most 2x the floor, and 1.2x from 0 to 50,000 of history.
+Targets (docs/protocol.md §8): in process at most 2x the floor, the command at most 3x,
+and 1.2x from 0 to 50,000 of history.
 """
 
 from __future__ import annotations
 
+import compileall
 import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +46,7 @@ PAST = 6 * 3600.0  # open cards arrived this long ago
 KINDS = ("new", "blocked", "claimed", "expired", "failed", "stalled")  # cycled per card
 BODY = "Re-read your role and constitution.\n\n" + "benchmark payload line.\n" * 16
 STATUS_TARGET, GROWTH_TARGET = 2.0, 1.2
+COMMAND_TARGET = 3.0  # `handoffd status`, a process of its own, against the floor
 
 
 @dataclass
@@ -166,6 +173,40 @@ def board_json(root: str) -> int:
     return len(views.status(resolve_context(root, needs_role=False), json=True).out)
 
 
+def status_command() -> list[str]:
+    """The installed `handoffd` next to this interpreter (else the same through `-m`), with
+    the package byte-compiled first, as an install leaves it."""
+    import handoffd
+
+    compileall.compile_dir(os.path.dirname(handoffd.__file__), quiet=1)
+    path = os.path.join(os.path.dirname(sys.executable), "handoffd")
+    if os.path.exists(path):
+        return [path, "status"]
+    return [sys.executable, "-m", "handoffd", "status"]
+
+
+def run_status(command: list[str], root: str) -> int:
+    """`handoffd status` run in `root` as a person runs it, its board thrown away: 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMFORGE_")}
+    subprocess.run(command, cwd=root, env=env, stdout=subprocess.DEVNULL, check=True)
+    return 0
+
+
+def command_ratio(layout: Layout, rounds: int) -> dict[str, float]:
+    """The floor and `handoffd status` in `layout`, interleaved: their medians (ms) and
+    the command's ratio to the floor (the figures the full run and `--board` show)."""
+    command = status_command()
+    medians, _ = interleaved({
+        "floor": lambda: floor(layout),
+        "command": lambda: run_status(command, layout.root),
+    }, rounds)  # fmt: skip
+    return {
+        "floor_ms": round(medians["floor"], 2),
+        "command_ms": round(medians["command"], 2),
+        "command_vs_floor": round(medians["command"] / medians["floor"], 3),
+    }
+
+
 def interleaved(
     jobs: dict[str, Callable[[], int]], rounds: int
 ) -> tuple[dict[str, float], dict[str, int]]:
@@ -180,6 +221,10 @@ def interleaved(
             jobs[key]()
             runs[key].append(time.perf_counter() - started)
     return {key: statistics.median(values) * 1000 for key, values in runs.items()}, warm
+
+
+def command_target(ratio: float) -> Target:
+    return Target("status_command_vs_floor", ratio, "<=", COMMAND_TARGET, "x", ".1f")
 
 
 class Board(Scenario[BoardSizes, tuple[Layout, Layout, Layout], dict[str, float]]):
@@ -199,11 +244,13 @@ class Board(Scenario[BoardSizes, tuple[Layout, Layout, Layout], dict[str, float]
 
     def measure(self, built: tuple[Layout, Layout, Layout], sizes: BoardSizes) -> dict[str, float]:
         empty, full, linked = built
+        command = status_command()
         medians, _ = interleaved({
             "floor": lambda: floor(full),
             "empty": lambda: board_json(empty.root),
             "full": lambda: board_json(full.root),
             "linked": lambda: board_json(linked.root),
+            "command": lambda: run_status(command, full.root),
         }, sizes.rounds)  # fmt: skip
         return medians
 
@@ -220,12 +267,15 @@ class Board(Scenario[BoardSizes, tuple[Layout, Layout, Layout], dict[str, float]
             "status_vs_floor": round(med["full"] / med["floor"], 3),
             "history_growth": round(med["full"] / med["empty"], 3),
             "history_dependency_vs_floor": round(med["linked"] / med["floor"], 3),
+            "status_command_ms": round(med["command"], 2),
+            "status_command_vs_floor": round(med["command"] / med["floor"], 3),
         }
 
     def targets(self, figures: Any) -> list[Target]:
         return [
             Target("status_vs_floor", figures["status_vs_floor"], "<=", STATUS_TARGET, "x", ".1f"),
             Target("history_growth", figures["history_growth"], "<=", GROWTH_TARGET, "x", ".1f"),
+            command_target(figures["status_command_vs_floor"]),
         ]
 
     def render(self, report: Report) -> str:
@@ -237,11 +287,13 @@ class Board(Scenario[BoardSizes, tuple[Layout, Layout, Layout], dict[str, float]
             (f"status --json, {f['history']:,} of history", f["status_ms"], ""),
             ("... one dependency on a completed card", f["status_with_history_dependency_ms"],
              f"   ({f['history_dependency_vs_floor']:.2f}x floor)"),
+            ("handoffd status (the command, a process)", f["status_command_ms"], ""),
         ]  # fmt: skip
         judged = [
             (label, target[name], report.verdict(name))
             for label, name in (("status vs floor", "status_vs_floor"),
-                                ("history 0 -> N", "history_growth"))
+                                ("history 0 -> N", "history_growth"),
+                                ("command vs floor", "status_command_vs_floor"))
         ]  # fmt: skip
         return "\n".join([
             f"board: {f['open_cards']:,} open cards in chains 5 deep, 6 roles, "

@@ -19,15 +19,16 @@ from benchmarks.pool import Pool
 from benchmarks.queue import Pickup, Queue
 from benchmarks.scenario import BenchError, Scenario, run
 from benchmarks.startup import StartupScenario
+from benchmarks.swarm import IdleSwarm
 from benchmarks.web import Web
 from handoffd.adapters.commands import Number
 
 ONE_OF = ("board", "digest", "web", "metrics", "pickup", "startup", "hosts", "panes", "harness",
-          "pool")  # fmt: skip
+          "pool", "swarm")  # fmt: skip
 SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     "queue": Queue, "board": Board, "digest": Digest, "web": Web, "pickup": Pickup,
     "startup": StartupScenario, "hosts": Hosts, "panes": Panes, "harness": HarnessScenario,
-    "pool": Pool, "metrics": Metrics,
+    "pool": Pool, "metrics": Metrics, "swarm": IdleSwarm,
 }  # fmt: skip
 
 
@@ -48,6 +49,15 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     type=click.IntRange(1),
     multiple=True,
     help="History sizes for the growth runs, repeatable [10000, 50000].",
+)
+@click.option("--board-cards", type=click.IntRange(1), help="Open cards of section 7 [1000].")
+@click.option("--board-history", type=click.IntRange(0), help="Its completed cards [50000].")
+@click.option(
+    "--swarm-size",
+    "swarms",
+    type=click.IntRange(1),
+    multiple=True,
+    help="Panes of each idle swarm of section 8, repeatable [2, 32].",
 )
 @click.option("--dir", "directory", type=click.Path(file_okay=False), help="Where to build.")
 @click.option(
@@ -88,6 +98,12 @@ SCENARIOS: dict[str, type[Scenario[Any, Any, Any]]] = {
     help="Only pools (docs/protocol.md §17): 4 members draining 200 tasks against the ideal, "
     "claim conflicts and a lost race's cost, status with a pool of 32 against without.",
 )
+@click.option(
+    "--swarm",
+    is_flag=True,
+    help="Only the idle swarm: the CPU a daemon and its tmux cost with 2 and 32 panes to "
+    "watch, mail waiting in each.",
+)
 @click.option("--idle-samples", type=click.IntRange(1), help="--harness: idle samples [10].")
 @click.option("--busy-samples", type=click.IntRange(1), help="--harness: busy samples [5].")
 @click.option("--hook-runs", type=click.IntRange(2), help="--harness: Stop hook runs [60].")
@@ -108,8 +124,9 @@ def main(
         raise click.UsageError(f"give at most one of {flags}: each runs one scenario alone")
     scenario = SCENARIOS[named[0] if named else "queue"]()
     chosen = {key: value for key, value in given.items() if value not in (None, ())}
-    if "histories" in chosen:
-        chosen["histories"] = tuple(chosen["histories"])
+    for key in ("histories", "swarms"):
+        if key in chosen:
+            chosen[key] = tuple(chosen[key])
     try:
         report = run(scenario, scenario.sizes(quick, chosen), quick, directory, keep)
     except BenchError as error:

@@ -10,15 +10,19 @@ One run measures, side by side:
 3. pickup latency of a running daemon, for swarm_handoff's writer and a plain one;
 4. helper start-up (`benchmarks.startup`);
 5. the daemon at rest: CPU share from /proc/<pid>/stat and its RSS;
-6. (2) and (3) again with a long history in `completed/` and `sent/`.
+6. (2) and (3) again with a long history in `completed/` and `sent/`;
+7. `handoffd status` against its floor on the board's project (`benchmarks.board`);
+8. an idle swarm of 2 and of 32 panes with mail waiting (`benchmarks.swarm`).
 
 A shared machine's disk changes speed several-fold within minutes, so the history sizes
 are measured interleaved and the drain is judged as a share of the limit measured around
 it: compare ratios, not absolute figures.
 
 Targets: a drain at half the disk's limit or better, pickup within 5 ms (p50) and 25 ms
-(p99) for both writers, a helper within 1.5x of `python -c pass`, an idle daemon under
-0.2 % of a CPU and 60 MB, and figures that stay flat as history grows.
+(p99) for both writers, a helper within 1.5x of `python -c pass` (on an empty inbox and
+taking work), an idle daemon under 0.2 % of a CPU and 60 MB, figures that stay flat as
+history grows, `handoffd status` within 3x its floor, and an idle swarm within 0.5 % of a
+CPU with 2 panes and 1.0 % with 32.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks import measures, startup, table
+from benchmarks import board, measures, startup, swarm, table
 from benchmarks.fanout import Fanout
 from benchmarks.measures import AtRest, Drain
 from benchmarks.scenario import Report, Scenario, Target, progress
@@ -48,6 +52,11 @@ class QueueSizes:
     startup_runs: int = 20
     limit_files: int = 1000  # before and after each drain
     histories: tuple[int, ...] = (10_000, 50_000)
+    board_cards: int = 1000  # section 7: the board's project
+    board_history: int = 50_000
+    board_rounds: int = 9
+    swarms: tuple[int, ...] = (2, 32)  # section 8: panes of each idle swarm
+    swarm_windows: int = 2
 
 
 @dataclass
@@ -82,98 +91,133 @@ class History:
 # --- the full run ------------------------------------------------------------------------
 
 
-class Queue(Scenario[QueueSizes, list[History], list[History]]):
+@dataclass
+class Built:
+    """The full run's projects: one per history size, the board's, the idle swarms."""
+
+    runs: list[History]
+    board: board.Layout
+    swarms: list[swarm.Swarm]
+    command: dict[str, float] = field(default_factory=dict)  # section 7's figures
+
+
+class Queue(Scenario[QueueSizes, Built, Built]):
     name, key = "queue", "metrics"
     full = QueueSizes()
     quick = QueueSizes(handoffs=50, latency_samples=20, idle_seconds=2.0, startup_runs=3,
-                       limit_files=50, histories=(500,))  # fmt: skip
+                       limit_files=50, histories=(500,), board_cards=60, board_history=500,
+                       board_rounds=3, swarms=(2, 4), swarm_windows=1)  # fmt: skip
     tunable = ("handoffs", "latency_samples", "idle_seconds", "startup_runs", "limit_files",
-               "histories")  # fmt: skip
+               "histories", "board_cards", "board_history", "swarms")  # fmt: skip
 
-    def build(self, base: str, sizes: QueueSizes) -> list[History]:
-        """One project per history size (none first), its history laid out."""
+    def build(self, base: str, sizes: QueueSizes) -> Built:
+        """One project per history size (none first), its history laid out; the board's
+        project; a project and a tmux server per idle swarm."""
         runs = []
         for history in (0, *sizes.histories):
             progress(f"history {history:,}: {history:,} old files per folder")
             project = Fanout(os.path.join(base, f"history-{history}"))
             project.fill_history(history)
             runs.append(History(history, project))
-        return runs
+        progress(f"board: {sizes.board_cards:,} open cards, {sizes.board_history:,} of history")
+        layout = board.Layout(os.path.join(base, "board"), sizes.board_cards, sizes.board_history)
+        layout.build(time.time())
+        swarms = [swarm.build_swarm(base, size) for size in sizes.swarms]
+        return Built(runs, layout, swarms)
 
-    def measure(self, built: list[History], sizes: QueueSizes) -> list[History]:
-        """Drains in A B C C B A order, each between two disk-limit runs; then pickup samples
-        in turn from one running daemon per size; then the empty-history daemon at rest, and
-        helper start-up in that project."""
-        base = os.path.dirname(built[0].project.root)
-        for n, run in enumerate(built + built[::-1]):
-            progress(f"history {run.history:,}: disk limit, drain of {sizes.handoffs:,} x 2")
-            limit = os.path.join(base, f"limit-{n}")
-            run.limits.append(measures.disk_limit(limit + "-a", sizes.limit_files))
-            run.drains.append(measures.drain(run.project, sizes.handoffs))
-            run.limits.append(measures.disk_limit(limit + "-b", sizes.limit_files))
-        projects = [run.project for run in built]
-        try:
-            pids = [measures.start(project) for project in projects]
-            progress(f"{sizes.latency_samples} pickup samples per history size and writer")
-            for run, samples in zip(built, measures.latency(projects, sizes.latency_samples),
-                                    strict=True):  # fmt: skip
-                run.latencies_ms, run.plain_ms = _in_ms(samples)
-            for project in projects[1:]:
-                measures.stop(project)
-            progress(f"daemon at rest for {sizes.idle_seconds:g} s")
-            time.sleep(1.0)  # let the last pass and its log writes settle
-            built[0].at_rest = measures.idle(pids[0], sizes.idle_seconds)
-            built[0].startup = startup.measure(built[0].project, sizes.startup_runs)
-        finally:
-            for project in projects:
-                measures.stop(project)
+    def measure(self, built: Built, sizes: QueueSizes) -> Built:
+        """Sections 1 to 6 (`_queue`), then the board's command, then the idle swarms."""
+        _queue(built.runs, sizes)
+        progress(f"board: handoffd status against its floor, {sizes.board_rounds} rounds")
+        built.command = board.command_ratio(built.board, sizes.board_rounds)
+        swarm.measure(built.swarms, sizes.swarm_windows, sizes.idle_seconds)
         return built
 
-    def figures(self, measured: list[History], sizes: QueueSizes) -> dict[str, Any]:
-        """Every figure; `measured[0]` has no history."""
-        empty, rest, helpers = measured[0], measured[0].at_rest, measured[0].startup
-        assert rest is not None and helpers is not None, "the empty run measures them"
-        m: dict[str, Any] = {
-            "disk_limit_files_per_s": empty.limit,
-            "disk_limit_runs": empty.limits,
-            "drain_copies": empty.drains[0].copies,
-            "drain_runs": len(empty.drains),
-            "drain_pass_s": [d.pass_s for d in empty.drains],
-            "drain_wall_s": [d.wall_s for d in empty.drains],
-            "drain_copies_per_s": empty.copies_per_s,
-            "drain_vs_limit": empty.copies_per_s / empty.limit,
-            **pickup(empty),
-            **startup.figures(helpers),
-            "idle_cpu_pct": rest.cpu_pct,
-            "idle_cpu_pct_schedstat": rest.cpu_pct_ns,
-            "idle_rss_mb": rest.rss_mb,
-            "idle_threads": rest.threads,
-            "growth": {str(run.history): _growth(run, empty) for run in measured[1:]},
-        }
-        m["latency_p50_in_limit_periods"] = m["latency_p50_ms"] * empty.limit / 1000
-        return m
+    def figures(self, measured: Built, sizes: QueueSizes) -> dict[str, Any]:
+        return {**_figures(measured.runs), "board": measured.command,
+                "swarm": swarm.figures(measured.swarms)}  # fmt: skip
 
     def targets(self, figures: Any) -> list[Target]:
-        m = figures
-        found = [
-            Target("drain", m["drain_vs_limit"], ">=", 0.5, "x"),
-            *pickup_targets(m),
-            *startup.targets(m),
-            Target("idle_cpu", m["idle_cpu_pct"], "<=", 0.2, " %"),
-            Target("idle_rss", m["idle_rss_mb"], "<=", 60.0, " MB"),
-        ]
-        for history, g in m["growth"].items():
-            key = f"growth_{history}"
-            found.append(Target(key + "_drain", g["drain_vs_empty"], ">=",
-                                1 / GROWTH_TOLERANCE, "x", ".2f"))  # fmt: skip
-            for p in ("p50", "p99"):
-                empty_ms = m[f"latency_{p}_ms"]
-                flat = max(empty_ms * GROWTH_TOLERANCE, empty_ms + GROWTH_SLACK_MS)
-                found.append(Target(f"{key}_{p}", g[f"latency_{p}_ms"], "<=", flat, shown="flat"))
-        return found
+        return [*_targets(figures), board.command_target(figures["board"]["command_vs_floor"]),
+                *swarm.targets(figures["swarm"])]  # fmt: skip
 
     def render(self, report: Report) -> str:
         return table.render(report, _rows(report), NOTES)
+
+
+def _queue(built: list[History], sizes: QueueSizes) -> list[History]:
+    """Drains in A B C C B A order, each between two disk-limit runs; then pickup samples
+    in turn from one running daemon per size; then the empty-history daemon at rest, and
+    helper start-up in that project."""
+    base = os.path.dirname(built[0].project.root)
+    for n, run in enumerate(built + built[::-1]):
+        progress(f"history {run.history:,}: disk limit, drain of {sizes.handoffs:,} x 2")
+        limit = os.path.join(base, f"limit-{n}")
+        run.limits.append(measures.disk_limit(limit + "-a", sizes.limit_files))
+        run.drains.append(measures.drain(run.project, sizes.handoffs))
+        run.limits.append(measures.disk_limit(limit + "-b", sizes.limit_files))
+    projects = [run.project for run in built]
+    try:
+        pids = [measures.start(project) for project in projects]
+        progress(f"{sizes.latency_samples} pickup samples per history size and writer")
+        for run, samples in zip(built, measures.latency(projects, sizes.latency_samples),
+                                strict=True):  # fmt: skip
+            run.latencies_ms, run.plain_ms = _in_ms(samples)
+        for project in projects[1:]:
+            measures.stop(project)
+        progress(f"daemon at rest for {sizes.idle_seconds:g} s")
+        time.sleep(1.0)  # let the last pass and its log writes settle
+        built[0].at_rest = measures.idle(pids[0], sizes.idle_seconds)
+        built[0].startup = startup.measure(built[0].project, sizes.startup_runs)
+    finally:
+        for project in projects:
+            measures.stop(project)
+    return built
+
+
+def _figures(measured: list[History]) -> dict[str, Any]:
+    """Every figure; `measured[0]` has no history."""
+    empty, rest, helpers = measured[0], measured[0].at_rest, measured[0].startup
+    assert rest is not None and helpers is not None, "the empty run measures them"
+    m: dict[str, Any] = {
+        "disk_limit_files_per_s": empty.limit,
+        "disk_limit_runs": empty.limits,
+        "drain_copies": empty.drains[0].copies,
+        "drain_runs": len(empty.drains),
+        "drain_pass_s": [d.pass_s for d in empty.drains],
+        "drain_wall_s": [d.wall_s for d in empty.drains],
+        "drain_copies_per_s": empty.copies_per_s,
+        "drain_vs_limit": empty.copies_per_s / empty.limit,
+        **pickup(empty),
+        **startup.figures(helpers),
+        "idle_cpu_pct": rest.cpu_pct,
+        "idle_cpu_pct_schedstat": rest.cpu_pct_ns,
+        "idle_rss_mb": rest.rss_mb,
+        "idle_threads": rest.threads,
+        "growth": {str(run.history): _growth(run, empty) for run in measured[1:]},
+    }
+    m["latency_p50_in_limit_periods"] = m["latency_p50_ms"] * empty.limit / 1000
+    return m
+
+
+def _targets(figures: Any) -> list[Target]:
+    m = figures
+    found = [
+        Target("drain", m["drain_vs_limit"], ">=", 0.5, "x"),
+        *pickup_targets(m),
+        *startup.targets(m),
+        Target("idle_cpu", m["idle_cpu_pct"], "<=", 0.2, " %"),
+        Target("idle_rss", m["idle_rss_mb"], "<=", 60.0, " MB"),
+    ]
+    for history, g in m["growth"].items():
+        key = f"growth_{history}"
+        found.append(Target(key + "_drain", g["drain_vs_empty"], ">=",
+                            1 / GROWTH_TOLERANCE, "x", ".2f"))  # fmt: skip
+        for p in ("p50", "p99"):
+            empty_ms = m[f"latency_{p}_ms"]
+            flat = max(empty_ms * GROWTH_TOLERANCE, empty_ms + GROWTH_SLACK_MS)
+            found.append(Target(f"{key}_{p}", g[f"latency_{p}_ms"], "<=", flat, shown="flat"))
+    return found
 
 
 def _growth(run: History, empty: History) -> dict[str, float]:
@@ -273,6 +317,10 @@ NOTES = (
     "  clock ticks (10 ms on Linux) over the idle window; schedstat: the same in ns.",
     "disk-limit periods: pickup p50 divided by one limit period (1/disk limit): how many",
     "  durable one-file writes the same time would allow.",
+    "board: the installed `handoffd status`, a process of its own, against the floor (read",
+    "  every open card's header block, list every completed/ once) in the same project:",
+    "  6 roles, open cards of every colour in chains 5 deep, history; medians, interleaved.",
+    *swarm.NOTES,
 )
 
 
@@ -327,4 +375,11 @@ def _rows(report: Report) -> list[table.Row]:
             row(f"  history {n}: pickup p99",
                 f"{g['latency_p99_ms']:.2f} ms ({g['p99_vs_empty']:.2f}x)", key + "_p99"),
         ]  # fmt: skip
+    b, sizes = m["board"], report.sizes
+    rows += [
+        row(f"7 handoffd status, {sizes['board_cards']:,} open cards", f"{b['command_ms']:.1f} ms"),
+        row(f"  floor, {sizes['board_history']:,} of history", f"{b['floor_ms']:.1f} ms"),
+        row("  status / floor", f"{b['command_vs_floor']:.2f}x", "status_command_vs_floor"),
+        *swarm.section(m["swarm"], row, "8 "),
+    ]
     return rows

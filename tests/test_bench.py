@@ -39,10 +39,13 @@ METRICS = (
     "finish_median_ms",
     "take_vs_python",
     "finish_vs_python",
+    "take_python_median_ms",
     "idle_cpu_pct",
     "idle_rss_mb",
     "idle_threads",
 )
+SECTIONS = {"board": ("floor_ms", "command_ms", "command_vs_floor"),
+            "swarm": ("daemon_pct", "tmux_calls_pct", "server_pct", "total_pct")}  # fmt: skip
 GROWTH = (
     "disk_limit_files_per_s",
     "drain_copies_per_s",
@@ -55,12 +58,14 @@ GROWTH = (
     "p99_vs_empty",
 )
 VERDICTS = ("drain", "latency_p50", "latency_p99", "plain_p50", "plain_p99", "helper_startup",
-            "idle_cpu", "idle_rss")  # fmt: skip
+            "helper_take", "idle_cpu", "idle_rss", "status_command_vs_floor", "swarm_2_cpu",
+            "swarm_3_cpu")  # fmt: skip
 STARTUP = ("helper_median_ms", "python_median_ms", "helper_vs_python", "take_median_ms",
-           "finish_median_ms", "take_vs_python", "finish_vs_python")  # fmt: skip
+           "finish_median_ms", "take_vs_python", "finish_vs_python",
+           "take_python_median_ms")  # fmt: skip
 BOARD = ("floor_ms", "status_empty_history_ms", "status_ms",
          "status_with_history_dependency_ms", "status_vs_floor", "history_growth",
-         "history_dependency_vs_floor")  # fmt: skip
+         "history_dependency_vs_floor", "status_command_ms", "status_command_vs_floor")  # fmt: skip
 WEB = ("status_json_ms", "page_ms", "fragment_ms", "page_vs_status", "page_bytes",
        "status_json_bytes", "open_served_ms", "archive_0_ms", "archive_n_ms", "archive_vs_page",
        "archive_growth")  # fmt: skip
@@ -90,7 +95,8 @@ def test_quick_bench_prints_the_table_and_writes_every_metric_to_the_json_file(t
     for label in ("disk limit", "drain", "pickup p50", "pickup p99", "plain write + rename",
                   "ready_for_next",
                   "python -c pass", "taking one file", "finishing it", "idle CPU", "idle RSS",
-                  "history 500"):  # fmt: skip
+                  "history 500", "7 handoffd status, 60 open cards", "status / floor",
+                  "8 idle swarm of 2 panes", "idle swarm of 4 panes"):  # fmt: skip
         assert label in text
     assert "machine:" in text and report["python"] in text and "bytecode" in text
     for key in ("date", "uname", "cpus", "python", "bytecode", "filesystem", "load_end", "sizes"):
@@ -98,6 +104,11 @@ def test_quick_bench_prints_the_table_and_writes_every_metric_to_the_json_file(t
     metrics = report["metrics"]
     for key in METRICS:
         assert isinstance(metrics[key], (int, float)), key
+    for key in SECTIONS["board"]:
+        assert metrics["board"][key] > 0, key
+    assert set(metrics["swarm"]) == {"2", "4"}
+    for key in SECTIONS["swarm"]:
+        assert metrics["swarm"]["4"][key] >= 0, key
     assert metrics["drain_copies"] == 100 and metrics["latency_samples"] == 20
     assert len(metrics["drain_pass_s"]) == len(metrics["drain_wall_s"]) == 2
     assert len(metrics["disk_limit_runs"]) == 4
@@ -133,7 +144,9 @@ def test_a_full_run_exits_non_zero_exactly_when_a_figure_misses(tmp_path):
     json_file = tmp_path / "report.json"
     result = bench("--handoffs", "10", "--latency-samples", "5", "--idle-seconds", "0.5",
                    "--startup-runs", "2", "--limit-files", "10", "--history", "50",
-                   "--dir", str(tmp_path), "--json", str(json_file))  # fmt: skip
+                   "--board-cards", "20", "--board-history", "50", "--swarm-size", "2",
+                   "--swarm-size", "3", "--dir", str(tmp_path),
+                   "--json", str(json_file))  # fmt: skip
     report = json.loads(json_file.read_text())
     assert set(VERDICTS) <= set(report["verdicts"])
     assert report["all_pass"] == all(report["verdicts"].values())
@@ -166,9 +179,10 @@ def test_startup_alone_times_the_helpers_against_python_and_judges_only_that(tmp
     result = bench("--startup", "--startup-runs", "2", "--dir", str(tmp_path),
                    "--json", str(json_file), timeout=120)  # fmt: skip
     report = json.loads(json_file.read_text())
-    assert set(report["verdicts"]) == {"helper_startup"}
+    assert set(report["verdicts"]) == {"helper_startup", "helper_take"}
     assert set(report["metrics"]) == set(STARTUP) and report["sizes"] == {"startup_runs": 2}
     assert "4 ready_for_next start-up, median" in result.stdout and "<= 1.5x" in result.stdout
+    assert "take / python (work waiting)" in result.stdout
     assert "bytecode of the helpers:" in result.stdout and "pickup" not in result.stdout
     assert result.returncode == (0 if report["all_pass"] else 1), result.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
@@ -224,6 +238,7 @@ def test_the_board_scenario_prints_its_table_and_its_figures(tmp_path: Path) -> 
     assert (figures["open_cards"], figures["history"]) == (60, 500)
     assert "status vs floor" in result.stdout and "history 0 -> N" in result.stdout
     assert "target <= 2.0x" in result.stdout and "target <= 1.2x" in result.stdout
+    assert "command vs floor" in result.stdout and "target <= 3.0x" in result.stdout
     assert "PASS" not in result.stdout and "MISS" not in result.stdout  # quick: no verdict
     assert list(tmp_path.iterdir()) == []  # its projects are removed afterwards
 
@@ -281,6 +296,22 @@ def test_the_panes_scenario_measures_pickup_with_busy_panes_against_quiet_ones(t
     assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]
 
 
+@pytest.mark.slow  # about 15 s: two swarms' tmux servers and daemons, each window 2 s
+def test_the_swarm_scenario_measures_each_swarm_idle_with_mail_waiting(tmp_path):
+    json_file = tmp_path / "figures.json"
+    done = bench("--swarm", "--quick", "--dir", str(tmp_path), "--json", str(json_file))
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(json_file.read_text())["swarm"]
+    assert set(figures) == {"2", "4"}
+    for one in figures.values():
+        assert one["total_pct"] >= 0 and len(one["windows_pct"]) == 1
+        assert one["total_pct"] == pytest.approx(
+            one["daemon_pct"] + one["tmux_calls_pct"] + one["server_pct"])  # fmt: skip
+    assert "idle swarm of 4 panes, mail waiting: CPU" in done.stdout
+    assert "daemon / its tmux calls / tmux server" in done.stdout
+    assert [p.name for p in tmp_path.iterdir()] == ["figures.json"]
+
+
 # --- the targets ------------------------------------------------------------------------
 
 
@@ -294,8 +325,11 @@ def test_a_target_is_met_on_its_bound_unless_strict_and_states_itself_as_the_tab
 
 
 def test_the_board_web_and_digest_targets_are_the_ones_their_tables_state():
-    board = {t.name: t for t in Board().targets({"status_vs_floor": 2.0, "history_growth": 1.21})}
+    board = {t.name: t for t in Board().targets({"status_vs_floor": 2.0, "history_growth": 1.21,
+                                                 "status_command_vs_floor": 3.01})}  # fmt: skip
     assert board["status_vs_floor"].met and not board["history_growth"].met
+    assert not board["status_command_vs_floor"].met
+    assert board["status_command_vs_floor"].text == "<= 3.0x"
     web, archive, growth = Web().targets({"page_vs_status": 2.99, "archive_vs_page": 2.01,
                                           "archive_growth": 1.5})  # fmt: skip
     assert web.met and web.text == "< 3.0x"
@@ -305,6 +339,14 @@ def test_the_board_web_and_digest_targets_are_the_ones_their_tables_state():
         ("growth", True, "<= 1.20x"), ("warm", True, "<= 1 s")]  # fmt: skip
     slow = Digest().targets([{"warm_s": [0.9]}, {"warm_s": [1.05]}])
     assert [t.met for t in slow] == [True, False]
+
+
+def test_the_swarm_targets_are_half_a_percent_for_2_panes_and_one_for_32():
+    from benchmarks.swarm import targets
+
+    found = {t.name: t for t in targets({"2": {"total_pct": 0.5}, "32": {"total_pct": 1.01}})}
+    assert found["swarm_2_cpu"].met and found["swarm_2_cpu"].text == "<= 0.5 %"
+    assert not found["swarm_32_cpu"].met and found["swarm_32_cpu"].text == "<= 1.0 %"
 
 
 def test_a_judged_report_carries_its_verdicts_and_a_quick_one_says_it_gave_none():

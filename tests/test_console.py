@@ -96,3 +96,33 @@ def test_a_step_says_what_its_operation_run_from_the_table_says(
     through_the_table = said(lambda: console.run(name), capsys)
     assert straight == through_the_table
     assert straight[0] != 0 or "NO_TASK" in str(straight[1]), straight
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "out", "err"),
+    [
+        ("print('TASK: x')", 0, "TASK: x\n", ""),
+        ("print('NO_TASK', end=''); sys.exit(3)", 3, "NO_TASK", ""),
+        ("sys.stderr.write('half'); sys.exit('said')", 1, "", "halfsaid\n"),
+        ("sys.exit()", 0, "", ""),
+    ],
+)
+def test_a_script_flushes_what_its_helper_printed_and_ends_with_its_exit_code(
+    body: str, code: int, out: str, err: str
+) -> None:
+    """`console.script`, what each installed helper runs: the helper's output, all of it
+    (buffered or not), and its exit code, with no interpreter teardown after (an exit
+    handler is never run: a helper registers none, and the teardown is what it saves)."""
+    import subprocess
+    import sys
+
+    program = (
+        "import atexit, sys\n"
+        "from handoffd.adapters.console import script\n"
+        "atexit.register(lambda: print('TEARDOWN'))\n"
+        f"def helper():\n    {body}\n"
+        "script(helper)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (code, out, err)

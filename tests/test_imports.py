@@ -203,22 +203,21 @@ NO_TASK = {
     "handoffd.queue.lock",
 }  # fmt: skip
 FINISH = NO_TASK | {"handoffd.queue.blocks"}  # and the blocks it prints (its inbox then empty)
-# and the scan of the work in process, for the live file, with a look in each taken card's
-# report folder for an operator's answer (a listing: no YAML)
-TAKE = FINISH | {"handoffd.queue.reports", "handoffd.queue.scan"}
+# and the scan of the work in process, for the live file (a role with no report folder at
+# all has no answer to look for: the reports module is not imported)
+TAKE = FINISH | {"handoffd.queue.scan"}
 HELPERS = {
     "ready_for_next": TAKE,
     "done_with_current": FINISH,
     # a note: run from the table through the one way in (its draft checked as the
     # declaration says), checked (draft, terminal), queued (outbox), the daemon asked
     # after (lifecycle), and the work in process scanned for the live file (its report
-    # folder looked in, as a take's)
+    # folder looked in, as a take's, when the role has one)
     "swarm_handoff": NO_TASK | {
         "handoffd.adapters.sources", "handoffd.core.git", "handoffd.core.lifecycle",
         "handoffd.core.limits",  # the table's defaults (it imports nothing)
         "handoffd.core.terminal", "handoffd.ops.invoke", "handoffd.ops.spec", "handoffd.ops.table",
-        "handoffd.queue.draft", "handoffd.queue.outbox", "handoffd.queue.reports",
-        "handoffd.queue.scan",
+        "handoffd.queue.draft", "handoffd.queue.outbox", "handoffd.queue.scan",
     },
 }  # fmt: skip
 
@@ -280,9 +279,11 @@ def test_the_installed_helper_imports_no_re_before_it_starts(
 
 
 def test_every_helper_is_installed_as_the_call_of_its_console_function() -> None:
-    """Each installed helper is the three lines that call its function in
-    `handoffd.adapters.console` (what the entry point was), nothing else."""
+    """Each installed helper is the lines that run its function in
+    `handoffd.adapters.console` (what the entry point was) as a script, nothing else."""
     for name in INSTALLED:
         code = [line for line in (Path(BIN) / name).read_text().splitlines()[1:]
                 if line and not line.startswith("#")]  # fmt: skip
-        assert code == [f"from handoffd.adapters.console import {name}", f"{name}()"], name
+        imported = ", ".join(sorted([name, "script"]))
+        assert code == [f"from handoffd.adapters.console import {imported}",
+                        f"script({name})"], name  # fmt: skip

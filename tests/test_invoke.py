@@ -31,7 +31,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         made.append(op.name)
         return invoke.invoke(op, *args, **kwargs)
 
-    for adapter in (commands, mcp, web):
+    for adapter in (sources, mcp, web):  # the command line's way in is `sources.run`
         monkeypatch.setattr(adapter, "invoke", spy)
     return made
 

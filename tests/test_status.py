@@ -9,6 +9,7 @@ import pty
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -489,3 +490,65 @@ def test_a_role_line_says_when_its_harness_screen_is_not_recognised() -> None:
         "coder    claude unknown  last wake never  last take never"
         "  screen not recognised: claude\\x1b[2J",
     ]
+
+
+# --- the board without click ------------------------------------------------------------
+
+PROBE_CLICK = (
+    "import sys; sys.argv = ['handoffd', *sys.argv[1:]]\nfrom handoffd.entry import main\nmain()"
+)
+
+
+def _probe(project: Project, *args: str, env: dict[str, str] | None = None) -> tuple[str, str]:
+    """`handoffd <args>` through the console script's entry: what it printed, and a line
+    saying its exit code and whether click was imported (`-X importtime` names each
+    module; the plain path ends the process without a teardown, so nothing else can)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", PROBE_CLICK, *args], cwd=project.root,
+        capture_output=True, text=True, timeout=60, env={**command_env(), **(env or {})},
+        check=False,
+    )  # fmt: skip
+    imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()
+                if line.startswith("import time:")}  # fmt: skip
+    return done.stdout, f"exit={done.returncode} click={'click' in imported}"
+
+
+def test_status_with_only_its_flags_runs_without_click_and_prints_what_click_prints(
+    project: Project,
+) -> None:
+    """The board a person watches starts without click: its text, its JSON and its exit
+    code are the click command's to the byte (the same `run`, the table's defaults)."""
+    put(project, 1, blocked_reason="waiting for the merge")
+    put(project, 2, depends_on=ident(1))
+    shown = {}
+    for flags in ([], ["--json"], ["--all"], ["--roles", "--json"]):
+        plain, said = _probe(project, "status", *flags)
+        assert said == "exit=0 click=False", flags
+        parsed, said = _probe(project, "status", *flags, "--root", str(project.root))
+        assert said == "exit=0 click=True", flags
+        assert plain == parsed, flags
+        shown[tuple(flags)] = plain
+    assert "waiting for the merge" in shown[()]
+    assert [card["blocked_reason"] for card in json.loads(shown[("--json",)])][:1] == [
+        "waiting for the merge"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "args", [["--window", "5"], ["--help"], ["--json", "--json"], ["--jsn"], ["."]]
+)
+def test_status_with_anything_but_its_own_flags_is_parsed_by_click(
+    project: Project, args: list[str]
+) -> None:
+    """An option with a value, `--help`, a repeat, a typo, a ROOT: click parses it, as ever
+    (a typo is its usage error, exit 2)."""
+    _, said = _probe(project, "status", *args)
+    assert said.endswith("click=True"), said
+    if args == ["--jsn"]:
+        assert said.startswith("exit=2")
+
+
+def test_status_under_handoffd_root_is_parsed_by_click(project: Project, tmp_path: Path) -> None:
+    """`HANDOFFD_ROOT` is click's to read (the `--root` option's variable): set, the board
+    goes through click and shows that project, wherever it is run from."""
+    _, said = _probe(project, "status", env={"HANDOFFD_ROOT": str(project.root)})
+    assert said == "exit=0 click=True"

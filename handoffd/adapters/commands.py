@@ -18,22 +18,16 @@ from typing import Any
 
 import click
 
-from handoffd.adapters import sources
+from handoffd.adapters.sources import ROLE_KEYS, run, use_colours
 from handoffd.core import config
 from handoffd.core.outcome import Result, emit
 from handoffd.ops import spec
 from handoffd.ops.context import config_refusal
-from handoffd.ops.invoke import invoke
 from handoffd.ops.spec import Op, Param
 from handoffd.ops.table import DAEMON, ROOT
 
 WATCH_EVERY = 2.0  # seconds between redraws under --watch
-ROLE_KEYS = ("role", "agent", "conversation")
-
-
-def use_colours() -> bool:
-    """Colour codes only on a terminal, and never when `NO_COLOR` is set (no-color.org)."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+__all__ = ["ROLE_KEYS", "command", "run", "use_colours"]  # `run` and the rest: sources'
 
 
 # --- the shared options -------------------------------------------------------------------
@@ -112,14 +106,6 @@ def command(op: Op) -> click.Command:
         help=op.help,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-
-
-def run(op: Op, root: str | None, values: dict[str, Any], colours: bool | None = None) -> Result:
-    """Run `op` on the options given, its texts read from their files."""
-    card = values.get("id") if op.card_names_role else None
-    colours = use_colours() if colours is None else colours
-    return invoke(op, values, sources.from_command_line, root=root, who=ROLE_KEYS, card=card,
-                  colours=colours)  # fmt: skip
 
 
 def _watch(op: Op, root: str | None, values: dict[str, Any]) -> Result:

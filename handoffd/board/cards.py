@@ -21,8 +21,13 @@ from handoffd.core.tokens import Totals
 from handoffd.queue import heartbeat
 from handoffd.queue import pool as pools
 from handoffd.queue.reports import Head
-from handoffd.queue.scan import Entry, State, depends_on, recipients
+from handoffd.queue.scan import Entry, State, dependencies, recipients
 from handoffd.snapshot.snapshot import Snapshot
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `typing` costs `status` its import
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
 
 STALL_S = 60.0  # an original older than this in an outbox is stalled
 EXCERPT = 120  # characters of a report's first line shown as its excerpt
@@ -123,7 +128,7 @@ class Card:
         self.state = entry.state
         self.age_s = age_s
         self.blocked_reason = self.headers.get(hf.BLOCKED_REASON) or None
-        self.depends_on = depends_on(self.headers)
+        self.depends_on = dependencies(entry)
         self.red_reason = red_reason
         self.held = held  # an outbox original's `deferred <span>: <reason>` (§15)
         self.claim: Claim | None = None

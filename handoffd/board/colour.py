@@ -19,48 +19,48 @@ of how cards are built: `board/cards` imports it, never the other way round.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `typing` costs `status` its import
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Protocol
 
+    class Claimed(Protocol):
+        """What the colour reads of a claim: is it live, and who holds it, in words."""
 
-class Claimed(Protocol):
-    """What the colour reads of a claim: is it live, and who holds it, in words."""
+        @property
+        def live(self) -> bool: ...
 
-    @property
-    def live(self) -> bool: ...
+        def describe(self) -> str: ...
 
-    def describe(self) -> str: ...
+    class Painted(Protocol):
+        """What the colour reads of a card (`board.cards.Card` is one)."""
 
+        @property
+        def card(self) -> str: ...
 
-class Painted(Protocol):
-    """What the colour reads of a card (`board.cards.Card` is one)."""
+        @property
+        def state(self) -> str: ...
 
-    @property
-    def card(self) -> str: ...
+        @property
+        def red_reason(self) -> str | None: ...
 
-    @property
-    def state(self) -> str: ...
+        @property
+        def claim(self) -> Claimed | None: ...
 
-    @property
-    def red_reason(self) -> str | None: ...
+        @property
+        def age_s(self) -> float | None: ...
 
-    @property
-    def claim(self) -> Claimed | None: ...
+        @property
+        def wakeups(self) -> int: ...
 
-    @property
-    def age_s(self) -> float | None: ...
+        @property
+        def wake_failures(self) -> int: ...
 
-    @property
-    def wakeups(self) -> int: ...
+        @property
+        def waiting_on(self) -> Sequence[str]: ...
 
-    @property
-    def wake_failures(self) -> int: ...
-
-    @property
-    def waiting_on(self) -> Sequence[str]: ...
-
-    @property
-    def held(self) -> str | None: ...
+        @property
+        def held(self) -> str | None: ...
 
 
 RED = "red"

@@ -14,26 +14,29 @@ name first belongs to keeps it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Protocol
-
 from handoffd.core.terminal import escape, has_control
-from handoffd.queue.scan import Entry
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: `typing` costs `status` its import
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+    from typing import Protocol
+
+    from handoffd.queue.scan import Entry
+
+    class Named(Protocol):
+        """What naming reads and sets of a card (`board.cards.Card` is one): the file it
+        stands for, its role, and the name it is given."""
+
+        card: str
+
+        @property
+        def entry(self) -> Entry: ...
+
+        @property
+        def role(self) -> str: ...
+
 
 MAX_ID = 255  # as long as a file name may be: any longer is not a name a person copies
-
-
-class Named(Protocol):
-    """What naming reads and sets of a card (`board.cards.Card` is one): the file it
-    stands for, its role, and the name it is given."""
-
-    card: str
-
-    @property
-    def entry(self) -> Entry: ...
-
-    @property
-    def role(self) -> str: ...
 
 
 def usable(ident: str) -> bool:

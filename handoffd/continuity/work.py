@@ -172,12 +172,16 @@ def answer_of(
 def has_answer(handoffs: str, ident: str, known: dict[str, bool] | None = None) -> bool:
     """`reports.has_answer`, asked once a step with `known` (a step's `Seen.answers`): only
     an operator's `answer` adds one, under the same lock.  The report module is imported
-    only for work in process (an idle agent's `NO_TASK` asks nothing)."""
+    only for work in process (an idle agent's `NO_TASK` asks nothing), and only when the
+    role has a report folder at all (a role nobody reported to yet has no `H/reports/`)."""
     if known is not None and ident in known:
         return known[ident]
-    from handoffd.queue import reports
+    if os.path.lexists(os.path.join(handoffs, "reports")):  # else no report of any card
+        from handoffd.queue import reports
 
-    found = reports.has_answer(handoffs, ident)
+        found = reports.has_answer(handoffs, ident)
+    else:
+        found = False
     if known is not None:
         known[ident] = found
     return found

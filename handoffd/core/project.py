@@ -19,16 +19,16 @@ the configuration it was given in .swarmforge/swarmforge.conf.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
-from importlib import resources
 
 from handoffd.core import config, durable, safeio, tokens
 from handoffd.core.config import Box
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
 
 SAMPLE = "swarmforge.conf"
 MAIN_WORKTREE = "master"  # the project checkout itself
@@ -93,6 +93,8 @@ class Swarm:
 
 def sample_text() -> str:
     """The embedded sample configuration (a coder in task mode, a cleaner in batch mode)."""
+    from importlib import resources  # not at the top: `status` reads this module's parser
+
     return resources.files("handoffd").joinpath("samples", SAMPLE).read_text(encoding="utf-8")
 
 
@@ -368,6 +370,9 @@ def placeholder(root: str, window: Window) -> str:
 def socket_path(root: str) -> str:
     """A short tmux socket path, private to this user and this project (unix socket paths
     must stay under ~100 bytes, so it cannot live inside a deep project tree)."""
+    import hashlib
+    import tempfile
+
     digest = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:12]
     return os.path.join(tempfile.gettempdir(), f"handoffd-{os.getuid()}", digest)
 
@@ -514,6 +519,8 @@ def init(
 
 
 def _git(root: str, *args: str) -> subprocess.CompletedProcess[str]:
+    import subprocess  # only `init` runs git: a view of the board reads the parser alone
+
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
 
 

@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 WAKE_DRAIN = 10.0  # seconds `run --once` waits for its wake-ups before exiting
 IN_FLIGHT = 2.0  # seconds a stopping daemon lets a wake-up being typed (and checked) finish
 RESCAN = 2.0  # seconds between safety-net rescans (and re-notify checks)
-LOOK_EVERY = 10.0  # seconds between two reads of a pane no mail waits for (for `status`)
 SETTLE = 0.3  # seconds a changed roles.tsv must stand still before it is read
 HANDOFF_DIRS = (Box.DRAFTS, Box.SENT, Box.FAILED, Box.NEW, Box.IN_PROCESS, Box.COMPLETED)
 SETTLE_LIMIT = 15.0  # seconds `run --once` waits for files still being written in place
@@ -155,7 +154,6 @@ class Daemon:
         self.bridge: Bridge | None = None  # the NATS side of a swarm over several hosts
         self._next_rescan = 0.0
         self._took: dict[str, object] = {}  # role -> its in_process/ stamp at the last rescan
-        self._looked: dict[str, float] = {}  # role -> when its pane was last read (monotonic)
         self._stop_file = daemon_path(root, "stop")
 
     # --- life ---------------------------------------------------------------------------
@@ -315,7 +313,7 @@ class Daemon:
             self._renotify(awake, waiting, now)
             self._budget_resumed(awake, waiting)
             self._wake_asked(local)  # after re-notify, as ever
-            self._look(local, {name for name, states in waiting.items() if State.NEW in states})
+            self._look(local)
             self._watch_takes(local)
             self._watch_announcements(local, now)
             self._reclaim(local, time.time())  # heartbeats are wall-clock times
@@ -506,17 +504,12 @@ class Daemon:
             self.log.info("wake_asked", role=name)
             self.waker.wake([(name, role.session)], request.text)
 
-    def _look(self, roles: dict[str, Role], waiting: set[str]) -> None:
-        """Read the panes `status` shows: at each rescan those of roles with mail waiting
-        (a gone session turns their cards red at once) or a harness at work, every
-        LOOK_EVERY seconds the others (a tmux call each: an idle swarm should cost next to
-        nothing)."""
-        now = time.monotonic()
-        due = [n for n in roles if roles[n].session and (n in waiting or self.panes.working(n)
-               or now >= self._looked.get(n, -LOOK_EVERY) + LOOK_EVERY)]  # fmt: skip
-        for name in due:
-            self._looked[name] = now
-        self.waker.look((name, roles[name].session) for name in due)
+    def _look(self, roles: dict[str, Role]) -> None:
+        """Read every role's pane at each rescan, for `status` and the web board: one tmux
+        listing for all of them, and a read of those that printed since they were last
+        read (`harness.listing`), so an idle swarm costs one tmux call a rescan however
+        many panes it has, and a pane's state is never more than a rescan old."""
+        self.waker.look((name, role.session) for name, role in roles.items() if role.session)
 
     def _watch_takes(self, roles: dict[str, Role]) -> None:
         """Note when each role's in_process/ changed since the last rescan, for `status`'s

@@ -35,7 +35,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from handoffd.core import handoff as hf
@@ -46,6 +54,11 @@ from handoffd.wakeups.wakeup import WAKE
 # besides outbox/*.handoff; `H/wake`: a command asks for a wake-up (docs/protocol.md §14)
 TRIGGERS = frozenset({"roles.tsv", "stop", WAKE})
 ARRIVALS = frozenset({"created", "moved", "modified", "closed"})  # a deletion brings no work
+# What each watch asks the kernel for: the events the handler reads.  Not opens nor closes
+# without a write: every rescan opens the folders it lists and the files it reads, and a
+# watch told of those woke watchdog's threads a few hundred times a rescan in a swarm of
+# 32 (a cost that grew with the swarm, for events the handler drops).
+EVENTS = [FileCreatedEvent, FileMovedEvent, FileModifiedEvent, FileClosedEvent, FileDeletedEvent]
 SAID = {"moved": settle.MOVED, "created": settle.CREATED}  # any other arrival: written
 MARKER = ".handoffd-sync."  # the name start of the marker files `sync` creates
 SYNC_TIMEOUT = 0.5  # seconds `sync` waits for its marker's event before giving up
@@ -202,7 +215,8 @@ class Watcher:
             if current:
                 self._unwatch(directory)
             if identity is not None:
-                watch = self.observer.schedule(self.handler, directory, recursive=False)
+                watch = self.observer.schedule(self.handler, directory, recursive=False,
+                                               event_filter=EVENTS)  # fmt: skip
                 self.watches[directory] = (identity, watch)
                 armed.append(directory)
                 _sweep_markers(directory)

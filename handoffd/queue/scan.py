@@ -80,7 +80,8 @@ _RANK = {state: n for n, state in enumerate(State.ALL)}
 class Entry:
     """One queue file as the scan found it: a copy or an original, open or history."""
 
-    __slots__ = ("_headers", "batch", "indexed", "mtime", "name", "path", "role", "state")
+    __slots__ = ("_after", "_headers", "_parts", "_to", "batch", "indexed", "mtime", "name",
+                 "path", "role", "state")  # fmt: skip
 
     def __init__(
         self,
@@ -99,6 +100,9 @@ class Entry:
         self.batch = batch  # the batch_* folder holding it, if any
         self.mtime = mtime
         self._headers = headers
+        self._parts: Name | bool | None = False  # its name's parts, once parsed (False: not yet)
+        self._to: list[str] | None = None  # its recipients, once read (`recipients`)
+        self._after: list[str] | None = None  # what it depends on, once read (`dependencies`)
         self.indexed: tuple[str, str] | None = None  # (task, newest time), from history's index
 
     @property
@@ -133,7 +137,11 @@ class Entry:
 
     @property
     def parts(self) -> Name | None:
-        return hf.parse_name(self.name)
+        """The parts its file name spells, parsed once: the board asks for them (its id,
+        sender, recipients, priority) several times a card."""
+        if self._parts is False:
+            self._parts = hf.parse_name(self.name)
+        return self._parts  # type: ignore[return-value]
 
     @property
     def name_id(self) -> str | None:
@@ -173,12 +181,24 @@ def depends_on(headers: dict[str, str]) -> list[str]:
     return hf.comma_list(headers.get(hf.DEPENDS_ON, ""))
 
 
+def dependencies(entry: Entry) -> list[str]:
+    """`depends_on(entry.headers)`, read once an entry: the scan's look-up and the board's
+    card both ask."""
+    if entry._after is None:
+        entry._after = depends_on(entry.headers)
+    return entry._after
+
+
 def recipients(entry: Entry) -> list[str]:
-    """Who a handoff is to: its `to` header, else the recipients its name spells."""
-    if hf.RECIPIENTS in entry.headers:
-        return hf.comma_list(entry.headers[hf.RECIPIENTS])
-    parts = entry.parts
-    return parts.recipients if parts else []
+    """Who a handoff is to: its `to` header, else the recipients its name spells (read once
+    an entry: the board asks for each card's several times)."""
+    if entry._to is None:
+        if hf.RECIPIENTS in entry.headers:
+            entry._to = hf.comma_list(entry.headers[hf.RECIPIENTS])
+        else:
+            parts = entry.parts
+            entry._to = parts.recipients if parts else []
+    return entry._to
 
 
 def scan_role(

@@ -33,7 +33,7 @@ from handoffd.queue.scan import (
     FOLDER,
     Entry,
     State,
-    depends_on,
+    dependencies,
     folder_files,
     handed,
     has_batches,
@@ -334,7 +334,7 @@ class Snapshot:
                 copies.setdefault(entry.id, []).append(entry)
             else:
                 originals.add(entry.id)
-        wanted = [d for entry in entries for d in depends_on(entry.headers)]
+        wanted = [d for entry in entries for d in dependencies(entry)]
         while wanted:
             ident = wanted.pop()
             held = copies.get(ident)
@@ -346,7 +346,7 @@ class Snapshot:
             for entry in found:
                 entry.load()
             self.dependencies[ident] = found
-            wanted += [d for entry in found for d in depends_on(entry.headers)]
+            wanted += [d for entry in found for d in dependencies(entry)]
 
 
 def take_snapshot(

@@ -11,7 +11,6 @@ most `LIMIT` bytes, every field checked.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -79,6 +78,7 @@ class Panes:
     def __init__(self, idle_after: float) -> None:
         self.idle_after = idle_after
         self._seen: dict[str, Seen] = {}
+
         self._lock = threading.Lock()
         self._dirty = False
         # called (from the reading thread) when a pane's state changes: the daemon saves
@@ -112,7 +112,7 @@ class Panes:
                 gone_since = (seen.since if seen.pane == GONE else now) if answers else None
                 self._set(seen, GONE if answers else UNKNOWN, gone_since)
             else:
-                self._read(seen, hashlib.blake2b(content.encode()).digest(), now)
+                self._read(seen, _digest(content), now)
                 if verdict is None:
                     self._classify(seen, now, idle_mark)
                 else:
@@ -208,6 +208,14 @@ class Panes:
         except OSError:
             with self._lock:
                 self._dirty = True
+
+
+def _digest(content: str) -> bytes:
+    """A pane's content in 64 bytes.  blake2b from its own module: `hashlib` loads OpenSSL
+    first, a few milliseconds of every `status` that never hashes anything."""
+    from _blake2 import blake2b
+
+    return blake2b(content.encode()).digest()
 
 
 def marked_idle(seen: Seen, idle_mark: float | None) -> bool:

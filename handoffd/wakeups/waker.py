@@ -13,7 +13,7 @@ import threading
 import time
 
 from handoffd.core import limits
-from handoffd.harness import pane, profiles
+from handoffd.harness import listing, pane, profiles
 from handoffd.harness.marks import Marks
 from handoffd.harness.recognise import Recognition
 from handoffd.harness.typist import DeadPane, Typist
@@ -28,7 +28,6 @@ from handoffd.wakeups.wake import (
     refusal,
     run_tmux,
     send_keys,
-    server_answers,
     unsubmitted,
 )
 
@@ -56,6 +55,10 @@ class Waker:
     it last changed (`idle_mark(role)`: the time of its `H/idle`), or `idle_wait` seconds
     passed (`wake_forced`).  Each read is one tmux call with a timeout, on that role's own
     thread, so waiting for one pane never delays another role, a delivery or `close`.
+
+    A read goes by a listing of every pane (`harness.listing`): a pane that printed
+    nothing since it was last read is not read again, and `look`, the daemon's glance at
+    every role each rescan, is one listing on one thread for all of them.
     """
 
     def __init__(
@@ -86,6 +89,8 @@ class Waker:
         self._pending: dict[str, dict[str, str]] = {}  # role -> {text: session}, in order
         self._looks: dict[str, str] = {}  # role -> session: read its pane once, for status
         self._running: set[str] = set()  # roles whose thread is alive
+        self._glancing = False  # a `look` at the idle roles' panes is under way
+        self.screens = listing.Screens(timeout)
         self._held: set[str] = set()  # roles whose wake-up waits behind a person's text
         self._closed = False
         self._closing = threading.Event()  # set by close: a wait for idleness ends at once
@@ -121,14 +126,44 @@ class Waker:
             return bool(self._pending.get(role))
 
     def look(self, roles: Iterable[tuple[str, str]]) -> None:
-        """Read each (role, session)'s pane once, on its thread, so its state stays current."""
+        """Read each (role, session)'s pane once, so its state stays current: a role whose
+        thread runs reads it there; the others all from one listing, on one thread (none
+        while the last such look still runs: a hung tmux is not asked twice)."""
         with self._cond:
+            idle = []
             for role, session in roles:
                 if self._closed or not session:
                     continue
-                self._looks[role] = session
-                if role not in self._running:
-                    self._start(role)
+                if role in self._running:
+                    self._looks[role] = session
+                else:
+                    idle.append((role, session))
+            if not idle or self._glancing:
+                return
+            thread = threading.Thread(target=self._glance, args=(idle,), name="look-panes")
+            thread.daemon = True
+            try:
+                thread.start()
+            except RuntimeError as error:  # no thread to be had: the next rescan looks again
+                self.log.warning("look_failed", error=f"no thread: {error}")
+                return
+            self._glancing = True
+
+    def _glance(self, roles: list[tuple[str, str]]) -> None:
+        """`look`'s thread: one listing, then each role's pane from it."""
+        try:
+            try:
+                socket = read_socket(self.root)
+            except Exception:  # no socket file, or a bad one: a wake-up's send says why
+                return
+            listed = self.screens.listing(socket)
+            for role, session in roles:
+                if self._closing.is_set():
+                    return
+                self._look(role, session, socket, listed)
+        finally:
+            with self._cond:
+                self._glancing = False
 
     def cancel(self, role: str, text: str = TEXT) -> bool:
         """Take back a line not yet typed (an agent's Stop hook told it of its mail): True
@@ -285,19 +320,22 @@ class Waker:
         found = self._look(role, session)
         return None if found is None else found[2]
 
-    def _look(self, role: str, session: str) -> Look | None:
-        """Read the pane once and record what it shows (for `status`): the pane (None when
-        it cannot be read), the profile of its harness, and the role's view; None without
-        a socket to read it through."""
-        try:
-            socket = read_socket(self.root)
-        except Exception:  # no socket file, or a bad one: the send logs why
-            return None
-        try:
-            seen: pane.Pane | None = pane.read(socket, session, self.timeout)
-        except Exception:  # the session is gone, or there is no server: which one?
-            seen = None
-        answers = seen is not None or server_answers(socket, self.timeout)
+    def _look(
+        self, role: str, session: str, socket: str | None = None,
+        listed: listing.Listed | None = None,
+    ) -> Look | None:  # fmt: skip
+        """Read the pane once (from `listed`, else a fresh listing) and record what it
+        shows (for `status`): the pane (None when it cannot be read), the profile of its
+        harness, and the role's view; None without a socket to read it through."""
+        if socket is None:
+            try:
+                socket = read_socket(self.root)
+            except Exception:  # no socket file, or a bad one: the send logs why
+                return None
+        try:  # gone, or no server: `answers` says which
+            seen, answers = self.screens.read(socket, session, listed)
+        except Exception:  # whatever tmux did, the thread goes on (the state: unknown)
+            seen, answers = None, False
         kind = self.harness_of(role, seen.harness if seen is not None else "")
         prof = profiles.profile(kind)
         content = None if seen is None or seen.dead else seen.content
