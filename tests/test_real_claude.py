@@ -18,6 +18,7 @@ from tests.real_support import (
     SLOW,
     WAKE,
     RealSwarm,
+    Request,
     Rule,
     a_persons_text,
     idle_in_status,
@@ -129,18 +130,7 @@ def test_mail_for_a_busy_claude_code_is_never_typed_in_and_its_stop_hook_tells_o
     is told of once, never in a loop, and the telling counts as a wake-up `via: hook`."""
     with real_swarm(tmp_path, ("coder",), options=("--idle-wait", "1")) as swarm:
         server = swarm.server
-        swarm.wait_idle("coder")
-        swarm.type("coder", "WARM-UP")  # a first turn: its Stop hook runs, the role is hooked
-        turn(server, CLAUDE, lambda r: any("WARM-UP" in t for t in r.texts), "the warm-up")
-        wait(lambda: (swarm.handoffs("coder") / "idle").exists(), 30, "the first Stop hook")
-        swarm.wait_idle("coder")
-
-        swarm.type("coder", SLOW)
-        turn(server, CLAUDE, lambda r: any(SLOW in t for t in r.texts), "the slow turn")
-        busy = swarm.send("coder", "sent while busy")
-        told = turn(server, CLAUDE, lambda r: any(HOOK_REASON in t and ident(busy) in t
-                                                  for t in r.texts),
-                    "the Stop hook's reason")  # fmt: skip
+        busy, told = told_while_busy(swarm)
         assert not any(WAKE in t for t in told.texts)
         settled(swarm, busy)
         assert no_line_typed_into(server, SLOW, WAKE)
@@ -184,20 +174,28 @@ def test_the_stop_hooks_mail_notice_is_shown_as_feedback_not_as_a_problem(
     `stop hook problem` in its footer (docs/protocol.md §16).  What a person sees is the
     pane itself."""
     with real_swarm(tmp_path, ("coder",), options=("--idle-wait", "1")) as swarm:
-        server = swarm.server
-        swarm.wait_idle("coder")
-        swarm.type("coder", "WARM-UP")  # a first turn: its Stop hook runs, the role is hooked
-        turn(server, CLAUDE, lambda r: any("WARM-UP" in t for t in r.texts), "the warm-up")
-        wait(lambda: (swarm.handoffs("coder") / "idle").exists(), 30, "the first Stop hook")
-        swarm.wait_idle("coder")
-        swarm.type("coder", SLOW)
-        turn(server, CLAUDE, lambda r: any(SLOW in t for t in r.texts), "the slow turn")
-        busy = swarm.send("coder", "sent while busy")
-        turn(server, CLAUDE, lambda r: any(HOOK_REASON in t and ident(busy) in t
-                                           for t in r.texts), "the Stop hook's reason")  # fmt: skip
+        busy, _ = told_while_busy(swarm)
         settled(swarm, busy)
         swarm.wait_idle("coder")
         shown = swarm.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t",
                            f"={swarm.session('coder')}:")  # fmt: skip
         assert "Stop hook says: You have 1 handoff(s) waiting" in shown, shown
         assert "reported a problem" not in shown and "stop hook problem" not in shown, shown
+
+
+def told_while_busy(swarm: RealSwarm) -> tuple[str, Request]:
+    """A warm-up turn (its Stop hook runs: the role is hooked), then mail sent during a slow
+    turn; the mail's name and the request in which the Stop hook told the agent of it."""
+    server = swarm.server
+    swarm.wait_idle("coder")
+    swarm.type("coder", "WARM-UP")  # a first turn: its Stop hook runs, the role is hooked
+    turn(server, CLAUDE, lambda r: any("WARM-UP" in t for t in r.texts), "the warm-up")
+    wait(lambda: (swarm.handoffs("coder") / "idle").exists(), 30, "the first Stop hook")
+    swarm.wait_idle("coder")
+    swarm.type("coder", SLOW)
+    turn(server, CLAUDE, lambda r: any(SLOW in t for t in r.texts), "the slow turn")
+    busy = swarm.send("coder", "sent while busy")
+    told = turn(server, CLAUDE, lambda r: any(HOOK_REASON in t and ident(busy) in t
+                                              for t in r.texts),
+                "the Stop hook's reason")  # fmt: skip
+    return busy, told
