@@ -221,6 +221,74 @@ def test_a_daemon_killed_with_sigkill_leaves_no_lock_a_new_one_cannot_take(
         terminate(second)
 
 
+# A killed daemon on its way out, as the kernel shows it: the main thread already a zombie,
+# another thread still in a system call (an fsync on a busy disk) and so still holding the
+# process's files, the lock among them, for `linger` seconds.  SYS_exit ends only the thread
+# that calls it, which leaves the process in exactly that state.
+DYING = """
+import ctypes, fcntl, os, sys, threading, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+threading.Thread(target=time.sleep, args=(float(sys.argv[2]),)).start()
+print("locked", flush=True)
+ctypes.CDLL(None).syscall(60, 0)
+"""
+
+
+@pytest.fixture
+def dying(project: Project) -> Iterator[subprocess.Popen[bytes]]:
+    """The project's lock held by a process whose main thread is a zombie, for 1.5 s."""
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", DYING, str(project.root), "1.5"],
+                              stdout=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == b"locked\n"
+    wait_for(lambda: lifecycle.exiting(holder.pid), timeout=5, what="the main thread to end")
+    assert lifecycle.holder(str(project.root)) == holder.pid
+    yield holder
+    holder.kill()
+    holder.wait()
+
+
+def test_start_just_after_a_kill_waits_for_the_dying_daemon_and_starts_a_new_one(
+    stopper: Project, dying: subprocess.Popen[bytes]
+) -> None:
+    """Pins `live_holder`: a zombie-led lock holder is not reported as a running daemon (it
+    printed `already running` with exit 0, and no daemon ran: a kill -9 under disk load)."""
+    project = stopper
+    result = handoffd("start", str(project.root))
+    assert result.returncode == 0, result.stderr
+    assert "handoffd started" in result.stdout and "already running" not in result.stdout
+    pid = running_pid(project)
+    assert pid and pid != dying.pid and lifecycle.holder(str(project.root)) == pid
+
+
+def test_run_just_after_a_kill_takes_the_lock_once_the_dying_daemon_lets_go(
+    project: Project, dying: subprocess.Popen[bytes]
+) -> None:
+    lock = lifecycle.Lock(str(project.root))
+    lock.acquire()  # waits for the dying holder, instead of AlreadyRunning
+    try:
+        assert lifecycle.holder(str(project.root)) == os.getpid()
+    finally:
+        lock.release()
+
+
+def test_a_live_holder_is_still_refused_at_once(project: Project) -> None:
+    """The wait is only for a holder on its way out: a running daemon is refused without one."""
+    root = str(project.root)
+    lock = lifecycle.Lock(root)
+    lock.acquire()
+    try:
+        began = time.monotonic()
+        with pytest.raises(lifecycle.AlreadyRunning):
+            lifecycle.Lock(root).acquire()
+        assert lifecycle.live_holder(root) == os.getpid()
+        assert time.monotonic() - began < lifecycle.EXIT_GRACE / 2
+    finally:
+        lock.release()
+
+
 def test_holder_is_none_for_a_free_lock_and_the_pid_for_a_held_one(project: Project) -> None:
     root = str(project.root)
     assert lifecycle.holder(root) is None

@@ -105,9 +105,10 @@ def test_500_handoffs_while_b_is_killed_ten_times_and_a_five_lose_and_duplicate_
         stop_all(hosts)
     assert summary["refused"] == []
     recovered = sum(h.log().read_text().count('"event": "started"') for h in hosts)
-    # every start and restart logged `started`: in two whole-suite runs under load one of the
-    # 17 was missing (never in a run of this test alone; the cause is not found yet)
-    assert 2 + len(KILLS) - 1 <= recovered <= 2 + len(KILLS)
+    # every start and restart logged `started`: under disk load a killed daemon's threads can
+    # outlive its main thread, and `start` once took that dying process for a running daemon
+    # (`already running`, exit 0, no restart; tests/test_lifecycle.py pins it on its own)
+    assert recovered == 2 + len(KILLS)
     check_once(hosts, HANDOFFS)
 
 

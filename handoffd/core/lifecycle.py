@@ -31,6 +31,11 @@ PID_FILE = "handoffd.pid"
 PID_LIMIT = 64  # bytes: one number and a line feed; never read more of the pid file
 READY_FD_ENV = "HANDOFFD_READY_FD"
 STOP_GRACE = 5.0  # seconds between TERM and KILL
+# seconds a daemon on its way out may keep the lock: killed, its main thread is already a
+# zombie while another thread finishes a system call (an fsync on a busy disk), and until
+# that thread ends the process holds its files, the lock among them
+EXIT_GRACE = 5.0
+EXIT_POLL = 0.02  # seconds between looks at a lock on its way to being let go
 
 
 def daemon_path(root: str, name: str) -> str:
@@ -55,14 +60,21 @@ class Lock:
         self.replaced = False  # a link stood where daemon/ should be, and was removed
 
     def acquire(self) -> None:
-        """Take the lock or raise `AlreadyRunning` with the holder's pid; then write the pid
-        file if we can (a full disk must not keep the daemon from starting)."""
+        """Take the lock or raise `AlreadyRunning` with the holder's pid (a holder on its way
+        out is waited for, see `live_holder`); then write the pid file if we can (a full disk
+        must not keep the daemon from starting)."""
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise AlreadyRunning(holder(self.root)) from None
+        deadline = time.monotonic() + EXIT_GRACE
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                running = live_holder(self.root, deadline - time.monotonic())
+                if running is not None or time.monotonic() > deadline:  # (no /proc/locks)
+                    os.close(fd)
+                    raise AlreadyRunning(running) from None
+                time.sleep(EXIT_POLL)  # the one on its way out let go: try again
         self.fd = fd
         info = os.fstat(fd)
         self.identity = (info.st_dev, info.st_ino)
@@ -114,6 +126,29 @@ def holder(root: str) -> int | None:
             if (device, int(inode)) == (info.st_dev, info.st_ino):
                 return int(fields[4])
     return None
+
+
+def live_holder(root: str, grace: float = EXIT_GRACE) -> int | None:
+    """`holder`, waiting up to `grace` seconds for one on its way out (see `exiting`) to
+    let go: a `start` just after a `kill -9` starts a daemon instead of reporting the dead
+    one as running."""
+    deadline = time.monotonic() + grace
+    while True:
+        running = holder(root)
+        if running is None or not exiting(running) or time.monotonic() > deadline:
+            return running
+        time.sleep(EXIT_POLL)
+
+
+def exiting(pid: int) -> bool:
+    """Whether `pid` is gone or going: no such process, or its main thread a zombie (a
+    daemon's main thread never ends before the others do, unless the process was killed)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rpartition(b") ")[2][:1]
+    except OSError:
+        return True
+    return state in (b"Z", b"X")
 
 
 def own_folder(root: str) -> bool:
@@ -216,7 +251,7 @@ def start(root: str, extra_args: list[str], timeout: float = 15.0) -> int:
     import subprocess
     import sys
 
-    running = holder(root)
+    running = live_holder(root)
     if running:
         raise AlreadyRunning(running)
     read_end, write_end = os.pipe()
