@@ -71,7 +71,9 @@ class Lock:
                 break
             except BlockingIOError:
                 running = live_holder(self.root, deadline - time.monotonic())
-                if running is not None or time.monotonic() > deadline:  # (no /proc/locks)
+                # past the grace it is refused even when /proc/locks names no holder (none
+                # readable there, say), so a lock that stays taken never spins us forever
+                if running is not None or time.monotonic() > deadline:
                     os.close(fd)
                     raise AlreadyRunning(running) from None
                 time.sleep(EXIT_POLL)  # the one on its way out let go: try again
