@@ -713,3 +713,19 @@ def test_a_result_holding_a_name_that_is_not_utf8_is_sent_with_it_escaped() -> N
     sent = json.loads(mcp.result(TOOLS["status"], outcome).model_dump_json(by_alias=True))
     assert sent["content"][0]["text"] == "TASK: /h/50_\\udcff.handoff\n"
     assert sent["structuredContent"] == {"items": [{"path": "/h/50_\\udcff.handoff"}]}
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity"])
+def test_a_number_that_is_not_finite_is_refused_naming_the_argument(
+    project: Project, token: str
+) -> None:
+    """`NaN` and `Infinity` on the wire (JSON as Python reads it) pass every bound of the
+    schema, NaN compares false with all: `status` with `window: NaN` counted every claim
+    as stale.  The tool refuses it as the command line refuses `--window nan`."""
+    request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "status", "arguments": {"window": 12345.5}}}  # fmt: skip
+    call = json.dumps(request).replace("12345.5", token)
+    _, refused = wire(project, "QA", INITIALIZE, INITIALIZED, call)
+    assert refused["id"] == 2 and refused["result"]["isError"] is True
+    said = refused["result"]["content"][0]["text"]
+    assert said.startswith("INVALID_ARGUMENTS: window: ") and "is not a finite number" in said

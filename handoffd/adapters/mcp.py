@@ -13,6 +13,7 @@ mcp` imports this module.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import traceback
 from typing import Any
@@ -102,11 +103,13 @@ def problems(op: Op, args: dict[str, Any]) -> str | None:
     """What is wrong with the arguments, checked against the tool's schema (None: nothing)."""
     validator = jsonschema.Draft202012Validator(input_schema(op))
     found = sorted(validator.iter_errors(args), key=lambda error: list(error.path))
-    if not found:
-        return None
     where = [".".join(str(part) for part in error.path) or op.tool_name for error in found]
     lines = [f"{at}: {error.message}" for at, error in zip(where, found, strict=True)]
-    return "INVALID_ARGUMENTS: " + "; ".join(lines)
+    # JSON as Python reads it carries NaN and Infinity, which pass every bound of a schema
+    # (NaN compares false with all): a number is finite, as on the command line
+    lines += [f"{name}: {value!r} is not a finite number" for name, value in args.items()
+              if isinstance(value, float) and not math.isfinite(value)]  # fmt: skip
+    return "INVALID_ARGUMENTS: " + "; ".join(lines) if lines else None
 
 
 # --- calls ----------------------------------------------------------------------------------
