@@ -100,6 +100,20 @@ def no_line_typed_into(server: ModelServer, trigger: str, *lines: str) -> bool:
     )
 
 
+def sent_while_busy(swarm: RealSwarm, role: str) -> str:
+    """A warm-up turn of `role` (its Stop hook or notify program runs: the role is hooked),
+    then a slow turn, and mail sent while it runs; the mail's name."""
+    server, api = swarm.server, api_of(role)
+    swarm.wait_idle(role)
+    swarm.type(role, "WARM-UP")
+    turn(server, api, lambda r: any("WARM-UP" in t for t in r.texts), "the warm-up")
+    wait(lambda: (swarm.handoffs(role) / "idle").exists(), 30, "the role's first hook run")
+    swarm.wait_idle(role)
+    swarm.type(role, SLOW)
+    turn(server, api, lambda r: any(SLOW in t for t in r.texts), "the slow turn")
+    return swarm.send(role, "sent while busy")
+
+
 def wait(condition: Callable[[], Any], timeout: float, what: str) -> Any:
     """`wait_for`, polling a tenth as often: each look here reads a real harness's pane."""
     return wait_for(condition, timeout, what, every=0.1)

@@ -28,6 +28,7 @@ from tests.real_support import (
     real_swarm,
     releases,
     round_trips,
+    sent_while_busy,
     turn,
     typed_exactly,
     wait,
@@ -184,18 +185,10 @@ def test_the_stop_hooks_mail_notice_is_shown_as_feedback_not_as_a_problem(
 
 
 def told_while_busy(swarm: RealSwarm) -> tuple[str, Request]:
-    """A warm-up turn (its Stop hook runs: the role is hooked), then mail sent during a slow
-    turn; the mail's name and the request in which the Stop hook told the agent of it."""
-    server = swarm.server
-    swarm.wait_idle("coder")
-    swarm.type("coder", "WARM-UP")  # a first turn: its Stop hook runs, the role is hooked
-    turn(server, CLAUDE, lambda r: any("WARM-UP" in t for t in r.texts), "the warm-up")
-    wait(lambda: (swarm.handoffs("coder") / "idle").exists(), 30, "the first Stop hook")
-    swarm.wait_idle("coder")
-    swarm.type("coder", SLOW)
-    turn(server, CLAUDE, lambda r: any(SLOW in t for t in r.texts), "the slow turn")
-    busy = swarm.send("coder", "sent while busy")
-    told = turn(server, CLAUDE, lambda r: any(HOOK_REASON in t and ident(busy) in t
-                                              for t in r.texts),
+    """Mail sent to a hooked coder during a slow turn (`sent_while_busy`); its name and the
+    request in which the Stop hook told the agent of it."""
+    busy = sent_while_busy(swarm, "coder")
+    told = turn(swarm.server, CLAUDE, lambda r: any(HOOK_REASON in t and ident(busy) in t
+                                                    for t in r.texts),
                 "the Stop hook's reason")  # fmt: skip
     return busy, told

@@ -25,6 +25,7 @@ from tests.real_support import (
     real_swarm,
     releases,
     round_trips,
+    sent_while_busy,
     turn,
     typed_exactly,
     wait,
@@ -131,15 +132,7 @@ def test_mail_for_a_busy_codex_is_never_typed_in_and_is_typed_as_its_turn_ends(
     it is typed as soon as the turn ends, and `status` shows the role idle again."""
     with real_swarm(tmp_path, ("cleaner",), options=("--idle-wait", "1")) as swarm:
         server = swarm.server
-        swarm.wait_idle("cleaner")
-        swarm.type("cleaner", "WARM-UP")  # a first turn: notify runs, the role is hooked
-        turn(server, CODEX, lambda r: any("WARM-UP" in t for t in r.texts), "the warm-up")
-        wait(lambda: (swarm.handoffs("cleaner") / "idle").exists(), 30, "the first notify")
-        swarm.wait_idle("cleaner")
-
-        swarm.type("cleaner", SLOW)
-        turn(server, CODEX, lambda r: any(SLOW in t for t in r.texts), "the slow turn")
-        busy = swarm.send("cleaner", "sent while busy")
+        busy = sent_while_busy(swarm, "cleaner")
         woken = turn(server, CODEX, lambda r: typed_exactly(r, WAKE) and not r.outputs,
                      "the wake-up after the slow turn")  # fmt: skip
         slow = [r for r in server.turns(CODEX) if any(SLOW in t for t in r.texts)]
