@@ -35,7 +35,7 @@ STOP_GRACE = 5.0  # seconds between TERM and KILL
 # zombie while another thread finishes a system call (an fsync on a busy disk), and until
 # that thread ends the process holds its files, the lock among them
 EXIT_GRACE = 5.0
-EXIT_POLL = 0.02  # seconds between looks at a lock on its way to being let go
+EXIT_POLL = 0.02  # seconds between looks at a lock on its way to being let go (or stopped)
 
 
 def daemon_path(root: str, name: str) -> str:
@@ -134,12 +134,10 @@ def live_holder(root: str, grace: float = EXIT_GRACE) -> int | None:
     """`holder`, waiting up to `grace` seconds for one on its way out (see `exiting`) to
     let go: a `start` just after a `kill -9` starts a daemon instead of reporting the dead
     one as running."""
-    deadline = time.monotonic() + grace
-    while True:
-        running = holder(root)
-        if running is None or not exiting(running) or time.monotonic() > deadline:
-            return running
-        time.sleep(EXIT_POLL)
+    running = holder(root)
+    if running is not None and exiting(running) and _wait_released(root, running, grace):
+        running = holder(root)  # free, or taken by a daemon started meanwhile
+    return running
 
 
 def exiting(pid: int) -> bool:
@@ -324,7 +322,7 @@ def _wait_released(root: str, pid: int, timeout: float) -> bool:
     while holder(root) == pid:
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.02)
+        time.sleep(EXIT_POLL)
     return True
 
 
