@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -272,6 +273,32 @@ def test_taking_finishing_and_sending_each_rewrite_the_live_file(project: Projec
     assert live_file(project, "QA").phase == "waiting for coder"
     assert project.run("ready_for_next", role="QA").out == "NO_TASK\n"
     assert live_file(project, "QA").phase == "waiting for coder"  # nothing arrived yet
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+@pytest.mark.parametrize("agents", [False, True])
+def test_the_live_file_is_fsynced_before_its_rename_only_when_it_carries_the_agents_sections(
+    project: Project, tmp_path: Path, agents: bool
+) -> None:
+    """The agent's sections exist nowhere else, so a rewrite that carries them syncs its temp
+    before the rename; one of handoffd's lines alone (the queue says all of it) does not."""
+    worktree = project.worktrees["QA"]
+    if agents:
+        (worktree / ".swarmforge").mkdir(exist_ok=True)
+        (worktree / live.FILE).write_text(f"# HANDOFF — {NOW}\nbranch: QA | phase: idle\n"
+                                          "\n## Decisions\n- keep it flat\n")  # fmt: skip
+    project.put("QA", "50_20260615T140531Z_000001_from_coder_to_QA.handoff", task="slice-3",
+                id="20260615T140531Z_000001_from_coder")  # fmt: skip
+    log = tmp_path / "strace.log"
+    bin_dir = Path(sys.executable).parent
+    taken = project.run("strace", "-f", "-qq", "-y", "-e", "trace=fsync", "-o", str(log),
+                        str(bin_dir / "ready_for_next"), role="QA")  # fmt: skip
+    assert taken.code == 0, taken.err
+    assert taken.out.startswith("TASK: ")
+    synced = [line for line in log.read_text().splitlines() if "fsync(" in line]
+    assert any(".HANDOFF.md." in line for line in synced) is agents, synced
+    assert any("in_process/." in line for line in synced), synced  # the claim's stamped copy
+    assert ("## Decisions\n- keep it flat\n" in (worktree / live.FILE).read_text()) is agents
 
 
 def test_a_blocked_card_becomes_the_open_question(project: Project) -> None:

@@ -259,9 +259,15 @@ class Unwritable(safeio.Refused):
 
 def write(worktree: str, state: State, previous: Parsed | None = None) -> str:
     """Rewrite the live file from `state`, keeping the agent's sections of `previous` (by
-    default the file as it stands); returns the text.  Atomic (temp file, fsync, rename):
-    a reader or a crash sees the old file or the new, never a mix.  The rename replaces a
-    link in its place, never what the link points at."""
+    default the file as it stands); returns the text.  Atomic (temp file, rename): a reader
+    or a crash sees the old file or the new, never a mix.  The rename replaces a link in
+    its place, never what the link points at.
+
+    The temp is fsynced before the rename only when the file carries the agent's sections:
+    those exist nowhere else, so a power cut must leave the old file or the new.  A file of
+    handoffd's lines alone says only what the queue says; one a power cut tore is read as
+    no file (its header never looks fresh), and `resume` and the next step rebuild it.
+    That spares a take or a finish, an agent's every call, one of its four fsyncs."""
     previous = previous or read(worktree)
     agent = previous.sections if previous else {}
     text = render(state, agent)
@@ -269,8 +275,13 @@ def write(worktree: str, state: State, previous: Parsed | None = None) -> str:
         raise Unwritable(path(worktree), "a directory, not the live file; remove it")
     os.makedirs(os.path.dirname(path(worktree)), exist_ok=True)
     sweep(os.path.dirname(path(worktree)))
-    durable.replace(path(worktree), text.encode("utf-8"))
+    durable.replace(path(worktree), text.encode("utf-8"), sync=carries_agent(agent))
     return text
+
+
+def carries_agent(sections: dict[str, list[str]]) -> bool:
+    """Whether any of the agent's sections has a line to keep."""
+    return any(trimmed(sections.get(name, [])) for name in AGENT_SECTIONS)
 
 
 def sweep(directory: str) -> None:
