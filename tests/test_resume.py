@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -71,12 +72,16 @@ def test_a_live_file_older_than_the_queues_newest_event_is_passed_over(project: 
     assert resume_as(project, "QA").out.startswith("RESUMING: QA on QA (from live file)\n")
 
 
-def test_a_live_file_a_power_cut_left_empty_is_passed_over_and_rebuilt(project: Project) -> None:
+@pytest.mark.parametrize("torn", [b"", b"\0" * 300], ids=["empty", "zeros"])
+def test_a_live_file_a_power_cut_tore_is_passed_over_and_rebuilt(
+    project: Project, torn: bytes
+) -> None:
     """A rewrite of handoffd's lines alone is not fsynced (docs/protocol.md §10): what a
-    power cut may leave of it, an empty file, reads as none, and the next step rewrites it."""
+    power cut may leave of it, an empty file or one of zeros, reads as none, and the next
+    step rewrites it."""
     live_file = project.worktrees["QA"] / live.FILE
     live_file.parent.mkdir(exist_ok=True)
-    live_file.write_bytes(b"")
+    live_file.write_bytes(torn)
     project.put("QA", TAKEN, task="slice-4", id=IDENT)
     assert resume_as(project, "QA").out.startswith("RESUMING: QA on QA (from queue)\n")
     assert project.run("ready_for_next", role="QA").out.startswith("TASK: ")
